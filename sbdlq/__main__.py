@@ -1,0 +1,3 @@
+from sbdlq.cli.main import run
+
+run()

@@ -1,0 +1,40 @@
+"""Backends: the emulator engine or a real namespace, behind one interface."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from sbdlq.backends.base import Backend, ReceiveMode
+from sbdlq.config import Target
+from sbdlq.errors import BadInput
+from sbdlq.timeparse import parse_duration
+
+__all__ = ["Backend", "ReceiveMode", "open_backend"]
+
+
+def emulator_latency() -> float:
+    """SBDLQ_EMULATOR_LATENCY in seconds (0 when unset)."""
+    raw = os.environ.get("SBDLQ_EMULATOR_LATENCY")
+    return parse_duration(raw, what="SBDLQ_EMULATOR_LATENCY") if raw else 0.0
+
+
+def open_backend(
+    target: Target, *, timeout_s: float = 30.0, verbose: Callable[[str], None] | None = None, create: bool = False
+) -> Backend:
+    """The backend for a target; azure is imported only for real namespaces."""
+    if target.kind == "emulator":
+        from sbdlq.backends.emulator import EmulatorBackend
+
+        if not create and not Path(target.value).exists():
+            raise BadInput(
+                f"no emulator store at {target.value}",
+                hint="create one with `sbdlq emulator init` or `sbdlq emulator demo`",
+            )
+        return EmulatorBackend(target.value, latency_s=emulator_latency())
+    from sbdlq.backends.servicebus import ServiceBusBackend
+
+    if target.kind == "connection_string":
+        return ServiceBusBackend(connection_string=target.value, timeout_s=timeout_s, verbose=verbose)
+    return ServiceBusBackend(namespace=target.value, timeout_s=timeout_s, verbose=verbose)

@@ -1,0 +1,97 @@
+"""The Backend interface: the broker primitives every operation is built from.
+
+A backend speaks to one namespace. Operations in `sbdlq.operations` are written once
+against this interface; backends translate their own errors into `sbdlq.errors` here,
+at the edge, so nothing above sees sqlite3 or azure exceptions.
+
+Errors a backend may raise: EntityNotFound, AuthError, ServiceUnavailable (and its
+TransientError), LockLost, InvalidOperation, BadInput, OperationFailed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from enum import Enum
+from types import TracebackType
+
+from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
+from sbdlq.paths import Address, EntityPath
+
+
+class ReceiveMode(Enum):
+    PEEK_LOCK = "peek-lock"
+    RECEIVE_AND_DELETE = "receive-and-delete"
+
+
+class Backend(ABC):
+    """Broker primitives for queues, subscriptions and their DLQs."""
+
+    #: short name shown in --verbose ("emulator", "servicebus")
+    name: str = "backend"
+    #: how the backend reached the namespace, for --verbose
+    description: str = ""
+
+    async def __aenter__(self) -> Backend:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @abstractmethod
+    async def list_entities(self) -> list[EntityInfo]:
+        """Every queue, topic and subscription of the namespace."""
+
+    @abstractmethod
+    async def get_entity(self, entity: EntityPath) -> EntityInfo:
+        """One queue, topic or subscription; EntityNotFound when missing."""
+
+    @abstractmethod
+    async def counts(self, entity: EntityPath) -> Counts:
+        """Active, dead-letter, transfer-dead-letter and scheduled counts of a queue or subscription."""
+
+    @abstractmethod
+    async def peek(self, address: Address, from_sequence: int, max_count: int) -> list[Message]:
+        """Up to max_count messages with sequence number >= from_sequence, without locking."""
+
+    @abstractmethod
+    async def receive(
+        self,
+        address: Address,
+        max_count: int,
+        *,
+        mode: ReceiveMode = ReceiveMode.PEEK_LOCK,
+        max_wait_s: float = 1.0,
+    ) -> list[Message]:
+        """Up to max_count messages; an empty list when none arrive within max_wait_s."""
+
+    @abstractmethod
+    async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Settle as done (removes them); returns the messages whose lock was lost."""
+
+    @abstractmethod
+    async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Release the locks; returns the messages whose lock was already lost."""
+
+    @abstractmethod
+    async def dead_letter(
+        self, address: Address, messages: Sequence[Message], reason: str, description: str
+    ) -> list[Message]:
+        """Move to the DLQ; returns the messages whose lock was lost."""
+
+    @abstractmethod
+    async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Extend the locks (updates locked_until); returns the messages whose lock was lost."""
+
+    @abstractmethod
+    async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
+        """Send to a queue or topic; all accepted, or an error and none assumed accepted."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release connections and receivers."""

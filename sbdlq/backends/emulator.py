@@ -1,0 +1,100 @@
+"""The Backend over the local emulator engine.
+
+SBDLQ_EMULATOR_LATENCY adds a wait to every broker round trip, so a command shows here
+how it would behave against a namespace far away (the benchmarks rely on it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from sbdlq.backends.base import Backend, ReceiveMode
+from sbdlq.emulator.engine import Engine
+from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
+from sbdlq.paths import Address, EntityPath
+
+
+class EmulatorBackend(Backend):
+    """Broker primitives served by the embedded engine."""
+
+    name = "emulator"
+
+    def __init__(self, path: str, *, latency_s: float = 0.0, clock: Callable[[], float] | None = None) -> None:
+        self.engine = Engine(path, clock=clock)
+        self.latency_s = latency_s
+        self.description = f"emulator store {path}" + (f" with {latency_s * 1000:.0f} ms latency" if latency_s else "")
+
+    async def _round_trip(self) -> None:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+
+    async def list_entities(self) -> list[EntityInfo]:
+        await self._round_trip()
+        return self.engine.list_entities()
+
+    async def get_entity(self, entity: EntityPath) -> EntityInfo:
+        await self._round_trip()
+        return self.engine.get_entity(entity)
+
+    async def counts(self, entity: EntityPath) -> Counts:
+        await self._round_trip()
+        return self.engine.counts(entity)
+
+    async def peek(self, address: Address, from_sequence: int, max_count: int) -> list[Message]:
+        await self._round_trip()
+        return self.engine.peek(address, from_sequence, max_count)
+
+    async def receive(
+        self,
+        address: Address,
+        max_count: int,
+        *,
+        mode: ReceiveMode = ReceiveMode.PEEK_LOCK,
+        max_wait_s: float = 1.0,
+    ) -> list[Message]:
+        await self._round_trip()
+        return self.engine.receive(address, max_count, mode=mode)
+
+    async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        await self._round_trip()
+        return _lost(messages, self.engine.complete(address, _tokens(messages)))
+
+    async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        await self._round_trip()
+        return _lost(messages, self.engine.abandon(address, _tokens(messages)))
+
+    async def dead_letter(
+        self, address: Address, messages: Sequence[Message], reason: str, description: str
+    ) -> list[Message]:
+        await self._round_trip()
+        return _lost(messages, self.engine.dead_letter(address, _tokens(messages), reason, description))
+
+    async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        await self._round_trip()
+        renewed = self.engine.renew_locks(address, _tokens(messages))
+        lost = []
+        for m in messages:
+            if m.lock_token in renewed:
+                m.locked_until = renewed[m.lock_token]
+            else:
+                lost.append(m)
+        return lost
+
+    async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
+        await self._round_trip()
+        self.engine.send(entity, messages)
+
+    async def close(self) -> None:
+        self.engine.close()
+
+
+def _tokens(messages: Sequence[Message]) -> list[str]:
+    return [m.lock_token for m in messages if m.lock_token is not None]
+
+
+def _lost(messages: Sequence[Message], lost_tokens: list[str]) -> list[Message]:
+    if not lost_tokens:
+        return []
+    lost = set(lost_tokens)
+    return [m for m in messages if m.lock_token in lost]

@@ -1,0 +1,1 @@
+"""The Typer app: parse options, call operations, render. No broker logic here."""

@@ -1,0 +1,140 @@
+"""What every command shares: settings from the global options, and the one error path."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import traceback
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, TypeVar
+
+import click
+import typer
+
+from sbdlq.config import Target, resolve_target
+from sbdlq.errors import BadInput, ExitStatus, SbdlqError
+
+T = TypeVar("T")
+
+
+def redact(text: str) -> str:
+    """Mask secrets in any text that leaves the process."""
+    from sbdlq.connstr import redact as _redact
+
+    return _redact(text)
+
+
+def err(line: str) -> None:
+    """One line on stderr, secrets masked."""
+    sys.stderr.write(redact(line) + "\n")
+    sys.stderr.flush()
+
+
+@dataclass
+class Settings:
+    """The global options, resolved lazily so `--help` reads no config."""
+
+    options: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    profile: str | None = None
+    timeout: str = "30s"
+    verbose: bool = False
+    debug: bool = False
+    _target: Target | None = None
+
+    @property
+    def timeout_s(self) -> float:
+        from sbdlq.timeparse import parse_duration
+
+        prof = self.target().profile
+        raw = self.timeout
+        if self.options.get("timeout", (None, "default"))[1] == "default" and prof and prof.option("timeout"):
+            raw = str(prof.option("timeout"))
+        seconds = parse_duration(raw, what="--timeout")
+        if seconds <= 0:
+            raise BadInput("--timeout must be positive")
+        return seconds
+
+    def target(self) -> Target:
+        if self._target is None:
+            self._target = resolve_target(options=self.options, profile_name=self.profile, warn=err)
+            if self._target.source == "default":
+                err(f"sbdlq: using the local emulator at {self._target.value} (no target configured)")
+            self.log(f"target: {self._target.describe()}")
+        return self._target
+
+    def profile_default(self, key: str) -> Any:
+        prof = self.target().profile
+        return prof.option(key) if prof else None
+
+    def log(self, text: str) -> None:
+        if self.verbose or self.debug:
+            err(f"sbdlq: {text}")
+
+
+def settings(ctx: typer.Context) -> Settings:
+    root = ctx.find_root()
+    if not isinstance(root.obj, Settings):
+        root.obj = Settings()
+    return root.obj
+
+
+def fail(exc: SbdlqError) -> NoReturn:
+    err(f"sbdlq: {exc.line()}")
+    raise typer.Exit(int(exc.exit_status))
+
+
+@contextmanager
+def handled(ctx: typer.Context) -> Iterator[Settings]:
+    """Map every error to one stderr line and its exit status (tracebacks only with --debug)."""
+    s = settings(ctx)
+    try:
+        yield s
+    except (typer.Exit, click.exceptions.Exit, click.ClickException):
+        raise
+    except SbdlqError as exc:
+        if s.debug:
+            err(traceback.format_exc())
+        fail(exc)
+    except KeyboardInterrupt:
+        err("sbdlq: interrupted; messages not yet settled stay in their queue")
+        raise typer.Exit(int(ExitStatus.INTERRUPTED))
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly.
+        sys.stderr.close()
+        raise typer.Exit(0)
+    except Exception as exc:
+        if s.debug:
+            err(traceback.format_exc())
+        err(f"sbdlq: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug for details)")
+        raise typer.Exit(int(ExitStatus.FAILED))
+
+
+def run(ctx: typer.Context, work: Callable[[Settings], Awaitable[T]]) -> T:
+    """Open → call → map errors: run an async operation under the error path."""
+    with handled(ctx) as s:
+        return asyncio.run(_run(work, s))
+    raise AssertionError("unreachable")
+
+
+async def _run(work: Callable[[Settings], Awaitable[T]], s: Settings) -> T:
+    return await work(s)
+
+
+def open_target(s: Settings, *, create: bool = False) -> Any:
+    """The backend for the resolved target (an async context manager)."""
+    from sbdlq.backends import open_backend
+
+    target = s.target()
+    backend = open_backend(target, timeout_s=s.timeout_s, verbose=s.log, create=create)
+    if backend.description:
+        s.log(f"backend: {backend.description}")
+    return backend
+
+
+def output_format(s: Settings, given: str | None) -> str:
+    """-o, else the profile's output, else table."""
+    from sbdlq.render import check_output
+
+    return check_output(given or s.profile_default("output") or "table")

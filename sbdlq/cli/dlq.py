@@ -1,0 +1,527 @@
+"""The DLQ commands: count, peek, inspect-reason, resubmit, purge.
+
+Registered twice from one definition: on the root app for the dead-letter queue, and on
+`transfer-dlq` for the transfer dead-letter queue.
+"""
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
+from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
+from sbdlq.paths import Address, SubQueue, parse_address, parse_entity
+from sbdlq.selection import Selection, build_selection
+
+SEL = "Selection"
+OUT = "Output"
+
+# Selection options (DESIGN §5), declared once and shared by every reading command.
+Reason = Annotated[
+    list[str] | None,
+    typer.Option("--reason", help="Dead-letter reason (repeatable, case-insensitive).", rich_help_panel=SEL),
+]
+DescriptionContains = Annotated[
+    str | None,
+    typer.Option("--description-contains", help="Text in the dead-letter description.", rich_help_panel=SEL),
+]
+Subject = Annotated[str | None, typer.Option("--subject", help="Exact subject (label).", rich_help_panel=SEL)]
+Property = Annotated[
+    list[str] | None,
+    typer.Option("--property", help="Application property K=V (repeatable).", rich_help_panel=SEL),
+]
+EnqueuedBefore = Annotated[
+    str | None,
+    typer.Option("--enqueued-before", help="ISO 8601 time, or a duration ago (2h, 3d).", rich_help_panel=SEL),
+]
+EnqueuedAfter = Annotated[
+    str | None,
+    typer.Option("--enqueued-after", help="ISO 8601 time, or a duration ago (2h, 3d).", rich_help_panel=SEL),
+]
+Sequence_ = Annotated[
+    list[str] | None,
+    typer.Option("--sequence", help="Sequence numbers: N, N-M, N-, -M (repeatable).", rich_help_panel=SEL),
+]
+BodyContains = Annotated[str | None, typer.Option("--body-contains", help="Text in the body.", rich_help_panel=SEL)]
+BodyRegex = Annotated[
+    str | None, typer.Option("--body-regex", help="Python regular expression on the body.", rich_help_panel=SEL)
+]
+Where = Annotated[
+    str | None,
+    typer.Option(
+        "--where",
+        help="Service Bus SQL filter, e.g. \"sys.Label = 'orders' AND tenant = 'eu'\".",
+        rich_help_panel=SEL,
+    ),
+]
+Output = Annotated[
+    str | None,
+    typer.Option("--output", "-o", help="table, json, jsonl or yaml (default: table).", rich_help_panel=OUT),
+]
+Entity = Annotated[str, typer.Argument(help="Queue, or TOPIC/Subscriptions/SUB.", show_default=False)]
+
+
+def _selection(**values: Any) -> Selection:
+    return build_selection(**values)
+
+
+def _address(entity: str, sub_queue: SubQueue) -> Address:
+    return Address(parse_entity(entity), sub_queue)
+
+
+def _queue_name(sub_queue: SubQueue) -> str:
+    return "transfer dead-letter queue" if sub_queue is SubQueue.TRANSFER_DEAD_LETTER else "dead-letter queue"
+
+
+def register(app: typer.Typer, sub_queue: SubQueue) -> None:
+    """Define the five DLQ commands on `app`, reading `sub_queue`."""
+    what = _queue_name(sub_queue)
+
+    @app.command("count")
+    def count(
+        ctx: typer.Context,
+        entities: Annotated[
+            list[str] | None, typer.Argument(help="Queues or subscriptions; none: every one.", show_default=False)
+        ] = None,
+        fail_above: Annotated[
+            int | None, typer.Option("--fail-above", help=f"Exit 3 when a {what} holds more than N.", min=0)
+        ] = None,
+        output: Output = None,
+    ) -> None:
+        """Count active, dead-letter, transfer dead-letter and scheduled messages."""
+        from sbdlq.operations.browse import count_entities, dlq_count
+
+        async def work(s: Settings) -> list[Any]:
+            paths = [parse_entity(e) for e in entities or []]
+            fmt = output_format(s, output)
+            async with open_target(s) as backend:
+                return [fmt, await count_entities(backend, paths or None)]
+
+        fmt, counts = run(ctx, work)
+        rows = [c.to_json() for c in counts]
+        _emit_list(rows, fmt, ["entity", "active", "dead_letter", "transfer_dead_letter", "scheduled"])
+        if fail_above is not None:
+            over = [c for c in counts if dlq_count(c, sub_queue) > fail_above]
+            if over:
+                worst = max(over, key=lambda c: dlq_count(c, sub_queue))
+                with handled(ctx):
+                    raise ThresholdExceeded(
+                        f"{worst.entity}: {dlq_count(worst, sub_queue)} messages in the {what}, "
+                        f"above {fail_above}" + (f" ({len(over)} entities over)" if len(over) > 1 else "")
+                    )
+
+    @app.command("peek")
+    def peek(
+        ctx: typer.Context,
+        entity: Entity,
+        max_count: Annotated[int, typer.Option("--max", help="Show at most N messages.", min=1)] = 20,
+        all_: Annotated[bool, typer.Option("--all", help="Every message (overrides --max).")] = False,
+        from_sequence: Annotated[
+            int, typer.Option("--from-sequence", help="Start at this sequence number.", min=0)
+        ] = 0,
+        reason: Reason = None,
+        description_contains: DescriptionContains = None,
+        subject: Subject = None,
+        prop: Property = None,
+        enqueued_before: EnqueuedBefore = None,
+        enqueued_after: EnqueuedAfter = None,
+        sequence: Sequence_ = None,
+        body_contains: BodyContains = None,
+        body_regex: BodyRegex = None,
+        where: Where = None,
+        output: Output = None,
+    ) -> None:
+        """Browse the queue without locking or changing anything."""
+        from sbdlq.operations.browse import iter_messages
+        from sbdlq.render import Emitter, progress
+
+        async def work(s: Settings) -> None:
+            address = _address(entity, sub_queue)
+            sel = _selection(
+                reasons=reason,
+                description_contains=description_contains,
+                subject=subject,
+                properties=prop,
+                enqueued_before=enqueued_before,
+                enqueued_after=enqueued_after,
+                sequences=sequence,
+                body_contains=body_contains,
+                body_regex=body_regex,
+                where=where,
+            )
+            fmt = output_format(s, output)
+            limit = None if all_ else max_count
+            async with open_target(s) as backend:
+                await backend.get_entity(address.entity)
+                if fmt == "table":
+                    rows = []
+                    async for m in iter_messages(
+                        backend, address, selection=sel, from_sequence=from_sequence, limit=limit
+                    ):
+                        rows.append(_peek_row(m))
+                    _peek_table(rows, str(address))
+                    return
+                emitter = Emitter(fmt)
+                emitter.begin()
+                with progress(f"peek {address}") as bars:
+                    tick = bars(None) if all_ else None
+                    async for m in iter_messages(
+                        backend, address, selection=sel, from_sequence=from_sequence, limit=limit, on_page=tick
+                    ):
+                        emitter.item(m.to_json())
+                emitter.end()
+
+        run(ctx, work)
+
+    @app.command("inspect-reason")
+    def inspect_reason(
+        ctx: typer.Context,
+        entity: Entity,
+        by: Annotated[
+            str,
+            typer.Option("--by", help="reason, description, source, subject, property:NAME, hour or day."),
+        ] = "reason",
+        reason: Reason = None,
+        description_contains: DescriptionContains = None,
+        subject: Subject = None,
+        prop: Property = None,
+        enqueued_before: EnqueuedBefore = None,
+        enqueued_after: EnqueuedAfter = None,
+        sequence: Sequence_ = None,
+        body_contains: BodyContains = None,
+        body_regex: BodyRegex = None,
+        where: Where = None,
+        output: Output = None,
+    ) -> None:
+        """Group messages by why they failed: count, first and last enqueued, samples."""
+        from sbdlq.operations.browse import group_key, inspect_reasons
+        from sbdlq.render import progress
+
+        async def work(s: Settings) -> tuple[str, list[Any]]:
+            address = _address(entity, sub_queue)
+            group_key(by)  # reject a bad --by before any I/O
+            sel = _selection(
+                reasons=reason,
+                description_contains=description_contains,
+                subject=subject,
+                properties=prop,
+                enqueued_before=enqueued_before,
+                enqueued_after=enqueued_after,
+                sequences=sequence,
+                body_contains=body_contains,
+                body_regex=body_regex,
+                where=where,
+            )
+            fmt = output_format(s, output)
+            async with open_target(s) as backend:
+                await backend.get_entity(address.entity)
+                with progress(f"scan {address}") as bars:
+                    groups = await inspect_reasons(backend, address, by=by, selection=sel, on_page=bars(None))
+            return fmt, groups
+
+        fmt, groups = run(ctx, work)
+        if fmt != "table":
+            _write([g.to_json() for g in groups], fmt)
+            return
+        from sbdlq.models import iso
+        from sbdlq.render import bar_chart, table
+
+        table(
+            ["key", "count", "first_enqueued", "last_enqueued", "samples"],
+            [
+                (
+                    g.key,
+                    g.count,
+                    iso(g.first_enqueued),
+                    iso(g.last_enqueued),
+                    ", ".join(str(n) for n in g.sample_sequence_numbers),
+                )
+                for g in groups
+            ],
+            title=f"{sum(g.count for g in groups)} messages by {by}",
+        )
+        if sys.stdout.isatty() and groups:
+            bar_chart([(g.key, g.count) for g in groups])
+
+    @app.command("resubmit")
+    def resubmit(
+        ctx: typer.Context,
+        entity: Entity,
+        to: Annotated[
+            str | None, typer.Option("--to", help="Send to this queue or topic instead of the entity.")
+        ] = None,
+        concurrency: Annotated[int, typer.Option("--concurrency", help="Messages in flight at most.", min=1)] = 32,
+        batch_size: Annotated[int, typer.Option("--batch-size", help="Messages received per batch.", min=1)] = 100,
+        rate: Annotated[float | None, typer.Option("--rate", help="At most N messages per second.", min=0.001)] = None,
+        max_count: Annotated[int | None, typer.Option("--max", help="Resubmit at most N messages.", min=1)] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; change nothing.")] = False,
+        new_message_id: Annotated[
+            bool, typer.Option("--new-message-id", help="Give copies fresh message ids.")
+        ] = False,
+        keep_dead_letter_properties: Annotated[
+            bool,
+            typer.Option("--keep-dead-letter-properties", help="Keep DeadLetterReason and description on the copies."),
+        ] = False,
+        reason: Reason = None,
+        description_contains: DescriptionContains = None,
+        subject: Subject = None,
+        prop: Property = None,
+        enqueued_before: EnqueuedBefore = None,
+        enqueued_after: EnqueuedAfter = None,
+        sequence: Sequence_ = None,
+        body_contains: BodyContains = None,
+        body_regex: BodyRegex = None,
+        where: Where = None,
+        output: Output = None,
+    ) -> None:
+        """Send copies of DLQ messages back (send first, then complete the original)."""
+        from sbdlq.operations.resubmit import resubmit as do_resubmit
+        from sbdlq.render import progress
+
+        async def work(s: Settings) -> tuple[str, Any]:
+            address = _address(entity, sub_queue)
+            target = _resubmit_target(address, to)
+            sel = _selection(
+                reasons=reason,
+                description_contains=description_contains,
+                subject=subject,
+                properties=prop,
+                enqueued_before=enqueued_before,
+                enqueued_after=enqueued_after,
+                sequences=sequence,
+                body_contains=body_contains,
+                body_regex=body_regex,
+                where=where,
+            )
+            fmt = output_format(s, output)
+            async with open_target(s) as backend:
+                with progress(f"resubmit {address}") as bars:
+                    result = await do_resubmit(
+                        backend,
+                        address,
+                        target,
+                        selection=sel,
+                        max_count=max_count,
+                        batch_size=batch_size,
+                        concurrency=concurrency,
+                        rate=rate,
+                        dry_run=dry_run,
+                        new_message_id=new_message_id,
+                        keep_dead_letter_properties=keep_dead_letter_properties,
+                        note=err,
+                        progress=bars,
+                    )
+            return fmt, result
+
+        fmt, result = run(ctx, work)
+        _report(fmt, result.to_json(), _resubmit_summary(result))
+        _finish(ctx, result, "resubmitted")
+
+    @app.command("purge")
+    def purge(
+        ctx: typer.Context,
+        entity: Entity,
+        max_count: Annotated[int | None, typer.Option("--max", help="Delete at most N messages.", min=1)] = None,
+        older_than: Annotated[
+            str | None, typer.Option("--older-than", help="Only messages enqueued more than this long ago (7d).")
+        ] = None,
+        export: Annotated[
+            Path | None,
+            typer.Option("--export", help="Append each message to this JSONL file (synced) before deleting it."),
+        ] = None,
+        batch_size: Annotated[int, typer.Option("--batch-size", help="Messages per batch.", min=1)] = 500,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
+        yes: Annotated[
+            bool, typer.Option("--yes", "-y", help="Don't ask (required when stdin is not a terminal).")
+        ] = False,
+        reason: Reason = None,
+        description_contains: DescriptionContains = None,
+        subject: Subject = None,
+        prop: Property = None,
+        enqueued_before: EnqueuedBefore = None,
+        enqueued_after: EnqueuedAfter = None,
+        sequence: Sequence_ = None,
+        body_contains: BodyContains = None,
+        body_regex: BodyRegex = None,
+        where: Where = None,
+        output: Output = None,
+    ) -> None:
+        """Delete DLQ messages, optionally exporting each one first."""
+        from sbdlq.operations.purge import purge as do_purge
+        from sbdlq.render import progress
+
+        async def work(s: Settings) -> tuple[str, Any]:
+            address = _address(entity, sub_queue)
+            sel = _selection(
+                reasons=reason,
+                description_contains=description_contains,
+                subject=subject,
+                properties=prop,
+                enqueued_before=enqueued_before,
+                enqueued_after=enqueued_after,
+                sequences=sequence,
+                body_contains=body_contains,
+                body_regex=body_regex,
+                where=where,
+                older_than=older_than,
+            )
+            fmt = output_format(s, output)
+            if export is not None:
+                _check_export_path(export)
+            async with open_target(s) as backend:
+                if not dry_run and not yes:
+                    await backend.get_entity(address.entity)
+                    _confirm(address, sel)
+                with progress(f"purge {address}") as bars:
+                    result = await do_purge(
+                        backend,
+                        address,
+                        selection=sel,
+                        max_count=max_count,
+                        export=export,
+                        batch_size=batch_size,
+                        dry_run=dry_run,
+                        note=err,
+                        progress=bars,
+                    )
+            return fmt, result
+
+        fmt, result = run(ctx, work)
+        _report(fmt, result.to_json(), _purge_summary(result))
+        _finish(ctx, result, "purged")
+
+
+def _resubmit_target(address: Address, to: str | None) -> Any:
+    if to is not None:
+        target = parse_address(to)
+        if target.sub_queue is not SubQueue.NONE:
+            raise BadInput(f"--to {to!r}: cannot send to a dead-letter queue")
+        if target.entity.is_subscription:
+            raise BadInput(f"--to {to!r}: cannot send to a subscription; name its topic")
+        return target.entity
+    if address.entity.is_subscription:
+        # A subscription's messages go back through its topic.
+        from sbdlq.paths import EntityPath
+
+        return EntityPath(address.entity.name)
+    return address.entity
+
+
+def _check_export_path(path: Path) -> None:
+    parent = path.expanduser().resolve().parent
+    if path.is_dir():
+        raise BadInput(f"--export {path}: is a directory")
+    if not parent.is_dir():
+        raise BadInput(f"--export {path}: directory {parent} does not exist")
+    import os
+
+    if (path.exists() and not os.access(path, os.W_OK)) or (not path.exists() and not os.access(parent, os.W_OK)):
+        raise BadInput(f"--export {path}: not writable")
+
+
+def _confirm(address: Address, sel: Selection) -> None:
+    if not sys.stdin.isatty():
+        raise BadInput("purge needs --yes when stdin is not a terminal", hint="or try --dry-run first")
+    scope = "all messages" if sel.is_empty else "the selected messages"
+    if not typer.confirm(f"Delete {scope} from {address}?", default=False, err=True):
+        raise OperationFailed("purge cancelled; nothing was deleted")
+
+
+def _peek_row(m: Any) -> tuple[Any, ...]:
+    from sbdlq.models import body_text, iso
+
+    text, enc = body_text(m.body)
+    preview = text if enc == "utf-8" else f"<{len(m.body)} bytes>"
+    preview = preview.replace("\n", " ")
+    return (
+        m.sequence_number,
+        (iso(m.enqueued_time) or "")[:19] + "Z",
+        m.delivery_count,
+        m.dead_letter_reason,
+        _short(m.dead_letter_error_description, 40),
+        m.subject,
+        m.message_id,
+        _short(preview, 40),
+    )
+
+
+def _short(text: str | None, n: int) -> str | None:
+    if text is None or len(text) <= n:
+        return text
+    return text[: n - 1] + "…"
+
+
+def _peek_table(rows: list[tuple[Any, ...]], title: str) -> None:
+    from sbdlq.render import table
+
+    table(
+        ["seq", "enqueued", "deliveries", "reason", "description", "subject", "message_id", "body"],
+        rows,
+        title=f"{title}: {len(rows)} message(s)",
+    )
+
+
+def _emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str]) -> None:
+    if fmt == "table":
+        from sbdlq.render import table
+
+        table(columns, [[r[c] for c in columns] for r in rows])
+    else:
+        _write(rows, fmt)
+
+
+def _write(data: Any, fmt: str) -> None:
+    from sbdlq.render import write_document
+
+    write_document(data, fmt)
+
+
+def _report(fmt: str, doc: dict[str, Any], summary: str) -> None:
+    if fmt == "table":
+        sys.stdout.write(summary + "\n")
+    else:
+        _write(doc, fmt)
+
+
+def _resubmit_summary(r: Any) -> str:
+    if r.dry_run:
+        return f"dry run: {r.selected} message(s) would be resubmitted"
+    text = f"resubmitted {r.resubmitted} of {r.selected} selected message(s) in {r.elapsed_s:.2f}s"
+    extras = []
+    if r.failed:
+        extras.append(f"{r.failed} failed")
+    if r.skipped:
+        extras.append(f"{r.skipped} skipped")
+    if r.retries:
+        extras.append(f"{r.retries} retries")
+    return text + (f" ({', '.join(extras)})" if extras else "")
+
+
+def _purge_summary(r: Any) -> str:
+    if r.dry_run:
+        return f"dry run: {r.selected} message(s) would be deleted"
+    text = f"purged {r.purged} of {r.selected} selected message(s) in {r.elapsed_s:.2f}s"
+    extras = []
+    if r.exported:
+        extras.append(f"{r.exported} exported")
+    if r.failed:
+        extras.append(f"{r.failed} failed")
+    if r.skipped:
+        extras.append(f"{r.skipped} skipped")
+    if r.retries:
+        extras.append(f"{r.retries} retries")
+    return text + (f" ({', '.join(extras)})" if extras else "")
+
+
+def _finish(ctx: typer.Context, result: Any, verb: str) -> None:
+    """Exit 1 with an exact summary when anything failed; the messages stay in the DLQ."""
+    if result.dry_run:
+        return
+    for line in result.errors:
+        err(f"sbdlq: {line}")
+    if result.failed or result.lock_lost:
+        left = result.failed + result.lock_lost
+        err(f"sbdlq: {left} message(s) were not {verb} and remain in the queue; run the command again to retry")
+        raise typer.Exit(int(ExitStatus.FAILED))

@@ -1,0 +1,131 @@
+"""The `sbdlq` command: global options, then the DLQ, transfer-dlq, emulator and config commands."""
+
+from typing import Annotated
+
+import typer
+
+from sbdlq import __version__
+from sbdlq.cli.common import Settings
+from sbdlq.cli.group import SbdlqGroup
+from sbdlq.paths import SubQueue
+
+TARGET = "Target"
+DIAG = "Diagnostics"
+
+app = typer.Typer(
+    cls=SbdlqGroup,
+    name="sbdlq",
+    help="Operate Azure Service Bus dead-letter queues: count, peek, inspect, resubmit, purge.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"sbdlq {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    connection_string: Annotated[
+        str | None,
+        typer.Option(
+            "--connection-string",
+            envvar="SBDLQ_CONNECTION_STRING",
+            help="SAS connection string (also UseDevelopmentEmulator=true ones).",
+            show_default=False,
+            rich_help_panel=TARGET,
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace",
+            envvar="SBDLQ_NAMESPACE",
+            help="NAME.servicebus.windows.net, signed in with DefaultAzureCredential.",
+            rich_help_panel=TARGET,
+        ),
+    ] = None,
+    emulator: Annotated[
+        str | None,
+        typer.Option(
+            "--emulator",
+            envvar="SBDLQ_EMULATOR",
+            help="The local emulator store (default: the user data dir).",
+            rich_help_panel=TARGET,
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            "--profile", envvar="SBDLQ_PROFILE", help="A profile from the config file.", rich_help_panel=TARGET
+        ),
+    ] = None,
+    timeout: Annotated[
+        str,
+        typer.Option(
+            "--timeout",
+            envvar="SBDLQ_TIMEOUT",
+            help="Give up on an unreachable broker after this long.",
+            rich_help_panel=TARGET,
+        ),
+    ] = "30s",
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More on stderr.", rich_help_panel=DIAG)] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Tracebacks on errors (secrets still masked).", rich_help_panel=DIAG)
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Operate Azure Service Bus dead-letter queues: count, peek, inspect, resubmit, purge."""
+    sources: dict[str, tuple[str | None, str]] = {}
+    for name, value in (("connection_string", connection_string), ("namespace", namespace), ("emulator", emulator)):
+        sources[name] = (value, _source(ctx, name))
+    sources["timeout"] = (timeout, _source(ctx, "timeout"))
+    ctx.obj = Settings(options=sources, profile=profile, timeout=timeout, verbose=verbose, debug=debug)
+
+
+def _source(ctx: typer.Context, name: str) -> str:
+    from click.core import ParameterSource
+
+    src = ctx.get_parameter_source(name)
+    if src is ParameterSource.COMMANDLINE:
+        return "option"
+    if src is ParameterSource.ENVIRONMENT:
+        return "env"
+    return "default"
+
+
+def _build() -> None:
+    from sbdlq.cli import dlq
+
+    dlq.register(app, SubQueue.DEAD_LETTER)
+    transfer = typer.Typer(
+        name="transfer-dlq",
+        help="The same commands on the transfer dead-letter queue (forwarding failures).",
+        no_args_is_help=True,
+    )
+    dlq.register(transfer, SubQueue.TRANSFER_DEAD_LETTER)
+    app.add_typer(transfer, name="transfer-dlq")
+    try:
+        from sbdlq.cli.emulator_cmds import app as emulator_app
+    except ImportError:  # pragma: no cover - while the module is being written
+        pass
+    else:
+        app.add_typer(emulator_app, name="emulator")
+
+
+_build()
+
+
+def run() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,1 @@
+"""sbdlq's local emulator: Service Bus semantics over one SQLite file."""

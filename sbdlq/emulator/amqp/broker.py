@@ -1,0 +1,503 @@
+"""Proton event handling: links, credit, deliveries and dispositions, mapped onto the engine.
+
+The rules live in the engine; this layer only translates. Each client receiver is a
+`_Feed` (our sender link), each client sender an `_Intake` (our receiver link), and the
+`$cbs` and `<entity>/$management` nodes are request links answered on the reply link
+the client attached for the same node.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from proton import (
+    Condition,
+    Connection,
+    Delivery,
+    Endpoint,
+    Event,
+    Link,
+    Message,
+    Receiver,
+    Sender,
+    symbol,
+)
+
+from sbdlq.backends.base import ReceiveMode
+from sbdlq.emulator.engine import Engine
+from sbdlq.errors import AuthError, InvalidOperation, TransientError
+from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
+
+from . import cbs, codec, conditions, management
+from .sas import Grant
+from .sections import MalformedMessage
+from .values import as_text, to_plain
+
+log = logging.getLogger(__name__)
+
+CBS_NODE = "$cbs"
+MANAGEMENT_SUFFIX = "/$management"
+SESSION_FILTER = "com.microsoft:session-filter"
+SESSION_LOCKED_UNTIL = "com.microsoft:locked-until-utc"
+_DOTNET_EPOCH_TICKS = 621355968000000000
+_CREDIT = 500  # credit granted to client senders, topped up as it is used
+_TOKEN = "sbdlq_lock_token"  # attribute proton keeps on our deliveries
+
+
+def node_name(address: str | None) -> str:
+    """A link address without the `amqps://host/` prefix SDKs put on it."""
+    text = (address or "").strip()
+    if "://" in text:
+        text = text.split("://", 1)[1]
+        text = text.split("/", 1)[1] if "/" in text else ""
+    return text.strip("/")
+
+
+@dataclass(eq=False, slots=True)
+class _Feed:
+    """Our sender link serving a client receiver on a queue, subscription or sub-queue."""
+
+    link: Sender
+    address: Address
+    mode: ReceiveMode
+    session_id: str | None = None
+
+
+@dataclass(eq=False, slots=True)
+class _Intake:
+    """Our receiver link taking a client's messages for a queue or topic."""
+
+    link: Receiver
+    entity: EntityPath
+
+
+@dataclass(eq=False, slots=True)
+class _Requests:
+    """Our receiver link for requests to `$cbs` or an entity's `$management` node."""
+
+    link: Receiver
+    node: str
+    address: Address | None  # None for $cbs
+
+
+@dataclass(eq=False)
+class _Peer:
+    """Per-connection state: what its tokens grant, and reply links by node."""
+
+    grants: list[Grant] = field(default_factory=list)
+    replies: dict[str, Sender] = field(default_factory=dict)
+    outbox: dict[str, list[bytes]] = field(default_factory=dict)
+
+
+class Broker:
+    """The proton handler: call `dispatch` for every event and `tick` periodically."""
+
+    def __init__(self, engine: Engine, *, key: str | None = None) -> None:
+        self.engine = engine
+        self.key = key
+        self.peers: dict[Connection, _Peer] = {}
+        self.feeds: dict[Sender, _Feed] = {}
+        self.intakes: dict[Receiver, _Intake] = {}
+        self.requests: dict[Receiver, _Requests] = {}
+        self._tags = itertools.count(1)
+
+    # ------------------------------------------------------------------ driver hooks
+
+    def dispatch(self, event: Event) -> None:
+        """Route one proton event to its `on_*` method."""
+        method = getattr(self, event.type.method, None)
+        if method is not None:
+            method(event)
+
+    def tick(self) -> None:
+        """Deliver what became available (lock expiry, scheduled time, other processes)."""
+        for feed in list(self.feeds.values()):
+            self._pump(feed)
+
+    def connection_gone(self, connection: Connection) -> None:
+        """Forget a connection's links; their locked messages keep their locks until expiry."""
+        self.peers.pop(connection, None)
+        for table in (self.feeds, self.intakes, self.requests):
+            for link in [lk for lk in table if lk.connection == connection]:
+                table.pop(link, None)  # type: ignore[call-overload]
+
+    # ------------------------------------------------------------------ endpoints
+
+    def on_connection_remote_open(self, event: Event) -> None:
+        conn = event.connection
+        conn.container = "sbdlq-emulator"
+        conn.open()
+        self.peers[conn] = _Peer()
+
+    def on_connection_remote_close(self, event: Event) -> None:
+        event.connection.close()
+
+    def on_session_remote_open(self, event: Event) -> None:
+        event.session.open()
+
+    def on_session_remote_close(self, event: Event) -> None:
+        event.session.close()
+
+    def on_link_remote_close(self, event: Event) -> None:
+        link = event.link
+        self.feeds.pop(link, None)  # type: ignore[call-overload]
+        self.intakes.pop(link, None)  # type: ignore[call-overload]
+        self.requests.pop(link, None)  # type: ignore[call-overload]
+        peer = self.peers.get(link.connection)
+        if peer is not None:
+            for node, sender in list(peer.replies.items()):
+                if sender == link:
+                    del peer.replies[node]
+        if link.state & Endpoint.LOCAL_ACTIVE:
+            link.close()
+
+    def on_link_remote_open(self, event: Event) -> None:
+        link = event.link
+        remote = link.remote_source if link.is_sender else link.remote_target
+        node = node_name(remote.address)
+        link.source.copy(link.remote_source)
+        link.target.copy(link.remote_target)
+        link.snd_settle_mode = link.remote_snd_settle_mode
+        link.rcv_settle_mode = link.remote_rcv_settle_mode
+        try:
+            if node == CBS_NODE:
+                self._attach_node(link, node, None)
+            elif node.lower().endswith(MANAGEMENT_SUFFIX):
+                address = parse_address(node[: -len(MANAGEMENT_SUFFIX)])
+                self._authorize(link.connection, address.entity)
+                self.engine.get_entity(address.entity)
+                self._attach_node(link, node, address)
+            elif link.is_sender:
+                self._attach_feed(link, parse_address(node))
+            else:
+                self._attach_intake(link, parse_address(node))
+        except Exception as exc:
+            self._refuse(link, conditions.failure_of(exc))
+
+    def _attach_node(self, link: Link, node: str, address: Address | None) -> None:
+        key = node.lower()
+        if isinstance(link, Sender):
+            # Replies go out settled; mixed mode tells the client we decide per delivery.
+            link.snd_settle_mode = Link.SND_MIXED
+            link.open()
+            peer = self.peers.setdefault(link.connection, _Peer())
+            peer.replies[key] = link
+            self._flush_replies(link.connection, key)
+        else:
+            assert isinstance(link, Receiver)
+            link.open()
+            link.flow(_CREDIT)
+            self.requests[link] = _Requests(link, key, address)
+
+    def _attach_feed(self, link: Sender, address: Address) -> None:
+        self._authorize(link.connection, address.entity)
+        info = self.engine.get_entity(address.entity)
+        if info.kind == "topic":
+            raise InvalidOperation(f"Cannot receive from topic '{info.path}': receive from one of its subscriptions.")
+        mode = ReceiveMode.RECEIVE_AND_DELETE if link.remote_snd_settle_mode == Link.SND_SETTLED else ReceiveMode.PEEK_LOCK
+        session_id, wants_session = self._session_filter(link)
+        if wants_session and address.sub_queue is SubQueue.NONE:
+            if not info.requires_session:
+                raise InvalidOperation(f"'{info.path}' does not require sessions: use a plain receiver.")
+            if session_id is None:
+                session_id = self._next_session(address)
+            self._set_session(link, session_id, info.lock_duration_s)
+        elif info.requires_session and address.sub_queue is SubQueue.NONE:
+            raise InvalidOperation(f"'{info.path}' requires sessions: use a session receiver.")
+        link.open()
+        feed = _Feed(link, address, mode, session_id)
+        self.feeds[link] = feed
+        self._pump(feed)
+
+    def _attach_intake(self, link: Receiver, address: Address) -> None:
+        self._authorize(link.connection, address.entity)
+        if address.sub_queue is not SubQueue.NONE:
+            raise InvalidOperation(f"Cannot send to '{address}': a dead-letter queue only receives.")
+        info = self.engine.get_entity(address.entity)
+        if info.kind == "subscription":
+            raise InvalidOperation(f"Cannot send to subscription '{info.path}': send to its topic.")
+        link.open()
+        link.flow(_CREDIT)
+        self.intakes[link] = _Intake(link, address.entity)
+
+    def _refuse(self, link: Link, failure: conditions.Failure) -> None:
+        """Attach (SDKs choke on a null terminus) and detach at once with the error."""
+        log.info("emulator: refused link %s: %s", link.name, failure.description)
+        link.open()
+        link.condition = Condition(failure.condition, failure.description)
+        link.close()
+
+    def _authorize(self, connection: Connection, entity: EntityPath) -> None:
+        if self.key is None:
+            return
+        peer = self.peers.get(connection)
+        if peer is None or not any(g.covers(str(entity)) for g in peer.grants):
+            raise AuthError(f"Unauthorized access to '{entity}': put a valid token on $cbs first.")
+
+    # ------------------------------------------------------------------ sessions
+
+    def _session_filter(self, link: Link) -> tuple[str | None, bool]:
+        """The session id the client asked for, and whether it asked for a session at all."""
+        data = link.remote_source.filter
+        data.rewind()
+        if data.next() is None:
+            return None, False
+        filters = data.get_object()
+        if not isinstance(filters, dict):
+            return None, False
+        for name, value in filters.items():
+            if str(name) == SESSION_FILTER:
+                value = getattr(value, "value", value)  # a described filter or the bare id
+                return as_text(value), True
+        return None, False
+
+    def _next_session(self, address: Address) -> str:
+        # The engine has no session locks: pick the session of the oldest available message.
+        for m in self.engine.peek(address, 0, 100):
+            if m.session_id and m.state == "active" and m.lock_token is None:
+                return m.session_id
+        raise TransientError("No sessions are available.")
+
+    def _set_session(self, link: Link, session_id: str, lock_s: float) -> None:
+        data = link.source.filter
+        data.clear()
+        data.put_object({symbol(SESSION_FILTER): session_id})
+        until = datetime.now(UTC) + timedelta(seconds=lock_s)
+        ticks = int(until.timestamp() * 10_000_000) + _DOTNET_EPOCH_TICKS
+        link.properties = {symbol(SESSION_LOCKED_UNTIL): ticks}
+
+    # ------------------------------------------------------------------ flow
+
+    def on_link_flow(self, event: Event) -> None:
+        link = event.link
+        if isinstance(link, Sender):
+            feed = self.feeds.get(link)
+            if feed is not None:
+                self._pump(feed)
+            else:
+                peer = self.peers.get(link.connection)
+                for node, sender in (peer.replies.items() if peer else []):
+                    if sender == link:
+                        self._flush_replies(link.connection, node)
+            if link.drain_mode and link.credit > 0:
+                link.drained()
+
+    def _pump(self, feed: _Feed) -> None:
+        """Send as many available messages as the link has credit for."""
+        link = feed.link
+        if not (link.state & Endpoint.LOCAL_ACTIVE and link.state & Endpoint.REMOTE_ACTIVE):
+            return
+        credit = link.credit
+        if credit <= 0:
+            return
+        try:
+            messages = self.engine.receive(feed.address, credit, mode=feed.mode, session_id=feed.session_id)
+        except TransientError:
+            return  # the store is busy: the next tick tries again
+        except Exception as exc:
+            self.feeds.pop(link, None)
+            failure = conditions.failure_of(exc)
+            link.condition = Condition(failure.condition, failure.description)
+            link.close()
+            return
+        for m in messages:
+            token = m.lock_token
+            # The SDK reads the lock token from the delivery tag: uuid.UUID(bytes_le=tag).
+            tag = uuid.UUID(token).bytes_le if token else uuid.uuid4().bytes_le
+            delivery = link.delivery(tag)
+            link.send(codec.encode_message(m, delivery_count=m.delivery_count - 1, locked_until=m.locked_until))
+            link.advance()
+            if feed.mode is ReceiveMode.RECEIVE_AND_DELETE:
+                delivery.settle()
+            else:
+                setattr(delivery, _TOKEN, token)
+        if link.drain_mode and link.credit > 0:
+            link.drained()
+
+    def _wake(self, entity: EntityPath) -> None:
+        """Pump the feeds that may see messages just sent to a queue or topic."""
+        for feed in list(self.feeds.values()):
+            if feed.address.entity.name == entity.name:
+                self._pump(feed)
+
+    # ------------------------------------------------------------------ deliveries
+
+    def on_delivery(self, event: Event) -> None:
+        link = event.link
+        delivery = event.delivery
+        if isinstance(link, Sender):
+            self._settle_feed(link, delivery)
+            return
+        assert isinstance(link, Receiver)
+        if delivery.aborted:
+            delivery.settle()
+            return
+        if not delivery.readable or delivery.partial:
+            return  # wait for the rest of a multi-frame message
+        payload = link.recv(delivery.pending) or b""
+        link.advance()
+        if link in self.intakes:
+            self._take(self.intakes[link], delivery, payload)
+        elif link in self.requests:
+            delivery.update(Delivery.ACCEPTED)
+            delivery.settle()
+            self._answer(self.requests[link], payload)
+        else:
+            delivery.update(Delivery.RELEASED)
+            delivery.settle()
+        if link.credit < _CREDIT // 2:
+            link.flow(_CREDIT - link.credit)
+
+    def _take(self, intake: _Intake, delivery: Delivery, payload: bytes) -> None:
+        """Store a client's message (or batch) and accept it, or reject it with the reason."""
+        try:
+            messages = codec.decode_transfer(payload)
+            self.engine.send(intake.entity, messages)
+        except MalformedMessage as exc:
+            self._reject(delivery, conditions.Failure(conditions.DECODE, f"malformed message: {exc}", 400))
+        except Exception as exc:
+            self._reject(delivery, conditions.failure_of(exc))
+        else:
+            delivery.update(Delivery.ACCEPTED)
+            delivery.settle()
+            self._wake(intake.entity)
+
+    @staticmethod
+    def _reject(delivery: Delivery, failure: conditions.Failure) -> None:
+        delivery.local.condition = Condition(failure.condition, failure.description)
+        delivery.update(Delivery.REJECTED)
+        delivery.settle()
+
+    def _settle_feed(self, link: Sender, delivery: Delivery) -> None:
+        """Apply a client's disposition of a locked message, then echo the outcome and settle."""
+        if delivery.settled and delivery.local_state:
+            return  # already answered
+        state = delivery.remote_state
+        token = getattr(delivery, _TOKEN, None)
+        feed = self.feeds.get(link)
+        if state not in (Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED):
+            if delivery.settled:
+                delivery.settle()
+            return
+        if token is None or feed is None:
+            delivery.settle()
+            return
+        remote = delivery.remote
+        try:
+            lost = self._apply(feed.address, token, state, remote)
+        except Exception as exc:
+            self._reject(delivery, conditions.failure_of(exc))
+            return
+        if lost:
+            lock = conditions.lock_lost()
+            self._reject(delivery, lock)
+            return
+        if state == Delivery.MODIFIED:
+            delivery.local.failed = remote.failed
+            delivery.local.undeliverable = remote.undeliverable
+        delivery.update(state)
+        delivery.settle()
+        if state != Delivery.ACCEPTED:
+            self._wake(feed.address.entity)
+
+    def _apply(self, address: Address, token: str, state: int, remote: Any) -> list[str]:
+        """The engine call for one outcome; returns the tokens whose lock was lost."""
+        properties = _modified_properties(remote) if state == Delivery.MODIFIED else None
+        if state == Delivery.ACCEPTED:
+            return self.engine.complete(address, [token])
+        if state == Delivery.REJECTED:
+            reason, description = _dead_letter_details(remote.condition)
+            return self.engine.dead_letter(address, [token], reason, description)
+        if state == Delivery.MODIFIED and remote.undeliverable:
+            return self.engine.defer(address, [token], properties)
+        if state == Delivery.MODIFIED and remote.failed:
+            return self.engine.abandon(address, [token], properties)
+        return self._release(address, token, properties)
+
+    def _release(self, address: Address, token: str, properties: dict[str, Any] | None) -> list[str]:
+        # A release hands the message back without counting a failed delivery, when the engine can.
+        release = getattr(self.engine, "release", None)
+        if release is not None:
+            lost: list[str] = release(address, [token])
+            return lost
+        return self.engine.abandon(address, [token], properties)
+
+    # ------------------------------------------------------------------ request / response
+
+    def _answer(self, node: _Requests, payload: bytes) -> None:
+        request = Message()
+        try:
+            request.decode(payload)
+        except Exception:
+            log.info("emulator: undecodable request on %s", node.node)
+            return
+        props = {str(k): v for k, v in (request.properties or {}).items()}
+        if node.address is None:
+            reply = self._cbs_reply(node.link.connection, props, request.body)
+        else:
+            reply = self._management_reply(node.address, props, request.body)
+        reply.correlation_id = request.id
+        target = node_name(request.reply_to).lower() if request.reply_to else node.node
+        self._send_reply(node.link.connection, target, reply.encode())
+
+    def _cbs_reply(self, connection: Connection, props: dict[str, Any], body: Any) -> Message:
+        outcome = cbs.put_token(props, body, self.key)
+        if outcome.grant is not None:
+            self.peers.setdefault(connection, _Peer()).grants.append(outcome.grant)
+        return Message(properties={"status-code": outcome.status, "status-description": outcome.description})
+
+    def _management_reply(self, address: Address, props: dict[str, Any], body: Any) -> Message:
+        operation = str(props.get("operation") or "")
+        reply = management.handle(self.engine, address, operation, body)
+        app: dict[str, Any] = {"statusCode": reply.status, "statusDescription": reply.description}
+        if reply.condition:
+            app["errorCondition"] = symbol(reply.condition)
+        # Operations that changed messages may have made some available to receivers.
+        if operation in (management.UPDATE_DISPOSITION, management.SCHEDULE):
+            self._wake(address.entity)
+        return Message(body=reply.body, properties=app)
+
+    def _send_reply(self, connection: Connection, node: str, payload: bytes) -> None:
+        peer = self.peers.setdefault(connection, _Peer())
+        peer.outbox.setdefault(node, []).append(payload)
+        self._flush_replies(connection, node)
+
+    def _flush_replies(self, connection: Connection, node: str) -> None:
+        peer = self.peers.get(connection)
+        if peer is None:
+            return
+        link = peer.replies.get(node)
+        queue = peer.outbox.get(node)
+        if link is None or not queue:
+            return
+        while queue and link.credit > 0:
+            delivery = link.delivery(next(self._tags).to_bytes(8, "big"))
+            link.send(queue.pop(0))
+            link.advance()
+            delivery.settle()
+
+
+def _modified_properties(remote: Any) -> dict[str, Any] | None:
+    """Properties to modify that a `modified` outcome carries in its message annotations."""
+    notes = remote.annotations
+    if not notes:
+        return None
+    return {str(k): to_plain(v) for k, v in dict(notes).items()}
+
+
+def _dead_letter_details(condition: Condition | None) -> tuple[str | None, str | None]:
+    """DeadLetterReason and DeadLetterErrorDescription from a rejected outcome's error."""
+    if condition is None:
+        return None, None
+    info = {str(k): v for k, v in dict(condition.info or {}).items()}
+    reason = as_text(info.get("DeadLetterReason"))
+    description = as_text(info.get("DeadLetterErrorDescription"))
+    if condition.name != conditions.DEAD_LETTER and reason is None:
+        # A plain reject: keep the client's condition as the reason, as the broker does.
+        reason, description = condition.name, condition.description
+    return reason, description

@@ -1,0 +1,249 @@
+"""A single-threaded socket loop that drives proton connections for a listening socket.
+
+Proton's engine (Connection, Transport, Collector) does the AMQP framing; this loop moves
+bytes between sockets and transports, hands proton events to a handler, calls the
+handler's periodic tick, and stops when asked. Nothing here knows about Service Bus.
+"""
+
+from __future__ import annotations
+
+import logging
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from proton import Collector, Connection, Event, Transport
+
+log = logging.getLogger(__name__)
+
+_RECV_CHUNK = 64 * 1024
+
+
+class Handler(Protocol):
+    """What the loop calls: proton events, a periodic tick, and the end of a connection."""
+
+    def dispatch(self, event: Event) -> None: ...
+
+    def tick(self) -> None: ...
+
+    def connection_gone(self, connection: Connection) -> None: ...
+
+
+@dataclass(eq=False)
+class _Peer:
+    """One accepted socket and the proton transport and connection bound to it."""
+
+    sock: socket.socket
+    transport: Transport
+    connection: Connection
+    name: str
+    deadline: float = 0.0
+    events: int = field(default=selectors.EVENT_READ)
+    closing_since: float | None = None
+
+
+class Driver:
+    """Accept connections on a listening socket and run them until stopped."""
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        handler: Handler,
+        *,
+        configure: Callable[[Transport], None] | None = None,
+        tick_interval: float = 0.25,
+    ) -> None:
+        self.listener = listener
+        self.handler = handler
+        self.configure = configure
+        self.tick_interval = tick_interval
+        self.collector = Collector()
+        self.selector = selectors.DefaultSelector()
+        self.peers: dict[int, _Peer] = {}
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve until stop is set, then close every connection politely."""
+        self.listener.setblocking(False)
+        self.selector.register(self.listener, selectors.EVENT_READ, None)
+        next_tick = time.monotonic() + self.tick_interval
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                timeout = max(0.0, min(next_tick, self._earliest_deadline(now + 0.2)) - now)
+                for key, mask in self.selector.select(min(timeout, 0.2)):
+                    if key.data is None:
+                        self._accept()
+                    else:
+                        peer = key.data
+                        if mask & selectors.EVENT_READ:
+                            self._read(peer)
+                        if mask & selectors.EVENT_WRITE:
+                            self._write(peer)
+                self._process()
+                now = time.monotonic()
+                if now >= next_tick:
+                    next_tick = now + self.tick_interval
+                    self._guarded(self.handler.tick)
+                    self._process()
+                self._service(now)
+        finally:
+            self._shutdown()
+
+    def _earliest_deadline(self, default: float) -> float:
+        deadlines = [p.deadline for p in self.peers.values() if p.deadline]
+        return min([default, *deadlines])
+
+    def _guarded(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception:  # one bad callback must not take the listener down
+            log.exception("emulator: handler failed")
+
+    # ------------------------------------------------------------------ sockets
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, addr = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                log.exception("emulator: accept failed")
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            transport = Transport(Transport.SERVER)
+            if self.configure is not None:
+                self.configure(transport)
+            connection = Connection()
+            connection.collect(self.collector)
+            transport.bind(connection)
+            peer = _Peer(sock, transport, connection, f"{addr[0]}:{addr[1]}")
+            self.peers[sock.fileno()] = peer
+            self.selector.register(sock, selectors.EVENT_READ, peer)
+            log.debug("emulator: connection from %s", peer.name)
+
+    def _read(self, peer: _Peer) -> None:
+        capacity = peer.transport.capacity()
+        if capacity < 0:
+            return
+        try:
+            data = peer.sock.recv(min(max(capacity, 1), _RECV_CHUNK)) if capacity > 0 else None
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if data is None:
+            return
+        if data:
+            peer.transport.push(data)
+        else:
+            peer.transport.close_tail()
+
+    def _write(self, peer: _Peer) -> None:
+        pending = peer.transport.pending()
+        if pending <= 0:
+            return
+        try:
+            sent = peer.sock.send(peer.transport.peek(pending))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            peer.transport.close_head()
+            return
+        peer.transport.pop(sent)
+
+    # ------------------------------------------------------------------ proton
+
+    def _process(self) -> None:
+        """Hand every queued proton event to the handler."""
+        while True:
+            event = self.collector.peek()
+            if event is None:
+                return
+            try:
+                self.handler.dispatch(event)
+            except Exception:
+                log.exception("emulator: error handling %s", event.type)
+            finally:
+                self.collector.pop()
+
+    def _service(self, now: float) -> None:
+        """Tick transports, push out what they produced, and drop finished connections."""
+        for fd, peer in list(self.peers.items()):
+            try:
+                peer.deadline = peer.transport.tick(now) or 0.0
+            except Exception:
+                peer.deadline = 0.0
+            self._write(peer)
+            self._process()
+            if peer.transport.closed or self._stale(peer, now):
+                self._drop(fd, peer)
+                continue
+            want = selectors.EVENT_READ if peer.transport.capacity() > 0 else 0
+            if peer.transport.pending() > 0:
+                want |= selectors.EVENT_WRITE
+            if want != peer.events:
+                if want:
+                    self.selector.modify(peer.sock, want, peer)
+                elif peer.events:
+                    # Nothing to read or write: park the socket until the transport changes.
+                    self.selector.unregister(peer.sock)
+                peer.events = want
+            elif not want and peer.events == 0:
+                pass
+
+    def _stale(self, peer: _Peer, now: float) -> bool:
+        """A connection the peer stopped talking to after close: give it two seconds."""
+        if peer.transport.capacity() < 0 and peer.transport.pending() <= 0:
+            return True
+        if peer.closing_since is not None and now - peer.closing_since > 2.0:
+            return True
+        return False
+
+    def _drop(self, fd: int, peer: _Peer) -> None:
+        self.peers.pop(fd, None)
+        try:
+            if peer.events:
+                self.selector.unregister(peer.sock)
+        except (KeyError, ValueError):
+            pass
+        peer.sock.close()
+        self._guarded(lambda: self.handler.connection_gone(peer.connection))
+        try:
+            peer.transport.unbind()
+        except Exception:
+            pass
+        log.debug("emulator: connection from %s closed", peer.name)
+
+    def _shutdown(self) -> None:
+        """Close connections with an AMQP close, give them a moment to flush, then drop them."""
+        try:
+            self.selector.unregister(self.listener)
+        except (KeyError, ValueError):
+            pass
+        now = time.monotonic()
+        for peer in self.peers.values():
+            peer.closing_since = now
+            try:
+                peer.connection.close()
+            except Exception:
+                pass
+        self._process()
+        deadline = time.monotonic() + 1.0
+        while self.peers and time.monotonic() < deadline:
+            for fd, peer in list(self.peers.items()):
+                self._write(peer)
+                if peer.transport.pending() <= 0:
+                    self._drop(fd, peer)
+            if self.peers:
+                time.sleep(0.01)
+        for fd, peer in list(self.peers.items()):
+            self._drop(fd, peer)
+        self.selector.close()

@@ -1,0 +1,148 @@
+"""The `<entity>/$management` request-response operations, over the engine.
+
+Request bodies and reply shapes are the ones azure-servicebus sends and parses
+(_servicebus_receiver.py, _servicebus_sender.py, _common/mgmt_handlers.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from proton import Array, Data
+
+from sbdlq.backends.base import ReceiveMode
+from sbdlq.emulator.engine import Engine
+from sbdlq.errors import BadInput, LockLost
+from sbdlq.paths import Address, SubQueue
+
+from . import codec, conditions
+from .values import as_list, as_text, to_plain, to_timestamp
+
+PEEK = "com.microsoft:peek-message"
+RENEW_LOCK = "com.microsoft:renew-lock"
+RECEIVE_BY_SEQUENCE = "com.microsoft:receive-by-sequence-number"
+UPDATE_DISPOSITION = "com.microsoft:update-disposition"
+SCHEDULE = "com.microsoft:schedule-message"
+CANCEL_SCHEDULED = "com.microsoft:cancel-scheduled-message"
+
+
+@dataclass(slots=True)
+class Reply:
+    """A management response: status code and description, an optional body and error condition."""
+
+    status: int
+    description: str
+    body: Any = None
+    condition: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _ok(body: Any = None) -> Reply:
+    return Reply(200, "OK", body)
+
+
+def _tokens(body: dict[str, Any]) -> list[str]:
+    return [str(t if isinstance(t, uuid.UUID) else uuid.UUID(str(t))) for t in as_list(body.get("lock-tokens"))]
+
+
+def _peek(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
+    start = int(body.get("from-sequence-number") or 0)
+    count = int(body.get("message-count") or 1)
+    found = engine.peek(address, start, count)
+    if not found:
+        return Reply(204, "No Content")
+    # A peeked message's delivery count is its earlier deliveries, as the broker reports it.
+    return _ok({"messages": [{"message": codec.encode_message(m, delivery_count=m.delivery_count)} for m in found]})
+
+
+def _renew(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
+    tokens = _tokens(body)
+    renewed = engine.renew_locks(address, tokens)
+    if any(t not in renewed for t in tokens):
+        raise LockLost(conditions.LOCK_LOST_TEXT)
+    stamps = [to_timestamp(renewed[t]) for t in tokens]
+    return _ok({"expirations": Array(None, Data.TIMESTAMP, *stamps)})
+
+
+def _receive_by_sequence(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
+    numbers = [int(n) for n in as_list(body.get("sequence-numbers"))]
+    # receiver-settle-mode: 0 = first (receive-and-delete), 1 = second (peek-lock)
+    mode = ReceiveMode.RECEIVE_AND_DELETE if int(body.get("receiver-settle-mode", 1)) == 0 else ReceiveMode.PEEK_LOCK
+    found = engine.receive_deferred(address, numbers, mode=mode)
+    entries = []
+    for m in found:
+        entry: dict[str, Any] = {
+            "message": codec.encode_message(
+                m, delivery_count=m.delivery_count - 1, lock_token=m.lock_token, locked_until=m.locked_until
+            )
+        }
+        if m.lock_token:
+            entry["lock-token"] = uuid.UUID(m.lock_token)
+        entries.append(entry)
+    return _ok({"messages": entries})
+
+
+def _update_disposition(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
+    status = as_text(body.get("disposition-status")) or ""
+    tokens = _tokens(body)
+    props = body.get("properties-to-modify")
+    modify = {str(k): to_plain(v) for k, v in dict(props).items()} if props else None
+    if status == "completed":
+        lost = engine.complete(address, tokens)
+    elif status == "abandoned":
+        lost = engine.abandon(address, tokens, modify)
+    elif status == "defered":
+        lost = engine.defer(address, tokens, modify)
+    elif status == "suspended":
+        lost = engine.dead_letter(
+            address,
+            tokens,
+            as_text(body.get("deadletter-reason")),
+            as_text(body.get("deadletter-description")),
+            modify,
+        )
+    else:
+        raise BadInput(f"unknown disposition-status {status!r}")
+    if lost:
+        raise LockLost(conditions.LOCK_LOST_TEXT)
+    return _ok()
+
+
+def _schedule(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
+    if address.sub_queue is not SubQueue.NONE or address.entity.is_subscription:
+        raise BadInput("messages are scheduled on a queue or a topic")
+    messages = []
+    for entry in as_list(body.get("messages")):
+        messages.extend(codec.decode_transfer(bytes(entry["message"])))
+    numbers = engine.send(address.entity, messages)
+    return _ok({"sequence-numbers": Array(None, Data.LONG, *[int(n) for n in numbers])})
+
+
+def _cancel(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
+    engine.cancel_scheduled(address.entity, [int(n) for n in as_list(body.get("sequence-numbers"))])
+    return _ok()
+
+
+_OPERATIONS: dict[str, Callable[[Engine, Address, dict[str, Any]], Reply]] = {
+    PEEK: _peek,
+    RENEW_LOCK: _renew,
+    RECEIVE_BY_SEQUENCE: _receive_by_sequence,
+    UPDATE_DISPOSITION: _update_disposition,
+    SCHEDULE: _schedule,
+    CANCEL_SCHEDULED: _cancel,
+}
+
+
+def handle(engine: Engine, address: Address, operation: str, body: Any) -> Reply:
+    """Run one management operation; engine errors become error replies, never exceptions."""
+    op = _OPERATIONS.get(operation)
+    if op is None:
+        return Reply(501, f"operation {operation!r} is not supported by sbdlq", condition=conditions.NOT_IMPLEMENTED)
+    try:
+        return op(engine, address, dict(body) if isinstance(body, dict) else {})
+    except Exception as exc:  # every failure goes back to the caller as a status code
+        failure = conditions.failure_of(exc)
+        return Reply(failure.status, failure.description, condition=failure.condition)

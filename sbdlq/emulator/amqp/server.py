@@ -1,0 +1,109 @@
+"""`sbdlq emulator serve`: the AMQP 1.0 listener (and its HTTP side) over one emulator store."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from proton import Transport
+
+from sbdlq.emulator.engine import Engine
+from sbdlq.errors import BadInput, ServiceUnavailable
+
+from .broker import Broker
+from .driver import Driver
+
+log = logging.getLogger(__name__)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether host names this machine only (so serving without a key exposes nothing)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0 picks a free one); ServiceUnavailable when taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host.strip("[]"), port), family=family, backlog=128)
+    except OSError as exc:
+        raise ServiceUnavailable(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+
+
+def _configure_sasl(transport: Transport) -> None:
+    # Service Bus SDKs authenticate with a CBS token after an ANONYMOUS SASL exchange.
+    transport.sasl().allowed_mechs("ANONYMOUS")
+
+
+@contextmanager
+def _signals(stop: threading.Event, install: bool) -> Iterator[None]:
+    """Set stop on SIGINT/SIGTERM while serving (only from the main thread, only when asked)."""
+    if not install or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def serve(
+    store_path: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 5672,
+    key: str | None = None,
+    http_port: int | None = 5300,
+    ready: Callable[[int, int | None], None] | None = None,
+    stop_event: threading.Event | None = None,
+) -> None:
+    """Serve the store over AMQP (and HTTP) until stop_event is set; blocks.
+
+    ready(amqp_port, http_port) is called once both ports listen. Without a stop_event the
+    function installs its own SIGINT/SIGTERM handlers. Unsettled messages keep their locks
+    until they expire, as with any broker: nothing is lost on shutdown.
+    """
+    if not key and not is_loopback(host):
+        raise BadInput(
+            f"refusing to serve {host} without a key",
+            hint="pass --key so clients must present a SAS token, or bind 127.0.0.1",
+        )
+    stop = stop_event or threading.Event()
+    from .http import HttpEndpoint  # the HTTP side only when asked for
+
+    engine = Engine(store_path)
+    listener: socket.socket | None = None
+    web: HttpEndpoint | None = None
+    try:
+        listener = listen(host, port)
+        amqp_port = int(listener.getsockname()[1])
+        if http_port is not None:
+            web = HttpEndpoint(store_path, host=host, port=http_port, key=key, amqp_port=amqp_port)
+            web.start()
+        log.info("emulator: AMQP on %s:%d%s", host, amqp_port, f", HTTP on {web.port}" if web else "")
+        if ready is not None:
+            ready(amqp_port, web.port if web else None)
+        with _signals(stop, install=stop_event is None):
+            Driver(listener, Broker(engine, key=key), configure=_configure_sasl).run(stop)
+    finally:
+        if web is not None:
+            web.stop()
+        if listener is not None:
+            listener.close()
+        engine.close()

@@ -1,0 +1,88 @@
+"""AMQP values ⇄ the plain Python values the engine stores (application properties)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from proton import Array, Described, char, symbol, timestamp
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def from_timestamp(ms: int) -> datetime:
+    """An AMQP timestamp (ms since the epoch) as an aware UTC datetime."""
+    return _EPOCH + timedelta(milliseconds=int(ms))
+
+
+def to_timestamp(when: datetime) -> timestamp:
+    """An aware (or UTC-naive) datetime as an AMQP timestamp."""
+    aware = when if when.tzinfo else when.replace(tzinfo=UTC)
+    return timestamp(round((aware - _EPOCH).total_seconds() * 1000))
+
+
+def to_plain(value: Any) -> Any:
+    """A decoded AMQP value as something the engine can store (JSON types, datetime, bytes, uuid)."""
+    if value is None or isinstance(value, bool | str | bytes | uuid.UUID):
+        # symbol and char are str subclasses: plain str keeps JSON happy.
+        return str(value) if isinstance(value, symbol | char) else value
+    if isinstance(value, timestamp):
+        return from_timestamp(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, dict):
+        return {str(to_plain(k)): to_plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_plain(v) for v in value]
+    if isinstance(value, Array):
+        return [to_plain(v) for v in value.elements]
+    if isinstance(value, Described):
+        return to_plain(value.value)
+    # decimals and other rarities: keep their text rather than refuse the message
+    return str(value)
+
+
+def to_amqp(value: Any) -> Any:
+    """A stored value as something proton encodes with the type the SDK expects."""
+    if isinstance(value, datetime):
+        return to_timestamp(value)
+    if isinstance(value, timedelta):
+        # Service Bus encodes TimeSpan as ticks; plain milliseconds is what SDKs can read back.
+        return int(value.total_seconds() * 1000)
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, dict):
+        return {str(k): to_amqp(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_amqp(v) for v in value]
+    if value is None or isinstance(value, bool | str | bytes | uuid.UUID | float):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    return str(value)
+
+
+def as_list(value: Any) -> list[Any]:
+    """An AMQP array or list (or a lone value) as a Python list."""
+    if value is None:
+        return []
+    if isinstance(value, Array):
+        return list(value.elements)
+    if isinstance(value, list | tuple):
+        return list(value)
+    return [value]
+
+
+def as_text(value: Any) -> str | None:
+    """A string-ish AMQP value (string, symbol, uuid, ulong, binary) as text."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value.hex()
+    return str(value)

@@ -1,0 +1,58 @@
+"""Application properties as JSON text, keeping the AMQP types JSON lacks."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+_TAG = "$sbdlq"
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return {_TAG: "datetime", "v": aware.isoformat()}
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {_TAG: "bytes", "v": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, uuid.UUID):
+        return {_TAG: "uuid", "v": str(value)}
+    if isinstance(value, timedelta):
+        return {_TAG: "timedelta", "v": value.total_seconds()}
+    raise TypeError(f"application property of type {type(value).__name__} is not supported")
+
+
+def _decode(obj: dict[str, Any]) -> Any:
+    kind = obj.get(_TAG)
+    if kind is None:
+        return obj
+    v = obj["v"]
+    if kind == "datetime":
+        return datetime.fromisoformat(v)
+    if kind == "bytes":
+        return base64.b64decode(v)
+    if kind == "uuid":
+        return uuid.UUID(v)
+    if kind == "timedelta":
+        return timedelta(seconds=v)
+    return obj
+
+
+def dump_props(props: dict[str, Any]) -> str | None:
+    """JSON text of the properties, or None when there are none."""
+    if not props:
+        return None
+    return json.dumps(props, default=_encode, separators=(",", ":"), ensure_ascii=False)
+
+
+def load_props(text: str | None) -> dict[str, Any]:
+    """The properties back, types restored."""
+    if not text:
+        return {}
+    if _TAG in text:
+        result: dict[str, Any] = json.loads(text, object_hook=_decode)
+        return result
+    plain: dict[str, Any] = json.loads(text)
+    return plain

@@ -1,0 +1,171 @@
+"""The emulator's SQLite store: schema, migrations, transactions, error translation.
+
+One file, several processes (an operator and a cron job): WAL journal, a busy timeout,
+and every write in BEGIN IMMEDIATE so two receivers never lock the same message.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sbdlq.errors import BadInput, OperationFailed, TransientError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entity (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE COLLATE NOCASE,
+    kind TEXT NOT NULL,                 -- queue | topic | subscription
+    topic_id INTEGER,                   -- for subscriptions
+    lock_duration_ms INTEGER NOT NULL,
+    max_delivery_count INTEGER NOT NULL,
+    default_ttl_ms INTEGER NOT NULL,
+    dl_on_expiration INTEGER NOT NULL,
+    dl_on_filter_exc INTEGER NOT NULL,
+    requires_session INTEGER NOT NULL,
+    requires_dup INTEGER NOT NULL,
+    dup_window_ms INTEGER NOT NULL,
+    forward_to TEXT,
+    forward_dlq_to TEXT,
+    status TEXT NOT NULL DEFAULT 'Active',
+    max_size INTEGER,                   -- messages; NULL = unlimited
+    next_seq INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS rule (
+    id INTEGER PRIMARY KEY,
+    entity_id INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    filter_type TEXT NOT NULL,          -- sql | correlation
+    filter TEXT NOT NULL,               -- SQL text, or JSON of the correlation properties
+    action TEXT,
+    UNIQUE (entity_id, name)
+);
+CREATE TABLE IF NOT EXISTS message (
+    id INTEGER PRIMARY KEY,
+    entity_id INTEGER NOT NULL,
+    queue INTEGER NOT NULL,             -- 0 main, 1 dead-letter, 2 transfer dead-letter
+    seq INTEGER NOT NULL,
+    state INTEGER NOT NULL,             -- 0 active, 1 deferred, 2 scheduled
+    message_id TEXT,
+    session_id TEXT,
+    correlation_id TEXT,
+    subject TEXT,
+    content_type TEXT,
+    reply_to TEXT,
+    reply_to_session_id TEXT,
+    to_ TEXT,
+    partition_key TEXT,
+    ttl_ms INTEGER,
+    enqueued_ms INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    scheduled_ms INTEGER,
+    delivery_count INTEGER NOT NULL DEFAULT 0,
+    lock_token TEXT,
+    locked_until_ms INTEGER,
+    dl_source TEXT,
+    hops INTEGER NOT NULL DEFAULT 0,
+    props TEXT,
+    body BLOB NOT NULL,
+    body_type TEXT NOT NULL DEFAULT 'data'
+);
+CREATE INDEX IF NOT EXISTS message_order ON message (entity_id, queue, state, seq);
+CREATE UNIQUE INDEX IF NOT EXISTS message_lock ON message (lock_token) WHERE lock_token IS NOT NULL;
+CREATE TABLE IF NOT EXISTS dedup (
+    entity_id INTEGER NOT NULL,
+    message_id TEXT NOT NULL,
+    seen_ms INTEGER NOT NULL,
+    PRIMARY KEY (entity_id, message_id)
+) WITHOUT ROWID;
+"""
+
+
+def translate(exc: sqlite3.Error, path: str) -> Exception:
+    """Rename a sqlite3 error as an sbdlq error (the edge of the store)."""
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        return TransientError(f"emulator store {path} is busy", hint="another sbdlq process holds it; try again")
+    if "not a database" in text or "malformed" in text:
+        return BadInput(f"{path} is not an sbdlq emulator store")
+    if "unable to open" in text or "readonly" in text or "read-only" in text:
+        return BadInput(f"cannot open emulator store {path}", hint="check the path and its permissions")
+    if "disk" in text and "full" in text:
+        return OperationFailed(f"emulator store {path}: disk full")
+    return OperationFailed(f"emulator store {path}: {exc}")
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """Open (creating if needed) the store and bring its schema up to date."""
+    p = str(path)
+    if p != ":memory:":
+        Path(p).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = sqlite3.connect(p, timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=30000")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version < SCHEMA_VERSION:
+            # One immediate transaction: two processes creating the store at once both succeed.
+            conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};COMMIT;")
+        elif version > SCHEMA_VERSION:
+            raise BadInput(f"{p} was written by a newer sbdlq (schema {version})", hint="upgrade sbdlq")
+    except sqlite3.Error as exc:
+        raise translate(exc, p) from None
+    return conn
+
+
+class Store:
+    """A connection with nested write transactions (BEGIN IMMEDIATE at the outermost)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self.conn = connect(path)
+        self._depth = 0
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction; nested calls join the outer one."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self.conn
+            finally:
+                self._depth -= 1
+            return
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from None
+        self._depth = 1
+        try:
+            yield self.conn
+        except BaseException as exc:
+            self._depth = 0
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc, self.path) from None
+            raise
+        else:
+            self._depth = 0
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from None
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """Reads; sqlite3 errors renamed."""
+        try:
+            yield self.conn
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from None
+
+    def close(self) -> None:
+        self.conn.close()

@@ -1,0 +1,101 @@
+"""Errors sbdlq raises and the exit statuses they map to (DESIGN §4).
+
+Backends translate driver errors (sqlite3, azure SDK, AMQP) into these at the edge, so
+nothing above a backend ever sees a foreign exception.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    THRESHOLD = 3
+    NOT_FOUND = 4
+    AUTH = 5
+    UNAVAILABLE = 6
+    INTERRUPTED = 130
+
+
+class SbdlqError(Exception):
+    """Base error: carries the exit status and a one-line message for stderr."""
+
+    exit_status: ExitStatus = ExitStatus.FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def line(self) -> str:
+        """The single line printed on stderr."""
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class OperationFailed(SbdlqError):
+    """Some of the work could not be done (exit 1)."""
+
+    exit_status = ExitStatus.FAILED
+
+
+class BadInput(SbdlqError):
+    """Usage errors and invalid values (exit 2)."""
+
+    exit_status = ExitStatus.USAGE
+
+
+class ThresholdExceeded(SbdlqError):
+    """`count --fail-above` tripped (exit 3)."""
+
+    exit_status = ExitStatus.THRESHOLD
+
+
+class EntityNotFound(SbdlqError):
+    """The queue, topic or subscription does not exist (exit 4)."""
+
+    exit_status = ExitStatus.NOT_FOUND
+
+
+class AuthError(SbdlqError):
+    """Authentication or authorization was refused (exit 5)."""
+
+    exit_status = ExitStatus.AUTH
+
+
+class ServiceUnavailable(SbdlqError):
+    """The broker could not be reached after retries (exit 6)."""
+
+    exit_status = ExitStatus.UNAVAILABLE
+
+
+class TransientError(ServiceUnavailable):
+    """A failure worth retrying (timeouts, busy broker, dropped connection)."""
+
+
+class LockLost(OperationFailed):
+    """A message's lock expired or was taken; the message stays in its queue."""
+
+
+class MessageNotFound(OperationFailed):
+    """No message with that lock token or sequence number."""
+
+
+class InvalidOperation(OperationFailed):
+    """The broker refuses the operation (e.g. dead-lettering a DLQ message)."""
+
+
+class EntityDisabled(OperationFailed):
+    """The entity is disabled and refuses the operation."""
+
+
+class QuotaExceeded(OperationFailed):
+    """The entity is full."""
+
+
+class Interrupted(SbdlqError):
+    """Ctrl-C (exit 130)."""
+
+    exit_status = ExitStatus.INTERRUPTED

@@ -1,0 +1,226 @@
+"""Plain data: messages, counts, entity descriptions and operation results."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+# Application property names the broker sets on dead-lettered messages.
+DEAD_LETTER_REASON = "DeadLetterReason"
+DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
+RESUBMITTED_FROM = "sbdlq-resubmitted-from"
+
+# The broker's "never expires": TimeSpan.MaxValue, in seconds.
+MAX_TTL_S = 10675199 * 86400.0
+
+
+def iso(ts: datetime | None) -> str | None:
+    """ISO 8601 in UTC with a Z, or None."""
+    if ts is None:
+        return None
+    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def body_text(body: bytes) -> tuple[str, str]:
+    """The body as JSON text and its encoding (`utf-8`, else `base64`)."""
+    try:
+        return body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(body).decode("ascii"), "base64"
+
+
+@dataclass(slots=True)
+class OutboundMessage:
+    """A message to send: what a producer sets."""
+
+    body: bytes = b""
+    message_id: str | None = None
+    content_type: str | None = None
+    correlation_id: str | None = None
+    subject: str | None = None
+    to: str | None = None
+    reply_to: str | None = None
+    reply_to_session_id: str | None = None
+    session_id: str | None = None
+    partition_key: str | None = None
+    time_to_live_s: float | None = None
+    scheduled_enqueue_time: datetime | None = None
+    application_properties: dict[str, Any] = field(default_factory=dict)
+    # AMQP body section kind: "data" (bytes), "value" or "sequence" (body holds the
+    # encoded AMQP section so the listener can hand it back unchanged).
+    body_type: str = "data"
+
+
+@dataclass(slots=True)
+class Message:
+    """A message as the broker holds it, with broker-set properties."""
+
+    sequence_number: int
+    body: bytes
+    enqueued_time: datetime
+    message_id: str | None = None
+    expires_at: datetime | None = None
+    delivery_count: int = 0
+    subject: str | None = None
+    correlation_id: str | None = None
+    content_type: str | None = None
+    session_id: str | None = None
+    reply_to: str | None = None
+    reply_to_session_id: str | None = None
+    to: str | None = None
+    partition_key: str | None = None
+    time_to_live_s: float | None = None
+    application_properties: dict[str, Any] = field(default_factory=dict)
+    dead_letter_source: str | None = None
+    scheduled_enqueue_time: datetime | None = None
+    state: str = "active"  # active | deferred | scheduled
+    lock_token: str | None = None
+    locked_until: datetime | None = None
+    body_type: str = "data"
+
+    @property
+    def dead_letter_reason(self) -> str | None:
+        value = self.application_properties.get(DEAD_LETTER_REASON)
+        return None if value is None else str(value)
+
+    @property
+    def dead_letter_error_description(self) -> str | None:
+        value = self.application_properties.get(DEAD_LETTER_DESCRIPTION)
+        return None if value is None else str(value)
+
+    def to_json(self) -> dict[str, Any]:
+        """The Message JSON shape of DESIGN §4."""
+        text, encoding = body_text(self.body)
+        return {
+            "sequence_number": self.sequence_number,
+            "message_id": self.message_id,
+            "enqueued_time": iso(self.enqueued_time),
+            "expires_at": iso(self.expires_at),
+            "delivery_count": self.delivery_count,
+            "dead_letter_reason": self.dead_letter_reason,
+            "dead_letter_error_description": self.dead_letter_error_description,
+            "dead_letter_source": self.dead_letter_source,
+            "subject": self.subject,
+            "correlation_id": self.correlation_id,
+            "content_type": self.content_type,
+            "session_id": self.session_id,
+            "reply_to": self.reply_to,
+            "to": self.to,
+            "time_to_live_s": self.time_to_live_s,
+            "application_properties": {k: _jsonable(v) for k, v in self.application_properties.items()},
+            "body": text,
+            "body_encoding": encoding,
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+@dataclass(slots=True)
+class Counts:
+    entity: str
+    active: int = 0
+    dead_letter: int = 0
+    transfer_dead_letter: int = 0
+    scheduled: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "entity": self.entity,
+            "active": self.active,
+            "dead_letter": self.dead_letter,
+            "transfer_dead_letter": self.transfer_dead_letter,
+            "scheduled": self.scheduled,
+        }
+
+
+@dataclass(slots=True)
+class EntityInfo:
+    """A queue, topic or subscription and the properties operations care about."""
+
+    path: str  # `orders` or `topic/Subscriptions/sub`
+    kind: str  # queue | topic | subscription
+    requires_session: bool = False
+    requires_duplicate_detection: bool = False
+    lock_duration_s: float = 60.0
+    max_delivery_count: int = 10
+    default_ttl_s: float = MAX_TTL_S
+    dead_lettering_on_expiration: bool = False
+    dead_lettering_on_filter_exceptions: bool = True
+    forward_to: str | None = None
+    forward_dead_lettered_to: str | None = None
+    status: str = "Active"
+    subscription_count: int = 0
+
+
+@dataclass(slots=True)
+class ReasonGroup:
+    key: str
+    count: int = 0
+    first_enqueued: datetime | None = None
+    last_enqueued: datetime | None = None
+    sample_sequence_numbers: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "count": self.count,
+            "first_enqueued": iso(self.first_enqueued),
+            "last_enqueued": iso(self.last_enqueued),
+            "sample_sequence_numbers": list(self.sample_sequence_numbers),
+        }
+
+
+@dataclass(slots=True)
+class ResubmitResult:
+    selected: int = 0
+    resubmitted: int = 0
+    failed: int = 0
+    skipped: int = 0
+    dry_run: bool = False
+    elapsed_s: float = 0.0
+    retries: int = 0
+    lock_lost: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "selected": self.selected,
+            "resubmitted": self.resubmitted,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "dry_run": self.dry_run,
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
+
+
+@dataclass(slots=True)
+class PurgeResult:
+    selected: int = 0
+    purged: int = 0
+    exported: int = 0
+    dry_run: bool = False
+    elapsed_s: float = 0.0
+    retries: int = 0
+    failed: int = 0
+    skipped: int = 0
+    lock_lost: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "selected": self.selected,
+            "purged": self.purged,
+            "exported": self.exported,
+            "dry_run": self.dry_run,
+            "elapsed_s": round(self.elapsed_s, 3),
+        }

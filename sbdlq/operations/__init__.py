@@ -1,0 +1,1 @@
+"""The DLQ operations, written once against the Backend interface."""

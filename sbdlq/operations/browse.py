@@ -1,0 +1,137 @@
+"""Read-only operations: peek pages, counts, and grouping by reason."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
+
+from sbdlq.backends.base import Backend
+from sbdlq.errors import BadInput
+from sbdlq.models import Counts, Message, ReasonGroup
+from sbdlq.paths import Address, EntityPath, SubQueue
+from sbdlq.selection import Selection
+
+PAGE = 250
+SAMPLES = 5
+
+
+async def iter_messages(
+    backend: Backend,
+    address: Address,
+    *,
+    selection: Selection | None = None,
+    from_sequence: int = 0,
+    limit: int | None = None,
+    page_size: int = PAGE,
+    on_page: Callable[[int], None] | None = None,
+) -> AsyncIterator[Message]:
+    """Browse a queue without locking, page by page in sequence order, yielding matches."""
+    sel = selection or Selection()
+    start = max(from_sequence, sel.first_sequence)
+    stop = sel.last_sequence
+    found = 0
+    while limit is None or found < limit:
+        page = await backend.peek(address, start, page_size)
+        if not page:
+            return
+        if on_page:
+            on_page(len(page))
+        for m in page:
+            if stop is not None and m.sequence_number > stop:
+                return
+            if sel.matches(m):
+                yield m
+                found += 1
+                if limit is not None and found >= limit:
+                    return
+        start = page[-1].sequence_number + 1
+
+
+async def count_entities(backend: Backend, entities: list[EntityPath] | None) -> list[Counts]:
+    """Counts per queue and subscription; with no entities, every one of the namespace."""
+    if entities:
+        return [await backend.counts(e) for e in entities]
+    out = []
+    for info in await backend.list_entities():
+        if info.kind == "topic":
+            continue
+        entity = _entity_of(info.path)
+        out.append(await backend.counts(entity))
+    return out
+
+
+def _entity_of(path: str) -> EntityPath:
+    from sbdlq.paths import parse_entity
+
+    return parse_entity(path)
+
+
+GROUPINGS = ("reason", "description", "source", "subject", "hour", "day")
+
+
+def group_key(by: str) -> Callable[[Message], str]:
+    """The function giving a message's group under --by."""
+    if by == "reason":
+        return lambda m: m.dead_letter_reason or "(none)"
+    if by == "description":
+        return lambda m: m.dead_letter_error_description or "(none)"
+    if by == "source":
+        return lambda m: m.dead_letter_source or "(none)"
+    if by == "subject":
+        return lambda m: m.subject or "(none)"
+    if by == "hour":
+        return lambda m: m.enqueued_time.strftime("%Y-%m-%dT%H:00Z")
+    if by == "day":
+        return lambda m: m.enqueued_time.strftime("%Y-%m-%d")
+    if by.startswith("property:") and by[len("property:") :]:
+        name = by[len("property:") :]
+
+        def prop(m: Message) -> str:
+            value = m.application_properties.get(name)
+            return "(none)" if value is None else str(value)
+
+        return prop
+    raise BadInput(f"invalid --by {by!r}", hint="use reason, description, source, subject, property:NAME, hour or day")
+
+
+async def inspect_reasons(
+    backend: Backend,
+    address: Address,
+    *,
+    by: str = "reason",
+    selection: Selection | None = None,
+    on_page: Callable[[int], None] | None = None,
+) -> list[ReasonGroup]:
+    """Group the queue's messages: count, first and last enqueued, sample sequence numbers."""
+    key = group_key(by)
+    groups: dict[str, ReasonGroup] = {}
+    async for m in iter_messages(backend, address, selection=selection, on_page=on_page):
+        k = key(m)
+        g = groups.get(k)
+        if g is None:
+            g = groups[k] = ReasonGroup(key=k)
+        g.count += 1
+        g.first_enqueued = _min(g.first_enqueued, m.enqueued_time)
+        g.last_enqueued = _max(g.last_enqueued, m.enqueued_time)
+        if len(g.sample_sequence_numbers) < SAMPLES:
+            g.sample_sequence_numbers.append(m.sequence_number)
+    if by in ("hour", "day"):
+        return sorted(groups.values(), key=lambda g: g.key)
+    return sorted(groups.values(), key=lambda g: (-g.count, g.key))
+
+
+def _min(a: datetime | None, b: datetime) -> datetime:
+    return b if a is None or b < a else a
+
+
+def _max(a: datetime | None, b: datetime) -> datetime:
+    return b if a is None or b > a else a
+
+
+def dlq_count(counts: Counts, sub_queue: SubQueue) -> int:
+    """The count of the sub-queue a command reads."""
+    if sub_queue is SubQueue.TRANSFER_DEAD_LETTER:
+        return counts.transfer_dead_letter
+    if sub_queue is SubQueue.DEAD_LETTER:
+        return counts.dead_letter
+    return counts.active

@@ -1,0 +1,127 @@
+"""Purge: delete DLQ messages; with --export, each is written and synced before it is completed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sbdlq.backends.base import Backend, ReceiveMode
+from sbdlq.errors import BadInput, SbdlqError
+from sbdlq.models import Message, PurgeResult
+from sbdlq.operations.browse import dlq_count, iter_messages
+from sbdlq.operations.export import Exporter
+from sbdlq.operations.move import LoopStats, locked_loop, plan_limit, retrying
+from sbdlq.paths import Address
+from sbdlq.selection import Selection
+
+
+async def purge(
+    backend: Backend,
+    source: Address,
+    *,
+    selection: Selection | None = None,
+    max_count: int | None = None,
+    export: Path | None = None,
+    batch_size: int = 500,
+    concurrency: int = 32,
+    dry_run: bool = False,
+    note: Callable[[str], None] = lambda _: None,
+    progress: Callable[[int | None], Callable[[int], None]] | None = None,
+) -> PurgeResult:
+    """Delete matching messages of a DLQ (or transfer DLQ)."""
+    started = time.monotonic()
+    sel = selection or Selection()
+    if batch_size < 1:
+        raise BadInput("--batch-size must be at least 1")
+    info = await backend.get_entity(source.entity)
+    result = PurgeResult(dry_run=dry_run)
+    last_sequence: int | None = None
+    if dry_run or not sel.is_empty:
+        tick = progress(None) if progress else None
+        async for m in iter_messages(backend, source, selection=sel, limit=max_count, on_page=tick):
+            result.selected += 1
+            last_sequence = m.sequence_number
+        limit = result.selected
+    else:
+        limit = plan_limit(max_count, dlq_count(await backend.counts(source.entity), source.sub_queue))
+        result.selected = limit
+    verb = "export and delete" if export else "delete"
+    note(f"plan: {verb} {result.selected} message(s) from {source}" + (" (dry run)" if dry_run else ""))
+    if dry_run or limit == 0:
+        result.elapsed_s = time.monotonic() - started
+        return result
+
+    stats = LoopStats()
+    tick = progress(limit) if progress else None
+    if export is None and sel.is_empty:
+        # Nothing to keep and nothing to choose: delete on receive, in large batches.
+        while result.purged < limit:
+            want = min(batch_size, limit - result.purged)
+            got = await retrying(
+                lambda w=want: backend.receive(source, w, mode=ReceiveMode.RECEIVE_AND_DELETE, max_wait_s=1.0),  # type: ignore[misc]
+                stats,
+            )
+            if not got:
+                break
+            result.purged += len(got)
+            if tick:
+                tick(len(got))
+        result.retries = stats.retries
+        result.elapsed_s = time.monotonic() - started
+        return result
+
+    exporter = Exporter(export) if export is not None else None
+
+    async def settle(chunk: list[Message]) -> None:
+        if exporter is not None:
+            try:
+                exporter.write(chunk)
+            except SbdlqError as exc:
+                stats.failed += len(chunk)
+                stats.error(exc.message)
+                # Not exported, so not deleted: release them.
+                try:
+                    await backend.abandon(source, chunk)
+                except SbdlqError:
+                    pass
+                raise
+            result.exported += len(chunk)
+        try:
+            lost = await retrying(lambda: backend.complete(source, chunk), stats)
+        except SbdlqError as exc:
+            stats.failed += len(chunk)
+            stats.error(f"complete failed: {exc.message}")
+            return
+        stats.handled += len(chunk) - len(lost)
+        if lost:
+            stats.lock_lost += len(lost)
+            stats.error(f"{len(lost)} message(s) stayed in the DLQ (lock lost before delete)")
+
+    try:
+        await locked_loop(
+            backend,
+            source,
+            selection=sel,
+            limit=limit,
+            last_sequence=last_sequence,
+            batch_size=batch_size,
+            # One writer keeps the export file in order; deletes without export overlap.
+            concurrency=1 if exporter else concurrency,
+            chunk_size=batch_size if exporter else None,
+            action=settle,
+            stats=stats,
+            lock_duration_s=info.lock_duration_s,
+            on_done=tick,
+        )
+    finally:
+        if exporter is not None:
+            exporter.close()
+    result.purged = stats.handled
+    result.failed = stats.failed
+    result.skipped = stats.skipped
+    result.retries = stats.retries
+    result.lock_lost = stats.lock_lost
+    result.errors = stats.errors
+    result.elapsed_s = time.monotonic() - started
+    return result

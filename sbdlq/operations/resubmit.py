@@ -1,0 +1,155 @@
+"""Resubmit: copy DLQ messages back to their entity (or another), then complete the originals."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+from sbdlq.backends.base import Backend
+from sbdlq.errors import BadInput, SbdlqError
+from sbdlq.models import (
+    DEAD_LETTER_DESCRIPTION,
+    DEAD_LETTER_REASON,
+    RESUBMITTED_FROM,
+    Message,
+    OutboundMessage,
+    ResubmitResult,
+)
+from sbdlq.operations.browse import dlq_count, iter_messages
+from sbdlq.operations.move import LoopStats, RateLimiter, locked_loop, plan_limit, retrying
+from sbdlq.paths import Address, EntityPath
+from sbdlq.selection import Selection
+
+
+def make_copy(
+    m: Message, *, source: Address, new_message_id: bool = False, keep_dead_letter_properties: bool = False
+) -> OutboundMessage:
+    """A fresh message carrying what DESIGN §4 keeps, minus the dead-letter marks."""
+    props = dict(m.application_properties)
+    if not keep_dead_letter_properties:
+        props.pop(DEAD_LETTER_REASON, None)
+        props.pop(DEAD_LETTER_DESCRIPTION, None)
+    props[RESUBMITTED_FROM] = f"{source}:{m.sequence_number}"
+    return OutboundMessage(
+        body=m.body,
+        message_id=uuid.uuid4().hex if new_message_id else m.message_id,
+        content_type=m.content_type,
+        correlation_id=m.correlation_id,
+        subject=m.subject,
+        to=m.to,
+        reply_to=m.reply_to,
+        reply_to_session_id=m.reply_to_session_id,
+        session_id=m.session_id,
+        partition_key=m.partition_key,
+        time_to_live_s=m.time_to_live_s,
+        application_properties=props,
+        body_type=m.body_type,
+    )
+
+
+async def resubmit(
+    backend: Backend,
+    source: Address,
+    target: EntityPath,
+    *,
+    selection: Selection | None = None,
+    max_count: int | None = None,
+    batch_size: int = 100,
+    concurrency: int = 32,
+    rate: float | None = None,
+    dry_run: bool = False,
+    new_message_id: bool = False,
+    keep_dead_letter_properties: bool = False,
+    note: Callable[[str], None] = lambda _: None,
+    progress: Callable[[int | None], Callable[[int], None]] | None = None,
+) -> ResubmitResult:
+    """Move matching DLQ messages to the target: send the copy, then complete the original."""
+    started = time.monotonic()
+    sel = selection or Selection()
+    if batch_size < 1 or concurrency < 1:
+        raise BadInput("--batch-size and --concurrency must be at least 1")
+    source_info = await backend.get_entity(source.entity)
+    target_info = await backend.get_entity(target)
+    if target_info.kind == "subscription":
+        raise BadInput(f"cannot send to subscription {target}: resubmit to its topic with --to TOPIC")
+    if target_info.kind == "topic":
+        note(
+            f"note: {target} is a topic with {target_info.subscription_count} subscription(s): "
+            "every subscription whose rules match receives a copy"
+        )
+    if new_message_id and target_info.requires_duplicate_detection:
+        note(f"warning: {target} has duplicate detection; --new-message-id copies will not be recognised as repeats")
+
+    result = ResubmitResult(dry_run=dry_run)
+    last_sequence: int | None = None
+    if dry_run or not sel.is_empty:
+        # A browse (no locks) finds how many match and where the last one is.
+        tick = progress(None) if progress else None
+        async for m in iter_messages(backend, source, selection=sel, limit=max_count, on_page=tick):
+            result.selected += 1
+            last_sequence = m.sequence_number
+        limit = result.selected
+    else:
+        available = dlq_count(await backend.counts(source.entity), source.sub_queue)
+        limit = plan_limit(max_count, available)
+        result.selected = limit
+    note(f"plan: resubmit {result.selected} message(s) from {source} to {target}" + (" (dry run)" if dry_run else ""))
+    if dry_run or limit == 0:
+        result.elapsed_s = time.monotonic() - started
+        return result
+
+    stats = LoopStats()
+    limiter = RateLimiter(rate)
+
+    async def send_then_complete(chunk: list[Message]) -> None:
+        copies = [
+            make_copy(
+                m, source=source, new_message_id=new_message_id, keep_dead_letter_properties=keep_dead_letter_properties
+            )
+            for m in chunk
+        ]
+        await limiter.take(len(chunk))
+        try:
+            await retrying(lambda: backend.send(target, copies), stats)
+        except SbdlqError as exc:
+            # Nothing was deleted: the originals go back to the DLQ (or their locks lapse).
+            stats.failed += len(chunk)
+            stats.error(f"send to {target} failed: {exc.message}")
+            try:
+                await backend.abandon(source, chunk)
+            except SbdlqError:
+                pass
+            return
+        try:
+            lost = await retrying(lambda: backend.complete(source, chunk), stats)
+        except SbdlqError as exc:
+            lost = chunk
+            stats.error(f"complete failed after the copy was sent: {exc.message}")
+        stats.handled += len(chunk)
+        if lost:
+            stats.lock_lost += len(lost)
+            stats.error(f"{len(lost)} original(s) stayed in the DLQ after their copy was sent (lock lost)")
+
+    tick = progress(limit) if progress else None
+    await locked_loop(
+        backend,
+        source,
+        selection=sel,
+        limit=limit,
+        last_sequence=last_sequence,
+        batch_size=batch_size,
+        concurrency=concurrency,
+        action=send_then_complete,
+        stats=stats,
+        lock_duration_s=source_info.lock_duration_s,
+        on_done=tick,
+    )
+    result.resubmitted = stats.handled
+    result.failed = stats.failed
+    result.skipped = stats.skipped
+    result.retries = stats.retries
+    result.errors = stats.errors
+    result.lock_lost = stats.lock_lost
+    result.elapsed_s = time.monotonic() - started
+    return result

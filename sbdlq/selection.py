@@ -1,0 +1,177 @@
+"""The selection options (DESIGN §5) compiled into one predicate over messages."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sbdlq.errors import BadInput
+from sbdlq.models import Message
+from sbdlq.timeparse import parse_time
+
+
+@dataclass
+class Selection:
+    """All criteria combine with AND; an empty selection takes everything."""
+
+    reasons: list[str] = field(default_factory=list)
+    description_contains: str | None = None
+    subject: str | None = None
+    properties: list[tuple[str, str]] = field(default_factory=list)
+    enqueued_before: datetime | None = None
+    enqueued_after: datetime | None = None
+    sequences: list[tuple[int, int]] = field(default_factory=list)
+    body_contains: str | None = None
+    body_regex: re.Pattern[str] | None = None
+    where: Any = None  # sbdlq.sqlfilter.SqlFilter
+
+    @property
+    def is_empty(self) -> bool:
+        return not (
+            self.reasons
+            or self.description_contains
+            or self.subject
+            or self.properties
+            or self.enqueued_before
+            or self.enqueued_after
+            or self.sequences
+            or self.body_contains
+            or self.body_regex
+            or self.where is not None
+        )
+
+    @property
+    def first_sequence(self) -> int:
+        """Where a scan may start: nothing below the lowest --sequence can match."""
+        return min((lo for lo, _ in self.sequences), default=0)
+
+    @property
+    def last_sequence(self) -> int | None:
+        """Where a scan may stop: nothing above the highest --sequence can match."""
+        return max((hi for _, hi in self.sequences), default=None)
+
+    def matches(self, m: Message) -> bool:
+        """True when the message meets every criterion."""
+        if self.sequences and not any(lo <= m.sequence_number <= hi for lo, hi in self.sequences):
+            return False
+        if self.reasons:
+            reason = (m.dead_letter_reason or "").casefold()
+            if reason not in self._reasons_folded:
+                return False
+        if self.description_contains is not None:
+            desc = (m.dead_letter_error_description or "").casefold()
+            if self.description_contains.casefold() not in desc:
+                return False
+        if self.subject is not None and (m.subject or "") != self.subject:
+            return False
+        for key, value in self.properties:
+            if key not in m.application_properties or _text(m.application_properties[key]) != value:
+                return False
+        if self.enqueued_before is not None and not m.enqueued_time < self.enqueued_before:
+            return False
+        if self.enqueued_after is not None and not m.enqueued_time > self.enqueued_after:
+            return False
+        if self.body_contains is not None or self.body_regex is not None:
+            text = m.body.decode("utf-8", errors="replace")
+            if self.body_contains is not None and self.body_contains not in text:
+                return False
+            if self.body_regex is not None and not self.body_regex.search(text):
+                return False
+        if self.where is not None:
+            from sbdlq.sqlfilter import FilterEvaluationError, message_context
+
+            system, props = message_context(m)
+            try:
+                return bool(self.where.matches(system, props))
+            except FilterEvaluationError:
+                # A message the expression cannot evaluate is not selected, as a rule skips it.
+                return False
+        return True
+
+    @property
+    def _reasons_folded(self) -> set[str]:
+        return {r.casefold() for r in self.reasons}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def parse_property(text: str) -> tuple[str, str]:
+    """`K=V` → (K, V)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise BadInput(f"invalid --property {text!r}", hint="use NAME=VALUE")
+    return key.strip(), value
+
+
+def parse_sequence_range(text: str) -> tuple[int, int]:
+    """`5-90`, `5-`, `-90` or `42` → an inclusive range."""
+    raw = text.strip()
+    m = re.fullmatch(r"(\d*)\s*-\s*(\d*)", raw)
+    try:
+        if m and (m.group(1) or m.group(2)):
+            lo = int(m.group(1)) if m.group(1) else 0
+            hi = int(m.group(2)) if m.group(2) else 2**63 - 1
+        else:
+            lo = hi = int(raw)
+    except ValueError:
+        raise BadInput(f"invalid --sequence {text!r}", hint="use N, N-M, N- or -M")
+    if lo > hi or lo < 0:
+        raise BadInput(f"invalid --sequence {text!r}: the range is empty")
+    return lo, hi
+
+
+def build_selection(
+    *,
+    reasons: list[str] | None = None,
+    description_contains: str | None = None,
+    subject: str | None = None,
+    properties: list[str] | None = None,
+    enqueued_before: str | None = None,
+    enqueued_after: str | None = None,
+    sequences: list[str] | None = None,
+    body_contains: str | None = None,
+    body_regex: str | None = None,
+    where: str | None = None,
+    older_than: str | None = None,
+    now: datetime | None = None,
+) -> Selection:
+    """Compile CLI option values, each bad one rejected with a line naming the option."""
+    sel = Selection(
+        reasons=list(reasons or []),
+        description_contains=description_contains,
+        subject=subject,
+        properties=[parse_property(p) for p in properties or []],
+        sequences=[parse_sequence_range(s) for s in sequences or []],
+        body_contains=body_contains,
+    )
+    if enqueued_before:
+        sel.enqueued_before = parse_time(enqueued_before, what="--enqueued-before", now=now)
+    if enqueued_after:
+        sel.enqueued_after = parse_time(enqueued_after, what="--enqueued-after", now=now)
+    if older_than:
+        from datetime import UTC, timedelta
+
+        from sbdlq.timeparse import parse_duration
+
+        cutoff = (now or datetime.now(UTC)) - timedelta(seconds=parse_duration(older_than, what="--older-than"))
+        if sel.enqueued_before is None or cutoff < sel.enqueued_before:
+            sel.enqueued_before = cutoff
+    if body_regex is not None:
+        try:
+            sel.body_regex = re.compile(body_regex)
+        except re.error as exc:
+            raise BadInput(f"invalid --body-regex {body_regex!r}: {exc}")
+    if where is not None:
+        from sbdlq.sqlfilter import SqlFilterSyntaxError, compile_filter
+
+        try:
+            sel.where = compile_filter(where)
+        except SqlFilterSyntaxError as exc:
+            raise BadInput(f"invalid --where expression: {exc.message}")
+    return sel

@@ -1,0 +1,42 @@
+"""The (system, properties) pair a filter sees for a Message or an OutboundMessage."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sbdlq.models import Message, OutboundMessage
+
+
+def message_context(msg: Message | OutboundMessage) -> tuple[dict[str, Any], dict[str, Any]]:
+    """System properties (canonical names, no `sys.`) and a shallow copy of the application properties."""
+    ttl = None if msg.time_to_live_s is None else timedelta(seconds=msg.time_to_live_s)
+    system: dict[str, Any] = {
+        "MessageId": msg.message_id,
+        "CorrelationId": msg.correlation_id,
+        "Label": msg.subject,
+        "To": msg.to,
+        "ReplyTo": msg.reply_to,
+        "ReplyToSessionId": msg.reply_to_session_id,
+        "SessionId": msg.session_id,
+        "ContentType": msg.content_type,
+        "PartitionKey": msg.partition_key,
+        "TimeToLive": ttl,
+        "ScheduledEnqueueTimeUtc": msg.scheduled_enqueue_time,
+        # The body length stands in for the broker's serialized size.
+        "Size": len(msg.body),
+    }
+    if isinstance(msg, Message):
+        # Broker-set fields; an OutboundMessage has not been through a broker yet.
+        system.update(
+            DeliveryCount=msg.delivery_count,
+            SequenceNumber=msg.sequence_number,
+            # Equal to SequenceNumber unless auto-forwarded, which the model doesn't track.
+            EnqueuedSequenceNumber=msg.sequence_number,
+            EnqueuedTimeUtc=msg.enqueued_time,
+            ExpiresAtUtc=msg.expires_at,
+            DeadLetterSource=msg.dead_letter_source,
+            LockToken=msg.lock_token,
+            LockedUntilUtc=msg.locked_until,
+        )
+    return system, dict(msg.application_properties)

@@ -1,0 +1,78 @@
+"""Durations (`250ms`, `30s`, `5m`, `2h`, `3d`, ISO 8601 `PT1M`) and times (ISO 8601)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from sbdlq.errors import BadInput
+
+_SIMPLE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$", re.IGNORECASE)
+_ISO = re.compile(
+    r"^P(?!$)(?:(?P<y>\d+)Y)?(?:(?P<mo>\d+)M)?(?:(?P<w>\d+)W)?(?:(?P<d>\d+)D)?"
+    r"(?:T(?=\d)(?:(?P<h>\d+)H)?(?:(?P<mi>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
+    re.IGNORECASE,
+)
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def parse_duration(text: str, *, what: str = "duration") -> float:
+    """Seconds in a duration; BadInput naming `what` otherwise."""
+    raw = (text or "").strip()
+    m = _SIMPLE.match(raw)
+    if m:
+        return float(m.group(1)) * _UNIT_S[m.group(2).lower()]
+    m = _ISO.match(raw)
+    if m:
+        parts = {k: float(v) if v else 0.0 for k, v in m.groupdict().items()}
+        return (
+            parts["y"] * 365 * 86400
+            + parts["mo"] * 30 * 86400
+            + parts["w"] * 604800
+            + parts["d"] * 86400
+            + parts["h"] * 3600
+            + parts["mi"] * 60
+            + parts["s"]
+        )
+    raise BadInput(f"invalid {what} {text!r}", hint="use e.g. 250ms, 30s, 5m, 2h, 3d or ISO 8601 like PT1M")
+
+
+def format_duration(seconds: float) -> str:
+    """A short human form: `90s` → `1m30s`."""
+    if seconds < 1:
+        return f"{int(seconds * 1000)}ms"
+    s = int(round(seconds))
+    out = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if s >= size:
+            out.append(f"{s // size}{unit}")
+            s %= size
+    return "".join(out) or "0s"
+
+
+def parse_time(text: str, *, what: str = "time", now: datetime | None = None) -> datetime:
+    """An ISO 8601 time (naive = UTC), or a duration meaning that long ago."""
+    raw = (text or "").strip()
+    try:
+        seconds = parse_duration(raw)
+    except BadInput:
+        pass
+    else:
+        return (now or datetime.now(UTC)) - timedelta(seconds=seconds)
+    try:
+        value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"invalid {what} {text!r}", hint="use ISO 8601 like 2026-01-31T12:00:00Z or a duration like 2h")
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def from_epoch_ms(ms: int | None) -> datetime | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000.0, UTC)
+
+
+def to_epoch_ms(value: datetime) -> int:
+    return int(round(value.timestamp() * 1000))

@@ -1,0 +1,168 @@
+"""Sequence numbers, the broker clock, and what a message carries through the store."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sbdlq.emulator.engine import Engine
+from sbdlq.models import OutboundMessage
+from sbdlq.paths import parse_address as A
+
+if TYPE_CHECKING:
+    from conftest import Clock, Helpers
+
+
+def test_sequence_numbers_increase_per_entity(engine: Engine, h: Helpers) -> None:
+    engine.create_queue("a")
+    engine.create_queue("b")
+    assert engine.send("a", h.msgs(3)) == [1, 2, 3]
+    assert engine.send("b", h.msgs(2)) == [1, 2]
+    assert engine.send("a", h.msgs(1)) == [4]
+    assert [m.sequence_number for m in engine.peek(A("a"), 0, 10)] == [1, 2, 3, 4]
+
+
+def test_sequence_numbers_are_not_reused_after_completion(engine: Engine, h: Helpers) -> None:
+    engine.create_queue("q")
+    engine.send("q", h.msgs(2))
+    h.drain("q")
+    assert engine.send("q", h.msgs(1)) == [3]
+
+
+def test_sequence_numbers_survive_reopening_and_other_processes(db_path: Path, clock: Clock, h: Helpers) -> None:
+    with Engine(db_path, clock=clock) as first:
+        first.create_queue("q")
+        assert first.send("q", h.msgs(2)) == [1, 2]
+    code = (
+        "import sys\n"
+        "from sbdlq.emulator.engine import Engine\n"
+        "from sbdlq.models import OutboundMessage\n"
+        "with Engine(sys.argv[1]) as e:\n"
+        "    print(e.send('q', [OutboundMessage(body=b'x') for _ in range(3)]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(db_path)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[3, 4, 5]"
+    with Engine(db_path, clock=clock) as again:
+        assert again.send("q", h.msgs(1)) == [6]
+
+
+def test_enqueued_time_is_the_broker_clock(engine: Engine, clock: Clock, h: Helpers) -> None:
+    engine.create_queue("q")
+    engine.send("q", h.msgs(1))
+    clock.advance(90)
+    engine.send("q", h.msgs(1, prefix="n"))
+    first, second = engine.peek(A("q"), 0, 10)
+    assert first.enqueued_time == clock.at(-90)
+    assert second.enqueued_time == clock.at()
+    assert first.enqueued_time.tzinfo is not None
+
+
+def test_every_field_a_producer_sets_round_trips(engine: Engine) -> None:
+    engine.create_queue("q")
+    out = OutboundMessage(
+        body=b"\x00\xffbinary",
+        message_id="id-1",
+        content_type="application/octet-stream",
+        correlation_id="corr",
+        subject="subj",
+        to="dest",
+        reply_to="replies",
+        reply_to_session_id="rs",
+        partition_key="pk",
+        time_to_live_s=120,
+    )
+    engine.send("q", [out])
+    (m,) = engine.receive(A("q"), 1)
+    assert m.body == b"\x00\xffbinary"
+    assert (m.message_id, m.content_type, m.correlation_id, m.subject) == (
+        "id-1",
+        "application/octet-stream",
+        "corr",
+        "subj",
+    )
+    assert (m.to, m.reply_to, m.reply_to_session_id, m.partition_key) == ("dest", "replies", "rs", "pk")
+    assert m.time_to_live_s == 120
+    assert m.delivery_count == 1
+
+
+def test_message_id_is_assigned_when_missing(engine: Engine) -> None:
+    engine.create_queue("q")
+    engine.send("q", [OutboundMessage(body=b"x"), OutboundMessage(body=b"y")])
+    a, b = engine.peek(A("q"), 0, 10)
+    assert a.message_id and b.message_id and a.message_id != b.message_id
+
+
+def test_application_property_types_round_trip(engine: Engine) -> None:
+    engine.create_queue("q")
+    when = datetime(2024, 5, 1, 12, 30, 15, 123000, tzinfo=UTC)
+    key = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    props = {
+        "int": 42,
+        "big": 2**62,
+        "neg": -7,
+        "float": 2.5,
+        "whole_float": 3.0,
+        "true": True,
+        "false": False,
+        "str": "héllo",
+        "tagged_str": '{"$sbdlq": "bytes"}',
+        "empty": "",
+        "when": when,
+        "when_cet": datetime(2024, 5, 1, 14, 0, tzinfo=timezone(timedelta(hours=2))),
+        "bytes": b"\x00\x01\xfe",
+        "uuid": key,
+        "span": timedelta(seconds=90),
+        "none": None,
+    }
+    engine.send("q", [OutboundMessage(body=b"x", application_properties=props)])
+    (peeked,) = engine.peek(A("q"), 0, 1)
+    (received,) = engine.receive(A("q"), 1)
+    for m in (peeked, received):
+        got = m.application_properties
+        assert got == props
+        for k, v in props.items():
+            assert type(got[k]) is type(v), k
+
+
+def test_naive_datetimes_are_read_as_utc(engine: Engine) -> None:
+    engine.create_queue("q")
+    engine.send("q", [OutboundMessage(body=b"x", application_properties={"at": datetime(2024, 1, 1, 8, 0)})])
+    (m,) = engine.peek(A("q"), 0, 1)
+    assert m.application_properties["at"] == datetime(2024, 1, 1, 8, 0, tzinfo=UTC)
+
+
+def test_application_properties_are_copied_not_shared(engine: Engine) -> None:
+    engine.create_queue("q")
+    props = {"a": 1}
+    out = OutboundMessage(body=b"x", application_properties=props)
+    engine.send("q", [out, out])
+    props["a"] = 2
+    assert [m.application_properties for m in engine.peek(A("q"), 0, 10)] == [{"a": 1}, {"a": 1}]
+
+
+def test_peek_pages_by_sequence_number(engine: Engine, h: Helpers) -> None:
+    engine.create_queue("q")
+    engine.send("q", h.msgs(10))
+    page = engine.peek(A("q"), 4, 3)
+    assert [m.sequence_number for m in page] == [4, 5, 6]
+    assert engine.peek(A("q"), 11, 3) == []
+    assert engine.peek(A("q"), 0, 0) == []
+
+
+def test_peek_does_not_lock_or_count_a_delivery(engine: Engine, h: Helpers) -> None:
+    engine.create_queue("q")
+    engine.send("q", h.msgs(1))
+    engine.peek(A("q"), 0, 1)
+    (m,) = engine.peek(A("q"), 0, 1)
+    assert m.lock_token is None and m.delivery_count == 0
+    assert engine.receive(A("q"), 1)[0].delivery_count == 1
+
+
+def test_empty_send_and_zero_receive(engine: Engine) -> None:
+    engine.create_queue("q")
+    assert engine.send("q", []) == []
+    assert engine.receive(A("q"), 0) == []
