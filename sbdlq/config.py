@@ -1,10 +1,14 @@
 """Profiles (YAML), environment variables and the precedence that picks a target (DESIGN §2).
 
 Precedence: command-line option > environment variable > profile > the local emulator.
+A profile's target counts at the level the profile was chosen at: `--profile` on the
+command line, `SBDLQ_PROFILE` in the environment, `default_profile` in the config file.
+Two targets chosen at the same level are a usage error, never a silent pick.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import stat
 from dataclasses import dataclass, field
@@ -13,8 +17,22 @@ from typing import Any
 
 from sbdlq.errors import BadInput
 
+# Target keys in the order a profile is read; a profile sets at most one of them.
 TARGET_KEYS = ("connection_string", "connection_string_env", "namespace", "emulator")
+# Per-profile defaults for command options.
 OPTION_KEYS = ("output", "timeout", "concurrency", "batch_size")
+# Targets that come from options and environment variables (a profile adds connection_string_env).
+TARGET_OPTIONS = ("connection_string", "namespace", "emulator")
+TOP_LEVEL_KEYS = ("default_profile", "profiles")
+ENV_VARS = {
+    "connection_string": "SBDLQ_CONNECTION_STRING",
+    "namespace": "SBDLQ_NAMESPACE",
+    "emulator": "SBDLQ_EMULATOR",
+    "profile": "SBDLQ_PROFILE",
+    "timeout": "SBDLQ_TIMEOUT",
+}
+_OUTPUTS = ("table", "json", "jsonl", "yaml")
+_LEVELS = ("option", "env", "profile")
 
 
 def config_path() -> Path:
@@ -34,17 +52,32 @@ def default_emulator_path() -> Path:
     return Path(user_data_dir("sbdlq", appauthor=False)) / "emulator.db"
 
 
+def flag(key: str) -> str:
+    """The command-line option for a setting key."""
+    return "--" + key.replace("_", "-")
+
+
 @dataclass
 class Profile:
+    """One entry of `profiles:`: at most one target key plus option defaults."""
+
     name: str
     values: dict[str, Any] = field(default_factory=dict)
 
     def option(self, key: str) -> Any:
+        """A per-profile option default, or None."""
         return self.values.get(key)
+
+    @property
+    def target_key(self) -> str | None:
+        """The target key this profile sets, if any."""
+        return next((k for k in TARGET_KEYS if self.values.get(k)), None)
 
 
 @dataclass
 class ConfigFile:
+    """A parsed and validated config file."""
+
     path: Path
     default_profile: str | None
     profiles: dict[str, Profile]
@@ -58,41 +91,109 @@ def load_config(path: Path | None = None) -> ConfigFile | None:
         return None
     try:
         text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"cannot read config file {p}: {exc.strerror or exc}")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise BadInput(f"config file {p}: cannot read it: {reason}")
     import yaml
 
     try:
-        data = yaml.safe_load(text) or {}
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise BadInput(f"config file {p} is not valid YAML{where}")
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None)
+        raise BadInput(f"config file {p}: invalid YAML{where}" + (f": {problem}" if problem else ""))
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
-        raise BadInput(f"config file {p}: expected a mapping at the top level")
-    profiles_raw = data.get("profiles") or {}
+        raise BadInput(f"config file {p}: expected a mapping with default_profile and profiles at the top level")
+    for key in data:
+        if key not in TOP_LEVEL_KEYS:
+            raise BadInput(f"config file {p}: unknown field {key!r}{_suggest(key, TOP_LEVEL_KEYS)}")
+    profiles_raw = data.get("profiles")
+    if profiles_raw is None:
+        profiles_raw = {}
     if not isinstance(profiles_raw, dict):
-        raise BadInput(f"config file {p}: 'profiles' must be a mapping of name to settings")
+        raise BadInput(f"config file {p}: field 'profiles' must be a mapping of profile names to settings")
     profiles: dict[str, Profile] = {}
-    for name, values in profiles_raw.items():
-        if not isinstance(values, dict):
-            raise BadInput(f"config file {p}: profile {name!r} must be a mapping")
-        unknown = set(values) - set(TARGET_KEYS) - set(OPTION_KEYS)
-        if unknown:
-            raise BadInput(f"config file {p}: profile {name!r} has unknown key {sorted(unknown)[0]!r}")
-        targets = [k for k in TARGET_KEYS if values.get(k)]
-        if len(targets) > 1:
-            raise BadInput(f"config file {p}: profile {name!r} sets both {targets[0]!r} and {targets[1]!r}")
-        for key in (*TARGET_KEYS, "output", "timeout"):
-            if key in values and values[key] is not None and not isinstance(values[key], str):
-                raise BadInput(f"config file {p}: profile {name!r} field {key!r} must be a string")
-        profiles[str(name)] = Profile(str(name), dict(values))
+    for raw_name, values in profiles_raw.items():
+        name = str(raw_name)
+        profiles[name] = Profile(name, _check_profile(p, name, values))
     default = data.get("default_profile")
-    if default is not None and str(default) not in profiles:
-        raise BadInput(f"config file {p}: default_profile {default!r} is not a profile")
-    mode = p.stat().st_mode
-    readable = bool(mode & (stat.S_IRGRP | stat.S_IROTH))
-    return ConfigFile(p, None if default is None else str(default), profiles, readable)
+    if default is not None and not isinstance(default, str):
+        raise BadInput(f"config file {p}: field 'default_profile' must be a profile name")
+    if default is not None and default not in profiles:
+        raise BadInput(f"config file {p}: default_profile {default!r} is not a profile{_known(profiles)}")
+    readable = False
+    if os.name == "posix":
+        readable = bool(p.stat().st_mode & (stat.S_IRGRP | stat.S_IROTH))
+    return ConfigFile(p, default, profiles, readable)
+
+
+def _check_profile(p: Path, name: str, values: Any) -> dict[str, Any]:
+    """One profile's settings, type-checked; BadInput names `profiles.NAME.FIELD`."""
+    where = f"config file {p}: profiles.{name}"
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise BadInput(f"{where} must be a mapping of settings")
+    known = (*TARGET_KEYS, *OPTION_KEYS)
+    for key in values:
+        if key not in known:
+            raise BadInput(f"{where}: unknown field {key!r}{_suggest(str(key), known)}")
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if key in TARGET_KEYS:
+            if not isinstance(value, str) or not value.strip():
+                raise BadInput(f"{where}.{key} must be a non-empty string")
+            out[key] = value.strip()
+        elif key == "output":
+            if value not in _OUTPUTS:
+                raise BadInput(f"{where}.output must be one of {', '.join(_OUTPUTS)}")
+            out[key] = value
+        elif key == "timeout":
+            from sbdlq.timeparse import parse_duration
+
+            if not isinstance(value, str):
+                raise BadInput(f"{where}.timeout must be a duration such as 30s or 2m")
+            try:
+                seconds = parse_duration(value)
+            except BadInput:
+                raise BadInput(f"{where}.timeout must be a duration such as 30s or 2m, not {value!r}")
+            if seconds <= 0:
+                raise BadInput(f"{where}.timeout must be positive")
+            out[key] = value
+        else:  # concurrency, batch_size
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise BadInput(f"{where}.{key} must be a whole number of at least 1")
+            out[key] = value
+    targets = [k for k in TARGET_KEYS if k in out]
+    if len(targets) > 1:
+        raise BadInput(f"{where} sets both {targets[0]!r} and {targets[1]!r}; a profile has one target")
+    if "emulator" in out:
+        # A relative store path is read against the config file's folder, wherever sbdlq runs.
+        store = Path(out["emulator"]).expanduser()
+        out["emulator"] = str(store if store.is_absolute() else p.parent / store)
+    if "connection_string" in out:
+        from sbdlq.connstr import parse_connection_string
+
+        try:
+            # Fails early and registers the key with redact(), before anything prints.
+            parse_connection_string(out["connection_string"])
+        except BadInput as exc:
+            raise BadInput(f"{where}.connection_string: {exc.message}", hint=exc.hint)
+    return out
+
+
+def _suggest(key: str, known: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
+
+
+def _known(profiles: dict[str, Profile]) -> str:
+    return f" (profiles: {', '.join(profiles)})" if profiles else " (the file has no profiles)"
 
 
 @dataclass
@@ -103,71 +204,135 @@ class Target:
     value: str
     source: str  # option | env | profile NAME | default
     profile: Profile | None = None
+    # Where exactly the value came from, for `config show`: `--namespace`, `SBDLQ_NAMESPACE`,
+    # `profile prod`, `profile staging ($STAGING_SB_CONN)`, `default`.
+    origin: str = ""
 
     def describe(self) -> str:
         """For --verbose: never the secret."""
+        where = self.origin or self.source
         if self.kind == "emulator":
-            return f"emulator store {self.value} (from {self.source})"
+            return f"emulator store {self.value} (from {where})"
         if self.kind == "namespace":
-            return f"namespace {self.value} with DefaultAzureCredential (from {self.source})"
+            return f"namespace {self.value} with DefaultAzureCredential (from {where})"
         from sbdlq.connstr import parse_connection_string
 
         info = parse_connection_string(self.value)
-        return f"{info.host} with a connection string (from {self.source})"
+        return f"{info.host} with a connection string (from {where})"
+
+
+@dataclass
+class ProfileChoice:
+    """The profile in effect and the level it was chosen at (option, env or profile)."""
+
+    name: str
+    level: str
+    config: ConfigFile
+    profile: Profile
+
+    @property
+    def label(self) -> str:
+        """How the choice was made, for messages: `--profile prod`, `SBDLQ_PROFILE=prod`, `default_profile prod`."""
+        if self.level == "option":
+            return f"--profile {self.name}"
+        if self.level == "env":
+            return f"{ENV_VARS['profile']}={self.name}"
+        return f"default_profile {self.name}"
+
+
+def choose_profile(options: dict[str, tuple[str | None, str]], profile_name: str | None) -> ProfileChoice | None:
+    """The profile in effect: --profile / SBDLQ_PROFILE, else the file's default_profile."""
+    name, src = options.get("profile", (profile_name, "unknown"))
+    # Without a recorded source the profile counts at the config-file level (the weakest).
+    level = src if src in ("option", "env") else "profile"
+    cfg = load_config()
+    if not name:
+        if cfg is None or cfg.default_profile is None:
+            return None
+        return ProfileChoice(cfg.default_profile, "profile", cfg, cfg.profiles[cfg.default_profile])
+    asked = {"option": "--profile", "env": ENV_VARS["profile"]}.get(level, "profile")
+    if cfg is None:
+        raise BadInput(f"{asked} {name!r}: no config file at {config_path()}", hint="see `sbdlq config path`")
+    if name not in cfg.profiles:
+        raise BadInput(f"{asked} {name!r}: no such profile in config file {cfg.path}{_known(cfg.profiles)}")
+    return ProfileChoice(name, level, cfg, cfg.profiles[name])
 
 
 def resolve_target(
     *,
     options: dict[str, tuple[str | None, str]],
-    profile_name: str | None,
+    profile_name: str | None = None,
     warn: Any = None,
 ) -> Target:
-    """Pick the target by precedence; options maps key → (value, 'option'|'env'|'default')."""
-    for level in ("option", "env"):
-        given = [(k, v) for k, (v, src) in options.items() if v and src == level]
-        if len(given) > 1:
-            names = " and ".join("--" + k.replace("_", "-") for k, _ in given)
-            raise BadInput(f"conflicting options: {names}", hint="give only one target")
+    """Pick the target by precedence; options maps key → (value, 'option'|'env'|'default').
+
+    options may also hold `profile` → (name, source); without it `profile_name` counts at
+    the config-file level.
+    """
+    choice = choose_profile(options, profile_name)
+    prof = choice.profile if choice else None
+    for level in _LEVELS:
+        given = [(k, v) for k, (v, src) in _target_options(options) if v and src == level]
+        labels = [flag(k) if level == "option" else ENV_VARS[k] for k, _ in given]
+        from_profile = choice is not None and choice.level == level and prof is not None and prof.target_key
+        if from_profile and choice is not None:
+            labels.append(choice.label)
+        if len(labels) > 1:
+            if level == "option":
+                raise BadInput(f"conflicting options: {' and '.join(labels)}", hint="give only one target")
+            if level == "env":
+                raise BadInput(f"conflicting environment variables: {' and '.join(labels)}", hint="set only one target")
         if given:
             key, value = given[0]
-            return _target(key, value, level, None)
-    cfg = load_config()
-    name = profile_name or (cfg.default_profile if cfg else None)
-    if name:
-        if cfg is None or name not in cfg.profiles:
-            where = cfg.path if cfg else config_path()
-            raise BadInput(f"no profile {name!r} in {where}")
-        prof = cfg.profiles[name]
-        if prof.values.get("connection_string") and cfg.world_readable and warn:
-            warn(f"warning: {cfg.path} holds a secret and is readable by group or others (chmod 600 it)")
-        for key in TARGET_KEYS:
-            value = prof.values.get(key)
-            if not value:
-                continue
-            if key == "connection_string_env":
-                env_value = os.environ.get(str(value))
-                if not env_value:
-                    raise BadInput(f"profile {name!r}: environment variable {value} is not set")
-                return _target("connection_string", env_value, f"profile {name}", prof)
-            return _target(key, str(value), f"profile {name}", prof)
-        return Target("emulator", str(default_emulator_path()), f"profile {name}", prof)
-    return Target("emulator", str(default_emulator_path()), "default")
+            return _target(key, value, level, labels[0], prof)
+        if from_profile and choice is not None:
+            return _profile_target(choice, warn)
+    return Target("emulator", str(default_emulator_path()), "default", prof, "default")
 
 
-def _target(key: str, value: str, source: str, prof: Profile | None) -> Target:
+def _target_options(options: dict[str, tuple[str | None, str]]) -> list[tuple[str, tuple[str | None, str]]]:
+    # Only target keys: options also carries timeout (and profile), which choose no target.
+    return [(k, options[k]) for k in TARGET_OPTIONS if k in options]
+
+
+def _profile_target(choice: ProfileChoice, warn: Any) -> Target:
+    prof, cfg = choice.profile, choice.config
+    key = prof.target_key
+    value = str(prof.values[key]) if key else ""
+    source = f"profile {prof.name}"
+    where = f"config file {cfg.path}: profiles.{prof.name}.{key}"
+    if key == "connection_string" and cfg.world_readable and warn:
+        warn(f"sbdlq: warning: {cfg.path} holds a secret and is readable by group or others (chmod 600 it)")
+    if key == "connection_string_env":
+        env_value = os.environ.get(value)
+        if not env_value:
+            raise BadInput(f"{where}: environment variable {value} is not set", hint="export it, or pick a target")
+        return _target("connection_string", env_value, source, f"profile {prof.name} (${value})", prof, where=where)
+    assert key is not None
+    return _target(key, value, source, source, prof, where=where)
+
+
+def _target(key: str, value: str, source: str, origin: str, prof: Profile | None, *, where: str = "") -> Target:
+    """A Target from one setting; BadInput prefixed with where the bad value came from."""
+    where = where or origin
     if key == "emulator":
-        return Target("emulator", str(Path(value).expanduser()), source, prof)
+        return Target("emulator", str(Path(value).expanduser()), source, prof, origin)
     if key == "connection_string":
         from sbdlq.connstr import parse_connection_string
 
-        parse_connection_string(value)  # fail early, with a line that names what's wrong
-        return Target("connection_string", value, source, prof)
+        try:
+            parse_connection_string(value)  # fail early, with a line that names what's wrong
+        except BadInput as exc:
+            raise BadInput(f"{where}: {exc.message}", hint=exc.hint)
+        return Target("connection_string", value, source, prof, origin)
     if key == "namespace":
         ns = value.strip()
         if "://" in ns:
             ns = ns.split("://", 1)[1]
         ns = ns.strip("/")
+        if not ns or any(c.isspace() or c in "/;@" for c in ns):
+            raise BadInput(f"{where}: invalid namespace {value!r}", hint="use NAME or NAME.servicebus.windows.net")
         if "." not in ns:
             ns = f"{ns}.servicebus.windows.net"
-        return Target("namespace", ns, source, prof)
+        return Target("namespace", ns, source, prof, origin)
     raise BadInput(f"unknown target {key}")

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import IO, Any
 
 from sbdlq.errors import BadInput
@@ -95,36 +97,128 @@ def write_document(data: Any, fmt: str, out: IO[str] | None = None) -> None:
     stream.flush()
 
 
-def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None) -> None:
-    """A Rich table on stdout."""
-    from rich.table import Table
+@dataclass(frozen=True)
+class Col:
+    """A table column: how it may shrink, and whether it may be dropped on a narrow terminal."""
 
-    t = Table(title=title, show_lines=False, header_style="bold", expand=False)
-    for c in columns:
-        numeric = c in ("active", "dead_letter", "transfer_dead_letter", "scheduled", "count", "seq", "deliveries")
-        t.add_column(c, justify="right" if numeric else "left", overflow="fold" if c in ("key",) else "ellipsis")
-    for r in rows:
-        t.add_row(*["" if v is None else str(v) for v in r])
-    stdout_console().print(t)
+    name: str
+    numeric: bool = False
+    #: never narrower than this (None: the header's length)
+    min_width: int | None = None
+    #: never wider than this
+    max_width: int | None = None
+    #: columns with a higher number are dropped first when the terminal is too narrow; 0: never
+    drop: int = 0
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# A Rich table with the default box and padding: one rule per column plus one, and two
+# spaces of padding per column.
+_PER_COLUMN = 3
+
+
+def cell_text(value: Any) -> str:
+    """A cell's text: one line, no control characters (message content may carry escapes)."""
+    if value is None:
+        return ""
+    text = str(value).replace("\r\n", " ").replace("\n", " ").replace("\t", " ")
+    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text)
+
+
+def clip(text: str, width: int) -> str:
+    """The text cut to width, with an ellipsis when cut."""
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def layout(columns: Sequence[Col], rows: Sequence[Sequence[str]], width: int) -> list[tuple[int, int]]:
+    """(column index, width) of the columns that fit in `width`, most important kept."""
+    keep = list(range(len(columns)))
+
+    def floor(i: int) -> int:
+        c = columns[i]
+        return c.min_width if c.min_width is not None else len(c.name)
+
+    while True:
+        need = sum(floor(i) for i in keep) + _PER_COLUMN * len(keep) + 1
+        droppable = [i for i in keep if columns[i].drop]
+        if need <= width or not droppable:
+            break
+        keep.remove(max(droppable, key=lambda i: (columns[i].drop, i)))
+    widths = {}
+    for i in keep:
+        c = columns[i]
+        natural = max([len(c.name), *(len(r[i]) for r in rows)])
+        if c.max_width is not None:
+            natural = min(natural, max(c.max_width, floor(i)))
+        widths[i] = max(natural, floor(i)) if c.numeric else natural
+    excess = sum(widths.values()) + _PER_COLUMN * len(keep) + 1 - width
+    while excess > 0:
+        # Take a character from the widest column that can still give one.
+        shrinkable = [i for i in keep if widths[i] > floor(i) and not columns[i].numeric]
+        if not shrinkable:
+            break
+        i = max(shrinkable, key=lambda j: (widths[j] - floor(j), j))
+        widths[i] -= 1
+        excess -= 1
+    return [(i, widths[i]) for i in keep]
+
+
+def table(
+    columns: Sequence[str | Col],
+    rows: Sequence[Sequence[Any]],
+    *,
+    title: str | None = None,
+    width: int | None = None,
+) -> None:
+    """A Rich table on stdout, one line per row: columns shrink (ellipsis) or drop to fit the terminal."""
+    from rich.table import Table
+    from rich.text import Text
+
+    cols = [c if isinstance(c, Col) else Col(c, numeric=c in _NUMERIC) for c in columns]
+    texts = [[cell_text(v) for v in r] for r in rows]
+    con = stdout_console()
+    fitted = layout(cols, texts, width or con.width)
+    t = Table(title=Text(title) if title else None, show_lines=False, header_style="bold", expand=False)
+    for i, w in fitted:
+        t.add_column(
+            Text(clip(cols[i].name, w)),
+            justify="right" if cols[i].numeric else "left",
+            width=w,
+            no_wrap=True,
+            overflow="ellipsis",
+        )
+    for r in texts:
+        # Text, not str: message content must never be read as Rich markup.
+        t.add_row(*[Text(clip(r[i], w)) for i, w in fitted])
+    con.print(t)
+
+
+_NUMERIC = frozenset({"active", "dead_letter", "transfer_dead_letter", "scheduled", "count", "seq", "deliveries"})
 
 
 def bar_chart(items: Sequence[tuple[str, int]], *, width: int = 40) -> None:
     """Horizontal bars, for a person at a terminal."""
+    from rich.text import Text
+
     if not items:
         return
     top = max(n for _, n in items) or 1
-    label_w = min(max(len(k) for k, _ in items), 48)
+    label_w = min(max(len(cell_text(k)) for k, _ in items), 48)
     con = stdout_console()
     for key, n in items:
         bar = "█" * max(1, round(width * n / top))
-        label = key if len(key) <= label_w else key[: label_w - 1] + "…"
-        con.print(f"{label:<{label_w}}  [cyan]{bar}[/cyan] {n}")
+        line = Text(f"{clip(cell_text(key), label_w):<{label_w}}  ")
+        line.append(bar, style="cyan")
+        line.append(f" {n}")
+        con.print(line)
 
 
 @contextmanager
-def progress(description: str) -> Iterator[Callable[[int | None], Callable[[int], None]]]:
+def progress(description: str, *, enabled: bool = True) -> Iterator[Callable[[int | None], Callable[[int], None]]]:
     """A factory for Rich progress bars on stderr; no-ops when stderr is not a terminal."""
-    if not stderr_is_terminal():
+    if not enabled or not stderr_is_terminal():
         yield lambda total: lambda n: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -136,6 +230,8 @@ def progress(description: str) -> Iterator[Callable[[int | None], Callable[[int]
         TimeRemainingColumn(),
         console=_console(stderr=True),
         transient=True,
+        # stdout carries the output: Rich must not route it through the stderr console.
+        redirect_stdout=False,
     )
 
     def start(total: int | None) -> Callable[[int], None]:

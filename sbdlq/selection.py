@@ -29,17 +29,18 @@ class Selection:
 
     @property
     def is_empty(self) -> bool:
-        return not (
-            self.reasons
-            or self.description_contains
-            or self.subject
-            or self.properties
-            or self.enqueued_before
-            or self.enqueued_after
-            or self.sequences
-            or self.body_contains
-            or self.body_regex
-            or self.where is not None
+        """True when nothing narrows the selection (`--subject ""` does: it means no subject)."""
+        return not (self.reasons or self.properties or self.sequences) and all(
+            v is None
+            for v in (
+                self.description_contains,
+                self.subject,
+                self.enqueued_before,
+                self.enqueued_after,
+                self.body_contains,
+                self.body_regex,
+                self.where,
+            )
         )
 
     @property

@@ -20,6 +20,17 @@ def emulator_latency() -> float:
     return parse_duration(raw, what="SBDLQ_EMULATOR_LATENCY") if raw else 0.0
 
 
+def emulator_clock() -> Callable[[], float] | None:
+    """SBDLQ_EMULATOR_CLOCK_SKEW shifts the emulator's clock (tests let locks lapse without sleeping)."""
+    raw = os.environ.get("SBDLQ_EMULATOR_CLOCK_SKEW")
+    if not raw:
+        return None
+    import time
+
+    skew = parse_duration(raw, what="SBDLQ_EMULATOR_CLOCK_SKEW")
+    return lambda: time.time() + skew
+
+
 def open_backend(
     target: Target, *, timeout_s: float = 30.0, verbose: Callable[[str], None] | None = None, create: bool = False
 ) -> Backend:
@@ -32,7 +43,7 @@ def open_backend(
                 f"no emulator store at {target.value}",
                 hint="create one with `sbdlq emulator init` or `sbdlq emulator demo`",
             )
-        return EmulatorBackend(target.value, latency_s=emulator_latency())
+        return EmulatorBackend(target.value, latency_s=emulator_latency(), clock=emulator_clock())
     from sbdlq.backends.servicebus import ServiceBusBackend
 
     if target.kind == "connection_string":

@@ -14,6 +14,7 @@ import inspect
 import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
@@ -108,6 +109,7 @@ class ServiceBusBackend(Backend):
         self._owned_credential: Any | None = None  # created here, so closed here
         self._client: Any | None = None
         self._admin: Any | None = None
+        self._admin_pool: ThreadPoolExecutor | None = None
         self._admin_usable = True
         self._admin_error: SbdlqError | None = None
         self._said: set[str] = set()
@@ -239,10 +241,11 @@ class ServiceBusBackend(Backend):
         await self._guard(sender.create_message_batch(), _describe(entity))
         try:
             await self.peek(Address(entity), 1, 1)
-        except (EntityNotFound, AuthError, ServiceUnavailable):
+        except (AuthError, ServiceUnavailable):
             raise
         except SbdlqError:
-            # Sending works but receiving is refused: only a topic behaves like that.
+            # The entity exists (the sender link opened) but refuses a receiver, even with
+            # "not found": only a topic behaves like that.
             return EntityInfo(path=str(entity), kind="topic")
         return EntityInfo(path=str(entity), kind="queue")
 
@@ -258,6 +261,8 @@ class ServiceBusBackend(Backend):
         return isinstance(error, AuthError)
 
     def _admin_down(self, error: SbdlqError) -> None:
+        if not self._admin_usable:
+            return  # concurrent calls failing together: say it once
         self._admin_usable = False
         self._admin_error = error
         self._say(f"admin endpoint {self._admin_endpoint()} unusable ({error.line()}); using AMQP only")
@@ -300,9 +305,15 @@ class ServiceBusBackend(Backend):
         except SbdlqError:
             raise
         except Exception as exc:
-            raise self._translate(exc, what) from exc
-        # The sync admin client: the aio one needs aiohttp, which azure-core does not bring.
-        return await self._guard(asyncio.to_thread(work, admin), what, timeout=timeout, hint=hint)
+            raise self._translate(exc, what, host=urlsplit(self._admin_endpoint()).netloc) from exc
+        # The sync admin client: the aio one cannot even be imported without aiohttp, which
+        # azure-core does not bring. Its own pool, not the loop's default executor: a
+        # credential bridged from async may need that executor while these threads wait on it.
+        if self._admin_pool is None:
+            self._admin_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="sbdlq-admin")
+        call = asyncio.get_running_loop().run_in_executor(self._admin_pool, work, admin)
+        host = urlsplit(self._admin_endpoint()).netloc
+        return await self._guard(call, what, timeout=timeout, hint=hint, host=host)
 
     # ------------------------------------------------------------------ AMQP side
 
@@ -462,6 +473,10 @@ class ServiceBusBackend(Backend):
             except Exception as exc:
                 self._say(f"closing the admin client: {redact(str(exc))}")
             self._admin = None
+        if self._admin_pool is not None:
+            # Do not wait: a request to a dead host ends on its own transport timeout.
+            self._admin_pool.shutdown(wait=False, cancel_futures=True)
+            self._admin_pool = None
         if self._owned_credential is not None:
             await self._quietly(self._owned_credential.close())
             self._owned_credential = None
@@ -555,7 +570,13 @@ class ServiceBusBackend(Backend):
         return _SyncCredential(self._async_credential(), asyncio.get_running_loop(), self._timeout_s)
 
     async def _guard(
-        self, awaitable: Awaitable[T], what: str, *, timeout: float | None = None, hint: str | None = None
+        self,
+        awaitable: Awaitable[T],
+        what: str,
+        *,
+        timeout: float | None = None,
+        hint: str | None = None,
+        host: str | None = None,
     ) -> T:
         """Await an SDK call within the timeout, translating whatever it raises."""
         limit = self._timeout_s if timeout is None else timeout
@@ -566,11 +587,13 @@ class ServiceBusBackend(Backend):
         except SbdlqError:
             raise
         except Exception as exc:
-            raise self._translate(exc, what, hint=hint) from exc
+            raise self._translate(exc, what, hint=hint, host=host) from exc
 
-    def _translate(self, exc: BaseException, what: str, *, hint: str | None = None) -> SbdlqError:
+    def _translate(
+        self, exc: BaseException, what: str, *, hint: str | None = None, host: str | None = None
+    ) -> SbdlqError:
         return translate_error(
-            exc, host=self._host, what=what, timeout_s=self._timeout_s, emulator=self._emulator, hint=hint
+            exc, host=host or self._host, what=what, timeout_s=self._timeout_s, emulator=self._emulator, hint=hint
         )
 
     async def _quietly(self, awaitable: Awaitable[Any]) -> None:

@@ -127,6 +127,12 @@ def open_target(s: Settings, *, create: bool = False) -> Any:
     from sbdlq.backends import open_backend
 
     target = s.target()
+    if target.kind != "emulator" and not s.debug:
+        import logging
+
+        # The SDK logs retries with tracebacks; one line per error is ours to print.
+        logging.getLogger("azure").addHandler(logging.NullHandler())
+        logging.getLogger("azure").propagate = False
     backend = open_backend(target, timeout_s=s.timeout_s, verbose=s.log, create=create)
     if backend.description:
         s.log(f"backend: {backend.description}")

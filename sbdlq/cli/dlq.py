@@ -157,21 +157,38 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
                 await backend.get_entity(address.entity)
                 if fmt == "table":
                     rows = []
+                    # One more than shown tells whether to point at the rest.
                     async for m in iter_messages(
-                        backend, address, selection=sel, from_sequence=from_sequence, limit=limit
+                        backend,
+                        address,
+                        selection=sel,
+                        from_sequence=from_sequence,
+                        limit=None if limit is None else limit + 1,
                     ):
-                        rows.append(_peek_row(m))
+                        rows.append(m)
+                    more = limit is not None and len(rows) > limit
+                    rows = rows[:limit]
                     _peek_table(rows, str(address))
+                    if more:
+                        err(
+                            f"sbdlq: showing the first {limit}; see more with --from-sequence "
+                            f"{rows[-1].sequence_number + 1}, --max N or --all"
+                        )
                     return
                 emitter = Emitter(fmt)
                 emitter.begin()
-                with progress(f"peek {address}") as bars:
-                    tick = bars(None) if all_ else None
-                    async for m in iter_messages(
-                        backend, address, selection=sel, from_sequence=from_sequence, limit=limit, on_page=tick
-                    ):
-                        emitter.item(m.to_json())
-                emitter.end()
+                try:
+                    # No bar when stdout is the same terminal: it would tear the output.
+                    with progress(f"peek {address}", enabled=not sys.stdout.isatty()) as bars:
+                        tick = bars(None) if all_ else None
+                        async for m in iter_messages(
+                            backend, address, selection=sel, from_sequence=from_sequence, limit=limit, on_page=tick
+                        ):
+                            emitter.item(m.to_json())
+                finally:
+                    # Close the document even when interrupted: stdout stays valid JSON
+                    # and the exit status says the list is incomplete.
+                    emitter.end()
 
         run(ctx, work)
 
@@ -225,22 +242,27 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
         if fmt != "table":
             _write([g.to_json() for g in groups], fmt)
             return
-        from sbdlq.models import iso
-        from sbdlq.render import bar_chart, table
+        from sbdlq.render import Col, bar_chart, table
 
         table(
-            ["key", "count", "first_enqueued", "last_enqueued", "samples"],
+            [
+                Col("key", min_width=10),
+                Col("count", numeric=True),
+                Col("first_enqueued", min_width=20),
+                Col("last_enqueued", min_width=20),
+                Col("samples", min_width=7, drop=1),
+            ],
             [
                 (
                     g.key,
                     g.count,
-                    iso(g.first_enqueued),
-                    iso(g.last_enqueued),
+                    _time(g.first_enqueued),
+                    _time(g.last_enqueued),
                     ", ".join(str(n) for n in g.sample_sequence_numbers),
                 )
                 for g in groups
             ],
-            title=f"{sum(g.count for g in groups)} messages by {by}",
+            title=f"{sum(g.count for g in groups)} message(s) by {by}",
         )
         if sys.stdout.isatty() and groups:
             bar_chart([(g.key, g.count) for g in groups])
@@ -370,10 +392,10 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
             fmt = output_format(s, output)
             if export is not None:
                 _check_export_path(export)
+            if not dry_run and not yes and not sys.stdin.isatty():
+                # Before any I/O: a script without --yes must not delete, nor wait for an answer.
+                raise BadInput("purge needs --yes when stdin is not a terminal", hint="or try --dry-run first")
             async with open_target(s) as backend:
-                if not dry_run and not yes:
-                    await backend.get_entity(address.entity)
-                    _confirm(address, sel)
                 with progress(f"purge {address}") as bars:
                     result = await do_purge(
                         backend,
@@ -385,6 +407,7 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
                         dry_run=dry_run,
                         note=err,
                         progress=bars,
+                        confirm=None if yes else lambda n: _confirm(address, n, export),
                     )
             return fmt, result
 
@@ -421,43 +444,52 @@ def _check_export_path(path: Path) -> None:
         raise BadInput(f"--export {path}: not writable")
 
 
-def _confirm(address: Address, sel: Selection) -> None:
-    if not sys.stdin.isatty():
-        raise BadInput("purge needs --yes when stdin is not a terminal", hint="or try --dry-run first")
-    scope = "all messages" if sel.is_empty else "the selected messages"
-    if not typer.confirm(f"Delete {scope} from {address}?", default=False, err=True):
+def _confirm(address: Address, n: int, export: Path | None) -> None:
+    """Ask on the terminal, with the number the plan found."""
+    what = f"Export to {export} and delete" if export else "Delete"
+    if not typer.confirm(f"{what} {n} message(s) from {address}?", default=False, err=True):
         raise OperationFailed("purge cancelled; nothing was deleted")
 
 
-def _peek_row(m: Any) -> tuple[Any, ...]:
-    from sbdlq.models import body_text, iso
+def _time(ts: Any) -> str:
+    """A table's time: UTC to the second (json keeps the milliseconds)."""
+    from datetime import UTC
 
-    text, enc = body_text(m.body)
-    preview = text if enc == "utf-8" else f"<{len(m.body)} bytes>"
-    preview = preview.replace("\n", " ")
-    return (
-        m.sequence_number,
-        (iso(m.enqueued_time) or "")[:19] + "Z",
-        m.delivery_count,
-        m.dead_letter_reason,
-        _short(m.dead_letter_error_description, 40),
-        m.subject,
-        m.message_id,
-        _short(preview, 40),
-    )
+    return "" if ts is None else ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _short(text: str | None, n: int) -> str | None:
-    if text is None or len(text) <= n:
-        return text
-    return text[: n - 1] + "…"
+def _peek_table(messages: list[Any], title: str) -> None:
+    from sbdlq.models import body_text
+    from sbdlq.render import Col, table
 
-
-def _peek_table(rows: list[tuple[Any, ...]], title: str) -> None:
-    from sbdlq.render import table
-
+    rows = []
+    for m in messages:
+        text, enc = body_text(m.body)
+        rows.append(
+            (
+                m.sequence_number,
+                _time(m.enqueued_time),
+                m.delivery_count,
+                m.dead_letter_reason,
+                m.dead_letter_error_description,
+                m.subject,
+                m.message_id,
+                # Enough of the body for any width; the layout cuts it to fit.
+                text[:200] if enc == "utf-8" else f"<{len(m.body)} bytes>",
+            )
+        )
+    # On a narrow terminal the least telling columns go first: deliveries, description, subject.
     table(
-        ["seq", "enqueued", "deliveries", "reason", "description", "subject", "message_id", "body"],
+        [
+            Col("seq", numeric=True),
+            Col("enqueued", min_width=20),
+            Col("deliveries", numeric=True, drop=4),
+            Col("reason", min_width=12, max_width=32),
+            Col("description", min_width=11, max_width=40, drop=3),
+            Col("subject", min_width=7, max_width=24, drop=2),
+            Col("message_id", min_width=12, max_width=36),
+            Col("body", min_width=12),
+        ],
         rows,
         title=f"{title}: {len(rows)} message(s)",
     )
@@ -465,9 +497,10 @@ def _peek_table(rows: list[tuple[Any, ...]], title: str) -> None:
 
 def _emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str]) -> None:
     if fmt == "table":
-        from sbdlq.render import table
+        from sbdlq.render import Col, table
 
-        table(columns, [[r[c] for c in columns] for r in rows])
+        cols = [Col(c, min_width=10) if c == "entity" else c for c in columns]
+        table(cols, [[r[c] for c in columns] for r in rows])
     else:
         _write(rows, fmt)
 
@@ -516,12 +549,26 @@ def _purge_summary(r: Any) -> str:
 
 
 def _finish(ctx: typer.Context, result: Any, verb: str) -> None:
-    """Exit 1 with an exact summary when anything failed; the messages stay in the DLQ."""
+    """Exit 1 with one line on stderr when anything failed; the messages stay in the DLQ."""
+    from sbdlq.cli.common import settings
+
     if result.dry_run:
         return
-    for line in result.errors:
-        err(f"sbdlq: {line}")
-    if result.failed or result.lock_lost:
-        left = result.failed + result.lock_lost
-        err(f"sbdlq: {left} message(s) were not {verb} and remain in the queue; run the command again to retry")
-        raise typer.Exit(int(ExitStatus.FAILED))
+    s = settings(ctx)
+    for line in result.errors[1:]:
+        s.log(line)
+    if not (result.failed or result.lock_lost):
+        if result.errors:
+            s.log(result.errors[0])
+        return
+    cause = f"{result.errors[0]}; " if result.errors else ""
+    if verb == "resubmitted" and not result.failed:
+        # The copies went out; only the originals are left over.
+        err(
+            f"sbdlq: {cause}{result.lock_lost} original(s) stayed in the queue after their copy was sent; "
+            "check the target before resubmitting them again"
+        )
+    else:
+        left = result.failed + (result.lock_lost if verb == "purged" else 0)
+        err(f"sbdlq: {cause}{left} message(s) were not {verb} and remain in the queue; run the command again to retry")
+    raise typer.Exit(int(ExitStatus.FAILED))

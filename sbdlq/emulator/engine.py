@@ -13,7 +13,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -38,7 +38,7 @@ from sbdlq.models import (
 from sbdlq.paths import Address, EntityPath, SubQueue, parse_address, validate_name
 from sbdlq.timeparse import from_epoch_ms, to_epoch_ms
 
-from .props import dump_props, load_props
+from .props import dump_props, encode_props, load_props
 from .store import Store
 
 MAX_HOPS = 4
@@ -57,13 +57,16 @@ SESSION_DESCRIPTION = "Session enabled entity doesn't allow a message whose sess
 HEADER_REASON = "HeaderSizeExceeded"
 HEADER_DESCRIPTION = "The size quota for this stream has been exceeded."
 HOPS_REASON = "MaxTransferHopCountExceeded"
-HOPS_DESCRIPTION = "The message exceeded the maximum number of hops allowed for a transfer."
+# Microsoft's table gives no description for this reason (DeadLetterErrorDescription is null).
+HOPS_DESCRIPTION: str | None = None
 
 _COLUMNS = (
     "id, seq, state, message_id, session_id, correlation_id, subject, content_type, reply_to, "
     "reply_to_session_id, to_, partition_key, ttl_ms, enqueued_ms, expires_ms, scheduled_ms, "
     "delivery_count, lock_token, locked_until_ms, dl_source, hops, props, body, body_type"
 )
+# What deciding a lock's end needs: see Engine._release.
+_RELEASE_COLS = "id, queue, state, delivery_count, expires_ms"
 _INSERT = (
     "INSERT INTO message (entity_id, queue, seq, state, message_id, session_id, correlation_id, "
     "subject, content_type, reply_to, reply_to_session_id, to_, partition_key, ttl_ms, enqueued_ms, "
@@ -127,16 +130,41 @@ class _Draft:
     hops: int = 0
     dl_source: str | None = None
     seq: int | None = None  # set when a topic assigned it
+    enqueued_ms: int | None = None  # a materialised scheduled message: its scheduled time
+
+    def copy(self, **changes: Any) -> _Draft:
+        """A copy with its own application properties (dataclasses.replace is slow on a hot path)."""
+        d = _Draft(
+            self.body,
+            self.message_id,
+            self.session_id,
+            self.correlation_id,
+            self.subject,
+            self.content_type,
+            self.reply_to,
+            self.reply_to_session_id,
+            self.to,
+            self.partition_key,
+            self.ttl_ms,
+            self.scheduled_ms,
+            dict(self.props),
+            self.body_type,
+            self.hops,
+            self.dl_source,
+            self.seq,
+            self.enqueued_ms,
+        )
+        for k, v in changes.items():
+            setattr(d, k, v)
+        return d
 
     @staticmethod
-    def of(m: OutboundMessage) -> _Draft:
-        ttl = None if m.time_to_live_s is None else int(round(m.time_to_live_s * 1000))
-        if ttl is not None and ttl <= 0:
-            raise BadInput("time to live must be positive")
+    def of(m: OutboundMessage, message_id: str | None = None) -> _Draft:
+        ttl = None if m.time_to_live_s is None else _ttl_ms(m.time_to_live_s)
         sched = None if m.scheduled_enqueue_time is None else to_epoch_ms(m.scheduled_enqueue_time)
         return _Draft(
             body=bytes(m.body),
-            message_id=m.message_id if m.message_id is not None else uuid.uuid4().hex,
+            message_id=m.message_id if m.message_id is not None else (message_id or _new_message_id()),
             session_id=m.session_id,
             correlation_id=m.correlation_id,
             subject=m.subject,
@@ -153,9 +181,8 @@ class _Draft:
 
     def header_size(self) -> int:
         """Approximate encoded size of properties and application properties."""
-        size = sum(
-            len(v)
-            for v in (
+        return _header_size(
+            (
                 self.message_id,
                 self.session_id,
                 self.correlation_id,
@@ -165,12 +192,9 @@ class _Draft:
                 self.reply_to_session_id,
                 self.to,
                 self.partition_key,
-            )
-            if v
+            ),
+            self.props,
         )
-        for k, v in self.props.items():
-            size += len(k) + (len(v) if isinstance(v, (str, bytes)) else 8)
-        return size
 
     def system(self) -> dict[str, Any]:
         """System properties by their SQL filter names."""
@@ -219,6 +243,7 @@ class Engine:
         self.store = Store(self.path)
         self.clock = clock or time.time
         self._compiled: dict[tuple[str, str], Any] = {}
+        self._dedup_pruned: dict[int, int] = {}
 
     def close(self) -> None:
         """Close the store."""
@@ -248,18 +273,26 @@ class Engine:
     def create_subscription(
         self, topic: str, name: str, *, rules: list[Rule] | None = None, exist_ok: bool = False, **props: Any
     ) -> EntityInfo:
-        """Create a subscription with its rules (default: one rule that takes everything)."""
+        """Create a subscription with its rules (default: one rule that takes everything).
+
+        With exist_ok and no rules, an existing subscription keeps the rules it has.
+        """
         path = str(EntityPath(topic, name))
         parse_address(path)  # validates both names
+        checked = [self._check_rule(r) for r in rules] if rules is not None else None
         with self.store.write() as db:
             topic_ent = self._entity_by_path(db, topic)
             if topic_ent.kind != "topic":
                 raise BadInput(f"{topic!r} is a {topic_ent.kind}, not a topic")
+            existed = db.execute("SELECT 1 FROM entity WHERE path = ?", (path,)).fetchone() is not None
             info = self._create(path, "subscription", topic_ent.id, exist_ok, props)
+            if checked is None:
+                if existed:
+                    return info
+                checked = [Rule.true()]
             ent = self._entity_by_path(db, path)
-            compiled = [self._check_rule(r) for r in (rules if rules is not None else [Rule.true()])]
             db.execute("DELETE FROM rule WHERE entity_id = ?", (ent.id,))
-            for r in compiled:
+            for r in checked:
                 db.execute(
                     "INSERT INTO rule (entity_id, name, filter_type, filter, action) VALUES (?,?,?,?,?)",
                     (
@@ -273,12 +306,16 @@ class Engine:
         return info
 
     def _check_rule(self, rule: Rule) -> Rule:
-        from sbdlq.sqlfilter import compile_action, compile_filter
-
         validate_name(rule.name.lstrip("$") or "x", what="rule")
-        if rule.correlation is None:
+        if rule.correlation is not None:
+            _compile_correlation(rule.correlation)
+        elif _constant_filter(rule.sql or "1=1") is None:
+            from sbdlq.sqlfilter import compile_filter
+
             compile_filter(rule.sql or "1=1")
         if rule.action:
+            from sbdlq.sqlfilter import compile_action
+
             compile_action(rule.action)
         return rule
 
@@ -397,16 +434,22 @@ class Engine:
             return out
 
     def counts(self, entity: EntityPath | str) -> Counts:
-        """Message counts of a queue or subscription (expired messages count until removed)."""
+        """Message counts of a queue or subscription.
+
+        Expired messages count until a receiver removes them (the service expires lazily);
+        deferred messages count as active, as the service counts them. What the broker does
+        on its own timers (scheduled messages falling due, locks lapsing) is settled first.
+        """
         now = self._now()
         with self.store.read() as db:
             ent = self._entity_by_path(db, str(entity))
             if ent.kind == "topic":
                 raise BadInput(f"{ent.path!r} is a topic: counts are per subscription")
+        self._upkeep(ent, now)
+        with self.store.read() as db:
             c = Counts(entity=ent.path)
-            for queue, state, sched, n in db.execute(
-                "SELECT queue, state, state = 2 AND scheduled_ms > ?, COUNT(*) FROM message "
-                "WHERE entity_id = ? GROUP BY 1, 2, 3",
+            for queue, sched, n in db.execute(
+                "SELECT queue, state = 2 AND scheduled_ms > ?, COUNT(*) FROM message WHERE entity_id = ? GROUP BY 1, 2",
                 (now, ent.id),
             ):
                 if queue == 1:
@@ -415,15 +458,18 @@ class Engine:
                     c.transfer_dead_letter += n
                 elif sched:
                     c.scheduled += n
-                elif state != 1:
+                else:
                     c.active += n
             return c
 
     # ------------------------------------------------------------------ sending
 
     def send(self, entity: EntityPath | str, messages: Sequence[OutboundMessage]) -> list[int]:
-        """Send to a queue or topic; returns the sequence numbers assigned."""
-        drafts = [_Draft.of(m) for m in messages]
+        """Send to a queue or topic; returns the sequence numbers assigned.
+
+        Messages dropped by duplicate detection get no sequence number, so the list can be
+        shorter than the batch.
+        """
         now = self._now()
         with self.store.write() as db:
             ent = self._entity_by_path(db, str(entity))
@@ -431,19 +477,93 @@ class Engine:
                 raise InvalidOperation(f"Cannot send to subscription '{ent.path}': send to its topic.")
             if ent.status != "Active":
                 raise EntityDisabled(f"Messaging entity '{ent.path}' is currently disabled.")
+            if not messages:
+                return []
             if ent.kind == "queue":
-                if ent.requires_session and any(d.session_id is None for d in drafts):
+                if ent.requires_session and any(m.session_id is None for m in messages):
                     raise InvalidOperation(
                         "The SessionId was not set on a message, and it cannot be sent to the entity. "
                         "Entities that have session support enabled can only receive messages that have "
                         "the SessionId set to a valid value."
                     )
-                if ent.max_size is not None and self._size(db, ent) + len(drafts) > ent.max_size:
+                if ent.max_size is not None and self._size(db, ent) + len(messages) > ent.max_size:
                     raise QuotaExceeded(f"The messaging entity '{ent.path}' is full ({ent.max_size} messages).")
-            return self._deliver(db, ent, drafts, now)
+                if not ent.requires_dup and not ent.forward_to:
+                    return self._send_plain(db, ent, messages, now)
+            return self._deliver(db, ent, _drafts(messages), now)
+
+    def _send_plain(
+        self, db: sqlite3.Connection, ent: _Entity, messages: Sequence[OutboundMessage], now: int
+    ) -> list[int]:
+        """The common case, a queue with no forwarding or duplicate detection: rows straight from
+        the outbound messages, without the per-message draft objects of the general path."""
+        n = len(messages)
+        first = self._reserve(db, ent, n)
+        ceiling = ent.default_ttl_ms
+        never = min(now + ceiling, MAX_TIME_MS)
+        eid = ent.id
+        fresh_ids = _message_ids(sum(1 for m in messages if m.message_id is None))
+        rows: list[tuple[Any, ...]] = []
+        oversized: list[tuple[int, OutboundMessage, str | None]] = []
+        seq = first
+        for m in messages:
+            message_id = m.message_id
+            if message_id is None:
+                message_id = next(fresh_ids)
+            props = m.application_properties
+            fields = (
+                len(message_id) + len(m.session_id or "") + len(m.correlation_id or "") + len(m.subject or "")
+                + len(m.content_type or "") + len(m.reply_to or "") + len(m.reply_to_session_id or "")
+                + len(m.to or "") + len(m.partition_key or "")
+            )  # fmt: skip
+            props_text: str | None = None
+            if props:
+                text = props_text = encode_props(props)
+                # The JSON text bounds the header estimate (each non-text value is counted as
+                # 8 bytes, at most 3 more than its JSON): the exact sum only near the limit.
+                if (
+                    fields + len(text) + 3 * len(props) > HEADER_LIMIT
+                    and _outbound_header_size(m, message_id) > HEADER_LIMIT
+                ):
+                    oversized.append((seq, m, message_id))
+                    seq += 1
+                    continue
+            elif fields > HEADER_LIMIT:
+                oversized.append((seq, m, message_id))
+                seq += 1
+                continue
+            ttl_s = m.time_to_live_s
+            sched = m.scheduled_enqueue_time
+            if ttl_s is None and sched is None:
+                rows.append(
+                    (eid, 0, seq, 0, message_id, m.session_id, m.correlation_id, m.subject, m.content_type,
+                     m.reply_to, m.reply_to_session_id, m.to, m.partition_key, ceiling, now, never, None, 0,
+                     None, 0, props_text, m.body if type(m.body) is bytes else bytes(m.body), m.body_type)
+                )  # fmt: skip
+            else:
+                ttl = ceiling if ttl_s is None else min(_ttl_ms(ttl_s), ceiling)
+                sched_ms = None if sched is None else to_epoch_ms(sched)
+                later = sched_ms is not None and sched_ms > now
+                enqueued = sched_ms if later and sched_ms is not None else now
+                rows.append(
+                    (eid, 0, seq, 2 if later else 0, message_id, m.session_id, m.correlation_id, m.subject,
+                     m.content_type, m.reply_to, m.reply_to_session_id, m.to, m.partition_key, ttl, enqueued,
+                     min(enqueued + ttl, MAX_TIME_MS), sched_ms if later else None, 0, None, 0, props_text,
+                     bytes(m.body), m.body_type)
+                )  # fmt: skip
+            seq += 1
+        db.executemany(_INSERT, rows)
+        if oversized:
+            drafts = []
+            for s, m, message_id in oversized:
+                d = _Draft.of(m, message_id)
+                d.seq = s
+                drafts.append(d)
+            self._dead_letter_drafts(db, ent, drafts, HEADER_REASON, HEADER_DESCRIPTION, now)
+        return list(range(first, first + n))
 
     def cancel_scheduled(self, entity: EntityPath | str, sequence_numbers: Sequence[int]) -> None:
-        """Cancel scheduled messages by sequence number."""
+        """Cancel scheduled messages by sequence number (numbers of other messages are ignored)."""
         with self.store.write() as db:
             ent = self._entity_by_path(db, str(entity))
             for chunk in _chunks(list(sequence_numbers)):
@@ -461,27 +581,28 @@ class Engine:
             return self._fan_out(db, ent, drafts, now)
         if ent.requires_dup:
             drafts = self._dedup(db, ent, drafts, now)
-        seqs = self._reserve(db, ent, [d for d in drafts if d.seq is None])
+        self._number(db, ent, drafts)
+        result = [d.seq for d in drafts if d.seq is not None]
         landing: list[_Draft] = []
-        dead: list[tuple[_Draft, str, str]] = []
+        no_session: list[_Draft] = []
+        oversized: list[_Draft] = []
+        session_check = ent.kind == "subscription" and ent.requires_session
         for d in drafts:
-            if d.seq is None:
-                d.seq = next(seqs)
-            if ent.kind == "subscription" and ent.requires_session and d.session_id is None:
-                dead.append((d, SESSION_REASON, SESSION_DESCRIPTION))
+            if session_check and d.session_id is None:
+                no_session.append(d)
             elif d.header_size() > HEADER_LIMIT:
-                dead.append((d, HEADER_REASON, HEADER_DESCRIPTION))
+                oversized.append(d)
             else:
                 landing.append(d)
         if ent.forward_to and landing:
+            # Scheduled messages wait here and are forwarded when they fall due.
             immediate = [d for d in landing if d.scheduled_ms is None or d.scheduled_ms <= now]
-            later = [d for d in landing if not (d.scheduled_ms is None or d.scheduled_ms <= now)]
+            landing = [d for d in landing if not (d.scheduled_ms is None or d.scheduled_ms <= now)]
             self._forward(db, ent, ent.forward_to, immediate, now)
-            landing = later
         self._insert(db, ent, 0, landing, now)
-        for d, reason, description in dead:
-            self._dead_letter_drafts(db, ent, [d], reason, description, now)
-        return [d.seq for d in drafts if d.seq is not None]
+        self._dead_letter_drafts(db, ent, no_session, SESSION_REASON, SESSION_DESCRIPTION, now)
+        self._dead_letter_drafts(db, ent, oversized, HEADER_REASON, HEADER_DESCRIPTION, now)
+        return result
 
     def _fan_out(
         self, db: sqlite3.Connection, topic: _Entity, drafts: list[_Draft], now: int, *, fresh: bool = True
@@ -489,13 +610,15 @@ class Engine:
         """Copy topic messages into every subscription whose rules take them."""
         if topic.requires_dup and fresh:
             drafts = self._dedup(db, topic, drafts, now)
-        seqs = self._reserve(db, topic, [d for d in drafts if d.seq is None])
-        for d in drafts:
-            if d.seq is None:
-                d.seq = next(seqs)
+        self._number(db, topic, drafts)
+        result = [d.seq for d in drafts if d.seq is not None]
         due = [d for d in drafts if d.scheduled_ms is None or d.scheduled_ms <= now]
-        # Scheduled topic messages wait in the topic and fan out when they materialise.
-        self._insert(db, topic, 0, [d for d in drafts if d not in due], now)
+        if len(due) < len(drafts):
+            # Scheduled topic messages wait in the topic and fan out when they fall due.
+            later = [d for d in drafts if not (d.scheduled_ms is None or d.scheduled_ms <= now)]
+            self._insert(db, topic, 0, later, now)
+        if not due:
+            return result
         subs = [
             self._row_entity(r)
             for r in db.execute(f"SELECT {_ENTITY_COLS} FROM entity WHERE topic_id = ? ORDER BY id", (topic.id,))
@@ -504,118 +627,141 @@ class Engine:
             if sub.status != "Active":
                 continue
             accepted: list[_Draft] = []
-            failed: list[tuple[_Draft, str, str]] = []
+            failed: dict[tuple[str, str], list[_Draft]] = {}
             rules = self._compiled_rules(db, sub)
             for d in due:
                 try:
                     copy = self._apply_rules(rules, d)
                 except _RuleError as err:
                     if sub.dl_on_filter_exc:
-                        failed.append((replace(d, props=dict(d.props)), err.type_name, err.message))
+                        failed.setdefault((err.type_name, err.message), []).append(d.copy())
                     continue
                 if copy is not None:
-                    if sub.default_ttl_ms > topic.default_ttl_ms:
-                        # The smaller of topic and subscription TTL applies.
-                        copy.ttl_ms = min(copy.ttl_ms or topic.default_ttl_ms, topic.default_ttl_ms)
+                    # The smaller of the topic's and the subscription's TTL applies.
+                    ceiling = topic.default_ttl_ms
+                    copy.ttl_ms = ceiling if copy.ttl_ms is None else min(copy.ttl_ms, ceiling)
                     accepted.append(copy)
             self._deliver(db, sub, accepted, now)
-            for d, reason, description in failed:
-                self._dead_letter_drafts(db, sub, [d], reason, description, now)
-        return [d.seq for d in drafts if d.seq is not None]
+            for (reason, description), failures in failed.items():
+                self._dead_letter_drafts(db, sub, failures, reason, description, now)
+        return result
 
     def _compiled_rules(self, db: sqlite3.Connection, sub: _Entity) -> list[tuple[str, Any, Any]]:
-        from sbdlq.sqlfilter import compile_action, compile_filter
-
+        """A subscription's rules as (name, filter, action): filter is a bool, _Correlation or SqlFilter."""
         out = []
         for name, ftype, text, action in db.execute(
             "SELECT name, filter_type, filter, action FROM rule WHERE entity_id = ? ORDER BY id", (sub.id,)
         ):
             key = (ftype, text)
             if key not in self._compiled:
-                self._compiled[key] = json.loads(text) if ftype == "correlation" else compile_filter(text)
-            flt = self._compiled[key]
+                if ftype == "correlation":
+                    self._compiled[key] = _compile_correlation(json.loads(text))
+                else:
+                    constant = _constant_filter(text)
+                    if constant is None:
+                        from sbdlq.sqlfilter import compile_filter
+
+                        self._compiled[key] = compile_filter(text)
+                    else:
+                        self._compiled[key] = constant
             act = None
             if action:
                 akey = ("action", action)
                 if akey not in self._compiled:
+                    from sbdlq.sqlfilter import compile_action
+
                     self._compiled[akey] = compile_action(action)
                 act = self._compiled[akey]
-            out.append((name, flt, act))
+            out.append((name, self._compiled[key], act))
         return out
 
     @staticmethod
     def _apply_rules(rules: list[tuple[str, Any, Any]], d: _Draft) -> _Draft | None:
-        """The copy a subscription receives, or None when no rule matches."""
-        from sbdlq.sqlfilter import FilterEvaluationError
+        """The copy a subscription receives, or None when no rule matches.
 
+        Rules are OR-ed into one copy; the actions of every matching rule apply to it in order.
+        """
         copy: _Draft | None = None
+        system: dict[str, Any] | None = None
         for _name, flt, act in rules:
-            system = d.system()
-            if isinstance(flt, dict):
-                matched = _correlation_matches(flt, system, d.props)
+            if flt is True:
+                matched = True
+            elif flt is False:
+                matched = False
             else:
+                if system is None:
+                    system = d.system()
                 try:
                     matched = flt.matches(system, d.props)
-                except FilterEvaluationError as exc:
-                    raise _RuleError(exc.type_name, exc.message)
+                except Exception as exc:
+                    raise _rule_error(exc) from None
             if not matched:
                 continue
             if copy is None:
-                copy = replace(d, props=dict(d.props))
+                copy = d.copy()
             if act is not None:
                 sys_now = copy.system()
                 try:
                     act.apply(sys_now, copy.props)
-                except FilterEvaluationError as exc:
-                    raise _RuleError(exc.type_name, exc.message)
+                except Exception as exc:
+                    raise _rule_error(exc) from None
                 copy.take_system(sys_now)
         return copy
 
     def _forward(self, db: sqlite3.Connection, src: _Entity, dest_path: str, drafts: list[_Draft], now: int) -> None:
-        """Auto-forward; on too many hops or a destination that can't take it, the transfer DLQ."""
+        """Auto-forward; too many hops, or a destination that can't take it: src's transfer DLQ."""
         if not drafts:
             return
-        hops = drafts[0].hops + 1
-        reason, description = HOPS_REASON, HOPS_DESCRIPTION
-        dest: _Entity | None = None
-        if hops > MAX_HOPS:
-            pass
-        else:
-            row = db.execute(f"SELECT {_ENTITY_COLS} FROM entity WHERE path = ?", (dest_path,)).fetchone()
-            if row is None:
-                reason = "MessagingEntityNotFound"
-                description = f"The messaging entity '{dest_path}' could not be found."
-            else:
-                dest = self._row_entity(row)
-                if dest.status != "Active":
-                    reason, description = "MessagingEntityDisabled", f"Messaging entity '{dest.path}' is disabled."
-                    dest = None
-                elif (
-                    dest.kind == "queue"
-                    and dest.max_size is not None
-                    and (self._size(db, dest) + len(drafts) > dest.max_size)
-                ):
-                    reason, description = "QuotaExceeded", f"The messaging entity '{dest.path}' is full."
-                    dest = None
-        if dest is None:
-            self._insert(
-                db, src, 2, drafts, now, extra={DEAD_LETTER_REASON: reason, DEAD_LETTER_DESCRIPTION: description}
-            )
+        too_far = [d for d in drafts if d.hops + 1 > MAX_HOPS]
+        going = [d for d in drafts if d.hops + 1 <= MAX_HOPS]
+        self._transfer_dead_letter(db, src, too_far, HOPS_REASON, HOPS_DESCRIPTION, now)
+        if not going:
             return
-        moved = [replace(d, hops=hops, seq=None, props=dict(d.props)) for d in drafts]
+        row = db.execute(f"SELECT {_ENTITY_COLS} FROM entity WHERE path = ?", (dest_path,)).fetchone()
+        if row is None:
+            description = f"The messaging entity '{dest_path}' could not be found."
+            self._transfer_dead_letter(db, src, going, "MessagingEntityNotFound", description, now)
+            return
+        dest = self._row_entity(row)
+        if dest.status != "Active":
+            description = f"Messaging entity '{dest.path}' is currently disabled."
+            self._transfer_dead_letter(db, src, going, "MessagingEntityDisabled", description, now)
+            return
+        if dest.kind == "queue" and dest.max_size is not None:
+            # As many as fit go; the rest stop here.
+            room = max(0, dest.max_size - self._size(db, dest))
+            full = going[room:]
+            going = going[:room]
+            description = f"The messaging entity '{dest.path}' is full ({dest.max_size} messages)."
+            self._transfer_dead_letter(db, src, full, "QuotaExceeded", description, now)
+        moved = [d.copy(hops=d.hops + 1, seq=None) for d in going]
         self._deliver(db, dest, moved, now)
 
+    def _transfer_dead_letter(
+        self, db: sqlite3.Connection, src: _Entity, drafts: list[_Draft], reason: str, description: str | None, now: int
+    ) -> None:
+        if drafts:
+            self._insert(db, src, 2, drafts, now, extra=_dead_letter_props(reason, description))
+
     def _dead_letter_drafts(
-        self, db: sqlite3.Connection, ent: _Entity, drafts: list[_Draft], reason: str, description: str, now: int
+        self,
+        db: sqlite3.Connection,
+        ent: _Entity,
+        drafts: list[_Draft],
+        reason: str | None,
+        description: str | None,
+        now: int,
     ) -> None:
         """Dead-letter messages that never landed (or were just taken out of the main queue)."""
-        extra = {DEAD_LETTER_REASON: reason, DEAD_LETTER_DESCRIPTION: description}
+        if not drafts:
+            return
+        extra = _dead_letter_props(reason, description)
         if ent.forward_dlq_to:
             moved = []
             for d in drafts:
-                props = dict(d.props)
-                props.update(extra)
-                moved.append(replace(d, props=props, dl_source=ent.path, scheduled_ms=None))
+                c = d.copy(dl_source=ent.path, scheduled_ms=None, enqueued_ms=None)
+                c.props.update(extra)
+                moved.append(c)
             self._forward(db, ent, ent.forward_dlq_to, moved, now)
             return
         self._insert(db, ent, 1, drafts, now, extra=extra)
@@ -625,76 +771,77 @@ class Engine:
         db: sqlite3.Connection,
         ent: _Entity,
         queue: int,
-        drafts: Iterable[_Draft],
+        drafts: Sequence[_Draft],
         now: int,
         *,
         extra: dict[str, Any] | None = None,
     ) -> None:
+        """Store drafts in one of the entity's queues, numbering those that have no number yet."""
+        if not drafts:
+            return
+        self._number(db, ent, drafts)
         rows = []
         ceiling = ent.default_ttl_ms
         for d in drafts:
-            if d.seq is None:
-                d.seq = next(self._reserve(db, ent, [d]))
-            props = d.props
-            if extra:
-                props = {**props, **extra}
-            scheduled = d.scheduled_ms is not None and d.scheduled_ms > now and queue == 0
-            enqueued = d.scheduled_ms if scheduled and d.scheduled_ms is not None else now
+            props = {**d.props, **extra} if extra else d.props
+            scheduled = queue == 0 and d.scheduled_ms is not None and d.scheduled_ms > now
+            if scheduled and d.scheduled_ms is not None:
+                enqueued = d.scheduled_ms
+            else:
+                enqueued = d.enqueued_ms if d.enqueued_ms is not None else now
             ttl = min(d.ttl_ms, ceiling) if d.ttl_ms is not None else ceiling
             rows.append(
-                (
-                    ent.id,
-                    queue,
-                    d.seq,
-                    2 if scheduled else 0,
-                    d.message_id,
-                    d.session_id,
-                    d.correlation_id,
-                    d.subject,
-                    d.content_type,
-                    d.reply_to,
-                    d.reply_to_session_id,
-                    d.to,
-                    d.partition_key,
-                    ttl,
-                    enqueued,
-                    min(enqueued + ttl, MAX_TIME_MS),
-                    d.scheduled_ms if scheduled else None,
-                    0,
-                    d.dl_source,
-                    d.hops,
-                    dump_props(props),
-                    d.body,
-                    d.body_type,
-                )
-            )
-        if rows:
-            db.executemany(_INSERT, rows)
+                (ent.id, queue, d.seq, 2 if scheduled else 0, d.message_id, d.session_id, d.correlation_id,
+                 d.subject, d.content_type, d.reply_to, d.reply_to_session_id, d.to, d.partition_key, ttl,
+                 enqueued, min(enqueued + ttl, MAX_TIME_MS), d.scheduled_ms if scheduled else None, 0,
+                 d.dl_source, d.hops, dump_props(props), d.body, d.body_type)
+            )  # fmt: skip
+        db.executemany(_INSERT, rows)
 
-    def _reserve(self, db: sqlite3.Connection, ent: _Entity, drafts: Sequence[_Draft]) -> Iterator[int]:
-        """Take a block of sequence numbers from the entity's counter."""
-        n = len(drafts)
-        if n == 0:
-            return iter(())
+    def _number(self, db: sqlite3.Connection, ent: _Entity, drafts: Sequence[_Draft]) -> None:
+        """Give drafts without a sequence number the entity's next ones."""
+        unnumbered = [d for d in drafts if d.seq is None]
+        if unnumbered:
+            seq = self._reserve(db, ent, len(unnumbered))
+            for d in unnumbered:
+                d.seq = seq
+                seq += 1
+
+    def _reserve(self, db: sqlite3.Connection, ent: _Entity, n: int) -> int:
+        """Take a block of n sequence numbers from the entity's counter; returns the first."""
         (end,) = db.execute(
             "UPDATE entity SET next_seq = next_seq + ? WHERE id = ? RETURNING next_seq", (n, ent.id)
         ).fetchone()
-        return iter(range(end - n, end))
+        return int(end) - n
 
     def _dedup(self, db: sqlite3.Connection, ent: _Entity, drafts: list[_Draft], now: int) -> list[_Draft]:
         """Drop messages whose id was seen within the duplicate-detection window."""
+        horizon = now - ent.dup_window_ms
+        if self._dedup_pruned.get(ent.id, 0) < horizon:
+            # History older than the window means nothing: drop it about once a window.
+            db.execute("DELETE FROM dedup WHERE entity_id = ? AND seen_ms <= ?", (ent.id, horizon))
+            self._dedup_pruned[ent.id] = now
+        wanted = list({d.message_id for d in drafts if d.message_id is not None})
+        seen: set[str] = set()
+        for chunk in _chunks(wanted):
+            marks = ",".join("?" * len(chunk))
+            seen.update(
+                r[0]
+                for r in db.execute(
+                    f"SELECT message_id FROM dedup WHERE entity_id = ? AND message_id IN ({marks}) AND seen_ms > ?",
+                    (ent.id, *chunk, horizon),
+                )
+            )
         kept = []
+        marks_new = []
         for d in drafts:
-            if d.message_id is None:
-                kept.append(d)
-                continue
-            row = db.execute(
-                "SELECT seen_ms FROM dedup WHERE entity_id = ? AND message_id = ?", (ent.id, d.message_id)
-            ).fetchone()
-            if row is not None and row[0] > now - ent.dup_window_ms:
-                continue
-            db.execute("INSERT OR REPLACE INTO dedup VALUES (?,?,?)", (ent.id, d.message_id, now))
+            if d.message_id is not None:
+                if d.message_id in seen:
+                    continue
+                seen.add(d.message_id)
+                marks_new.append((ent.id, d.message_id, now))
             kept.append(d)
+        db.executemany("INSERT OR REPLACE INTO dedup VALUES (?,?,?)", marks_new)
         return kept
 
     def _size(self, db: sqlite3.Connection, ent: _Entity) -> int:
@@ -706,13 +853,16 @@ class Engine:
 
     def peek(self, address: Address, from_sequence: int, max_count: int) -> list[Message]:
         """Browse without locking: every state, expired messages included."""
+        now = self._now()
         with self.store.read() as db:
             ent = self._queue_entity(db, address)
+        self._upkeep(ent, now)
+        with self.store.read() as db:
             rows = db.execute(
                 f"SELECT {_COLUMNS} FROM message WHERE entity_id = ? AND queue = ? AND seq >= ? ORDER BY seq LIMIT ?",
                 (ent.id, _QUEUE[address.sub_queue], max(from_sequence, 0), max(max_count, 0)),
             ).fetchall()
-            return [self._message(r, ent, with_lock=False) for r in rows]
+            return [self._message(r, with_lock=False) for r in rows]
 
     def receive(
         self,
@@ -722,17 +872,23 @@ class Engine:
         mode: ReceiveMode = ReceiveMode.PEEK_LOCK,
         session_id: str | None = None,
     ) -> list[Message]:
-        """Take up to max_count available messages, locked or deleted; never an expired one."""
+        """Take up to max_count available messages, locked or deleted; never an expired one.
+
+        A receiver on the main queue is what expires messages (lazily, as the service does):
+        expired ones met on the way are dropped or dead-lettered.
+        """
         if max_count <= 0:
             return []
         now = self._now()
         queue = _QUEUE[address.sub_queue]
         with self.store.write() as db:
             ent = self._queue_entity(db, address)
-            if queue == 0:
-                self._materialize(db, ent, now)
+            self._materialize_due(db, now)
+            self._settle_lapsed(db, ent, now)
             out: list[Message] = []
+            expired: list[int] = []
             after = -1
+            page = max_count
             while len(out) < max_count:
                 want = max_count - len(out)
                 sql = (
@@ -743,42 +899,44 @@ class Engine:
                 if session_id is not None:
                     sql += " AND session_id = ?"
                     args.append(session_id)
-                rows = db.execute(sql + " ORDER BY seq LIMIT ?", (*args, want)).fetchall()
+                rows = db.execute(sql + " ORDER BY seq LIMIT ?", (*args, max(page, want))).fetchall()
                 if not rows:
                     break
-                after = rows[-1][1]
                 take = []
+                skipped = 0
                 for r in rows:
-                    if queue == 0 and r[18] is not None and r[16] >= ent.max_delivery_count:
-                        # Lock lapsed on its last allowed delivery: a lazy abandon.
-                        self._dead_letter_rows(db, ent, [r[0]], MAX_DELIVERY_REASON, _mdc_text(ent), now)
-                    elif queue == 0 and r[14] <= now:
-                        self._expire_rows(db, ent, [r[0]], now)
-                    else:
-                        take.append(r)
-                if not take:
-                    continue
+                    after = r[1]
+                    if queue == 0 and r[14] <= now:
+                        expired.append(r[0])
+                        skipped += 1
+                        continue
+                    take.append(r)
+                    if len(take) == want:
+                        break
+                if skipped:
+                    # A run of expired messages: read further ahead next time round.
+                    page = min(max(page * 2, 64), 4096)
                 if mode is ReceiveMode.RECEIVE_AND_DELETE:
                     for chunk in _chunks([r[0] for r in take]):
                         db.execute(f"DELETE FROM message WHERE id IN ({','.join('?' * len(chunk))})", chunk)
-                    out.extend(self._message(r, ent, with_lock=False, delivered=True) for r in take)
-                else:
+                    out.extend(self._message(r, with_lock=False, delivered=True) for r in take)
+                elif take:
                     until = now + ent.lock_duration_ms
-                    locked = []
+                    locked_until = from_epoch_ms(until)
                     updates = []
                     for r in take:
                         token = str(uuid.uuid4())
                         updates.append((token, until, r[0]))
-                        m = self._message(r, ent, with_lock=False, delivered=True)
+                        m = self._message(r, with_lock=False, delivered=True)
                         m.lock_token = token
-                        m.locked_until = from_epoch_ms(until)
-                        locked.append(m)
+                        m.locked_until = locked_until
+                        out.append(m)
                     db.executemany(
                         "UPDATE message SET lock_token = ?, locked_until_ms = ?, delivery_count = delivery_count + 1 "
                         "WHERE id = ?",
                         updates,
                     )
-                    out.extend(locked)
+            self._expire_rows(db, ent, expired, now)
             return out
 
     def receive_deferred(
@@ -789,6 +947,7 @@ class Engine:
         queue = _QUEUE[address.sub_queue]
         with self.store.write() as db:
             ent = self._queue_entity(db, address)
+            self._settle_lapsed(db, ent, now)
             out = []
             for seq in sequence_numbers:
                 r = db.execute(
@@ -799,7 +958,7 @@ class Engine:
                     raise MessageNotFound(f"Failed to lock one or more specified messages: {seq} is not deferred.")
                 if r[18] is not None and r[18] > now:
                     raise MessageNotFound(f"The deferred message {seq} is locked by another receiver.")
-                m = self._message(r, ent, with_lock=False, delivered=True)
+                m = self._message(r, with_lock=False, delivered=True)
                 if mode is ReceiveMode.RECEIVE_AND_DELETE:
                     db.execute("DELETE FROM message WHERE id = ?", (r[0],))
                 else:
@@ -820,30 +979,23 @@ class Engine:
         """Remove locked messages; returns the tokens whose lock was lost."""
         with self.store.write() as db:
             ent = self._queue_entity(db, address)
-            held, lost = self._held(db, ent, address, lock_tokens, self._now())
-            for chunk in _chunks([i for i, _ in held]):
+            held, lost = self._held(db, ent, address, lock_tokens, self._now(), columns="id")
+            for chunk in _chunks([r[0] for r in held]):
                 db.execute(f"DELETE FROM message WHERE id IN ({','.join('?' * len(chunk))})", chunk)
             return lost
 
     def abandon(
         self, address: Address, lock_tokens: Sequence[str], properties: dict[str, Any] | None = None
     ) -> list[str]:
-        """Release locks: the message is available again, or dead-lettered past MaxDeliveryCount."""
+        """Release locks: the message is available again, or dead-lettered past MaxDeliveryCount,
+        or (past its expiry) expired."""
         now = self._now()
         with self.store.write() as db:
             ent = self._queue_entity(db, address)
-            held, lost = self._held(db, ent, address, lock_tokens, now)
+            held, lost = self._held(db, ent, address, lock_tokens, now, columns=_RELEASE_COLS)
             if properties:
-                self._modify(db, [i for i, _ in held], properties)
-            if _QUEUE[address.sub_queue] != 0:
-                self._unlock(db, [i for i, _ in held])
-                return lost
-            over = [i for i, r in held if r[16] >= ent.max_delivery_count]
-            expired = [i for i, r in held if r[16] < ent.max_delivery_count and r[14] <= now]
-            rest = [i for i, r in held if r[16] < ent.max_delivery_count and r[14] > now]
-            self._dead_letter_rows(db, ent, over, MAX_DELIVERY_REASON, _mdc_text(ent), now)
-            self._expire_rows(db, ent, expired, now)
-            self._unlock(db, rest)
+                self._modify(db, [r[0] for r in held], properties)
+            self._release(db, ent, held, now)
             return lost
 
     def dead_letter(
@@ -860,8 +1012,8 @@ class Engine:
         now = self._now()
         with self.store.write() as db:
             ent = self._queue_entity(db, address)
-            held, lost = self._held(db, ent, address, lock_tokens, now)
-            ids = [i for i, _ in held]
+            held, lost = self._held(db, ent, address, lock_tokens, now, columns="id")
+            ids = [r[0] for r in held]
             if properties:
                 self._modify(db, ids, properties)
             self._dead_letter_rows(db, ent, ids, reason, description, now)
@@ -873,8 +1025,8 @@ class Engine:
         """Set messages aside: only receive_deferred by sequence number returns them."""
         with self.store.write() as db:
             ent = self._queue_entity(db, address)
-            held, lost = self._held(db, ent, address, lock_tokens, self._now())
-            ids = [i for i, _ in held]
+            held, lost = self._held(db, ent, address, lock_tokens, self._now(), columns="id")
+            ids = [r[0] for r in held]
             if properties:
                 self._modify(db, ids, properties)
             for chunk in _chunks(ids):
@@ -890,35 +1042,99 @@ class Engine:
         now = self._now()
         with self.store.write() as db:
             ent = self._queue_entity(db, address)
-            held, _lost = self._held(db, ent, address, lock_tokens, now)
+            held, _lost = self._held(db, ent, address, lock_tokens, now, columns="id, lock_token")
             until = now + ent.lock_duration_ms
-            for chunk in _chunks([i for i, _ in held]):
+            for chunk in _chunks([r[0] for r in held]):
                 db.execute(
                     f"UPDATE message SET locked_until_ms = ? WHERE id IN ({','.join('?' * len(chunk))})",
                     (until, *chunk),
                 )
             stamp = from_epoch_ms(until)
             assert stamp is not None
-            return {r[17]: stamp for _, r in held}
+            return {r[1]: stamp for r in held}
 
     # ------------------------------------------------------------------ internals
 
     def _held(
-        self, db: sqlite3.Connection, ent: _Entity, address: Address, tokens: Sequence[str], now: int
-    ) -> tuple[list[tuple[int, tuple[Any, ...]]], list[str]]:
-        """Rows whose lock the caller still holds, and the tokens it has lost."""
+        self,
+        db: sqlite3.Connection,
+        ent: _Entity,
+        address: Address,
+        tokens: Sequence[str],
+        now: int,
+        *,
+        columns: str,
+    ) -> tuple[list[tuple[Any, ...]], list[str]]:
+        """Rows (the named columns) whose lock the caller still holds, and the tokens it has lost."""
         queue = _QUEUE[address.sub_queue]
         found: dict[str, tuple[Any, ...]] = {}
-        for chunk in _chunks(list(tokens)):
+        unique = list(dict.fromkeys(tokens))
+        for chunk in _chunks(unique):
             for r in db.execute(
-                f"SELECT {_COLUMNS} FROM message WHERE lock_token IN ({','.join('?' * len(chunk))}) "
+                f"SELECT lock_token, {columns} FROM message WHERE lock_token IN ({','.join('?' * len(chunk))}) "
                 "AND entity_id = ? AND queue = ? AND locked_until_ms > ?",
                 (*chunk, ent.id, queue, now),
             ):
-                found[r[17]] = r
-        held = [(found[t][0], found[t]) for t in dict.fromkeys(tokens) if t in found]
+                found[r[0]] = r[1:]
+        held = [found[t] for t in unique if t in found]
         lost = [t for t in tokens if t not in found]
         return held, lost
+
+    def _release(self, db: sqlite3.Connection, ent: _Entity, rows: Sequence[tuple[Any, ...]], now: int) -> None:
+        """Locks ending without settlement (abandon, lapse), rows as _RELEASE_COLS.
+
+        Main queue: past MaxDeliveryCount → DLQ; expired (and not deferred) → expiry; else
+        available again. The DLQs have neither rule: their messages just become available.
+        """
+        over: list[int] = []
+        expired: list[int] = []
+        rest: list[int] = []
+        mdc = ent.max_delivery_count
+        for i, queue, state, delivered, expires in rows:
+            if queue != 0:
+                rest.append(i)
+            elif delivered >= mdc:
+                over.append(i)
+            elif state == 0 and expires <= now:
+                expired.append(i)
+            else:
+                rest.append(i)
+        self._unlock(db, rest)
+        self._dead_letter_rows(db, ent, over, MAX_DELIVERY_REASON, _mdc_text(ent), now)
+        self._expire_rows(db, ent, expired, now)
+
+    def _settle_lapsed(self, db: sqlite3.Connection, ent: _Entity, now: int) -> None:
+        """Locks that lapsed since the last look: the broker's lock timer, run lazily."""
+        rows = db.execute(
+            f"SELECT {_RELEASE_COLS} FROM message WHERE entity_id = ? AND locked_until_ms IS NOT NULL "
+            "AND locked_until_ms <= ?",
+            (ent.id, now),
+        ).fetchall()
+        if rows:
+            self._release(db, ent, rows, now)
+
+    def _upkeep(self, ent: _Entity, now: int) -> None:
+        """Before a read: settle due scheduled messages and lapsed locks, if there are any.
+
+        Two cheap indexed probes; the write transaction is only taken when there's work.
+        """
+        with self.store.read() as db:
+            due = self._due_exists(db, now)
+            lapsed = (
+                db.execute(
+                    "SELECT 1 FROM message WHERE entity_id = ? AND locked_until_ms IS NOT NULL "
+                    "AND locked_until_ms <= ? LIMIT 1",
+                    (ent.id, now),
+                ).fetchone()
+                is not None
+            )
+        if not (due or lapsed):
+            return
+        with self.store.write() as db:
+            self._materialize_due(db, now)
+            row = db.execute(f"SELECT {_ENTITY_COLS} FROM entity WHERE id = ?", (ent.id,)).fetchone()
+            if row is not None:
+                self._settle_lapsed(db, self._row_entity(row), now)
 
     def _unlock(self, db: sqlite3.Connection, ids: list[int]) -> None:
         for chunk in _chunks(ids):
@@ -929,11 +1145,15 @@ class Engine:
             )
 
     def _modify(self, db: sqlite3.Connection, ids: list[int], properties: dict[str, Any]) -> None:
-        for i in ids:
-            (text,) = db.execute("SELECT props FROM message WHERE id = ?", (i,)).fetchone()
-            props = load_props(text)
-            props.update(properties)
-            db.execute("UPDATE message SET props = ? WHERE id = ?", (dump_props(props), i))
+        """Merge properties into the rows' application properties (one read and one write per chunk)."""
+        for chunk in _chunks(ids):
+            marks = ",".join("?" * len(chunk))
+            updates = []
+            for i, text in db.execute(f"SELECT id, props FROM message WHERE id IN ({marks})", chunk):
+                props = load_props(text)
+                props.update(properties)
+                updates.append((dump_props(props), i))
+            db.executemany("UPDATE message SET props = ? WHERE id = ?", updates)
 
     def _dead_letter_rows(
         self,
@@ -947,11 +1167,7 @@ class Engine:
         """Move main-queue rows to the DLQ (or forward them per ForwardDeadLetteredMessagesTo)."""
         if not ids:
             return
-        extra = {}
-        if reason is not None:
-            extra[DEAD_LETTER_REASON] = reason
-        if description is not None:
-            extra[DEAD_LETTER_DESCRIPTION] = description
+        extra = _dead_letter_props(reason, description)
         if ent.forward_dlq_to:
             drafts = []
             for chunk in _chunks(ids):
@@ -960,18 +1176,26 @@ class Engine:
                     d = _row_draft(r)
                     d.props.update(extra)
                     d.dl_source = ent.path
+                    d.scheduled_ms = None
                     drafts.append(d)
                 db.execute(f"DELETE FROM message WHERE id IN ({marks})", chunk)
             self._forward(db, ent, ent.forward_dlq_to, drafts, now)
             return
-        for i in ids:
-            (text,) = db.execute("SELECT props FROM message WHERE id = ?", (i,)).fetchone()
-            props = load_props(text)
-            props.update(extra)
+        # The reason and description are set inside SQLite (json_set), so moving thousands of
+        # rows is one statement per chunk rather than a decode and encode per row.
+        if extra:
+            paths = ", ".join("?, ?" for _ in extra)
+            props_sql = f"json_set(COALESCE(props, '{{}}'), {paths})"
+            props_args: list[Any] = []
+            for k, v in extra.items():
+                props_args += [f'$."{k}"', v]
+        else:
+            props_sql, props_args = "props", []
+        for chunk in _chunks(ids):
             db.execute(
-                "UPDATE message SET queue = 1, state = 0, lock_token = NULL, locked_until_ms = NULL, props = ? "
-                "WHERE id = ?",
-                (dump_props(props), i),
+                f"UPDATE message SET queue = 1, state = 0, lock_token = NULL, locked_until_ms = NULL, "
+                f"props = {props_sql} WHERE id IN ({','.join('?' * len(chunk))})",
+                (*props_args, *chunk),
             )
 
     def _expire_rows(self, db: sqlite3.Connection, ent: _Entity, ids: list[int], now: int) -> None:
@@ -983,32 +1207,51 @@ class Engine:
         for chunk in _chunks(ids):
             db.execute(f"DELETE FROM message WHERE id IN ({','.join('?' * len(chunk))})", chunk)
 
-    def _materialize(self, db: sqlite3.Connection, ent: _Entity, now: int) -> None:
-        """Scheduled messages whose time has come become active (topics fan them out)."""
-        if ent.kind == "subscription" and ent.topic_id is not None:
-            topic = self._row_entity(
-                db.execute(f"SELECT {_ENTITY_COLS} FROM entity WHERE id = ?", (ent.topic_id,)).fetchone()
-            )
+    @staticmethod
+    def _due_exists(db: sqlite3.Connection, now: int) -> bool:
+        row = db.execute("SELECT 1 FROM message WHERE state = 2 AND scheduled_ms <= ? LIMIT 1", (now,)).fetchone()
+        return row is not None
+
+    def _materialize_due(self, db: sqlite3.Connection, now: int) -> None:
+        """Scheduled messages whose time has come, in every entity: a topic fans them out, a
+        forwarding queue forwards them, anywhere else they become active.
+
+        Namespace-wide, because nobody receives from a topic or a forwarding queue: their
+        destinations' receivers must see the messages fall due.
+        """
+        if not self._due_exists(db, now):
+            return
+        entity_ids = [
+            r[0]
+            for r in db.execute("SELECT DISTINCT entity_id FROM message WHERE state = 2 AND scheduled_ms <= ?", (now,))
+        ]
+        for eid in entity_ids:
+            row = db.execute(f"SELECT {_ENTITY_COLS} FROM entity WHERE id = ?", (eid,)).fetchone()
+            if row is None:
+                continue
+            ent = self._row_entity(row)
+            if ent.kind != "topic" and not ent.forward_to:
+                # Enqueued time and expiry were set from the scheduled time when it was sent.
+                db.execute(
+                    "UPDATE message SET state = 0 WHERE entity_id = ? AND state = 2 AND scheduled_ms <= ?", (eid, now)
+                )
+                continue
             due = db.execute(
-                f"SELECT {_COLUMNS} FROM message WHERE entity_id = ? AND queue = 0 AND state = 2 "
-                "AND scheduled_ms <= ? ORDER BY seq",
-                (topic.id, now),
+                f"SELECT {_COLUMNS} FROM message WHERE entity_id = ? AND state = 2 AND scheduled_ms <= ? ORDER BY seq",
+                (eid, now),
             ).fetchall()
-            if due:
-                db.executemany("DELETE FROM message WHERE id = ?", [(r[0],) for r in due])
-                drafts = []
-                for r in due:
-                    d = _row_draft(r)
-                    d.scheduled_ms = None
-                    drafts.append(d)
+            db.executemany("DELETE FROM message WHERE id = ?", [(r[0],) for r in due])
+            drafts = []
+            for r in due:
+                d = _row_draft(r)
+                # It was enqueued at its scheduled time, however late this lazy step runs.
+                d.enqueued_ms = d.scheduled_ms
+                drafts.append(d)
+            if ent.kind == "topic":
                 # Scheduled messages keep the sequence numbers they were given when scheduled.
-                self._fan_out(db, topic, drafts, now, fresh=False)
-        db.execute(
-            "UPDATE message SET state = 0, enqueued_ms = scheduled_ms, "
-            f"expires_ms = MIN(scheduled_ms + ttl_ms, {MAX_TIME_MS}) "
-            "WHERE entity_id = ? AND queue = 0 AND state = 2 AND scheduled_ms <= ?",
-            (ent.id, now),
-        )
+                self._fan_out(db, ent, drafts, now, fresh=False)
+            elif ent.forward_to:
+                self._forward(db, ent, ent.forward_to, drafts, now)
 
     def _queue_entity(self, db: sqlite3.Connection, address: Address) -> _Entity:
         ent = self._entity_by_path(db, str(address.entity))
@@ -1065,7 +1308,7 @@ class Engine:
         )
 
     @staticmethod
-    def _message(r: tuple[Any, ...], ent: _Entity, *, with_lock: bool, delivered: bool = False) -> Message:
+    def _message(r: tuple[Any, ...], *, with_lock: bool, delivered: bool = False) -> Message:
         enqueued = from_epoch_ms(r[13])
         assert enqueued is not None
         state = r[2]
@@ -1102,12 +1345,23 @@ _ENTITY_COLS = (
 
 
 class _RuleError(Exception):
+    """A filter or action failed on a message: what the subscription's DLQ records."""
+
     def __init__(self, type_name: str, message: str) -> None:
         super().__init__(message)
         self.type_name = type_name
         self.message = message
 
 
+def _rule_error(exc: Exception) -> _RuleError:
+    """The service's view of an evaluation failure: the exception's type name and message."""
+    type_name = getattr(exc, "type_name", None) or type(exc).__name__
+    message = getattr(exc, "message", None) or str(exc)
+    return _RuleError(str(type_name), str(message))
+
+
+# Correlation filter keys as the service, Microsoft's Config.json and the admin SDK spell
+# them, compared without case or underscores; the value names the SQL system property.
 _CORRELATION_KEYS = {
     "contenttype": "ContentType",
     "correlationid": "CorrelationId",
@@ -1119,20 +1373,58 @@ _CORRELATION_KEYS = {
     "sessionid": "SessionId",
     "to": "To",
 }
+_CORRELATION_PROPS = {"properties", "applicationproperties", "userproperties"}
 
 
-def _correlation_matches(flt: dict[str, Any], system: dict[str, Any], props: dict[str, Any]) -> bool:
-    """Every property named in a correlation filter equals the message's."""
-    for key, expected in flt.items():
-        if key.lower() == "properties":
-            for pk, pv in (expected or {}).items():
-                if props.get(pk) != pv:
-                    return False
-            continue
-        name = _CORRELATION_KEYS.get(key.lower())
-        if name is None or system.get(name) != expected:
-            return False
-    return True
+@dataclass(frozen=True, slots=True)
+class _Correlation:
+    """A compiled correlation filter: every named value must equal the message's."""
+
+    system: tuple[tuple[str, Any], ...]
+    props: tuple[tuple[str, Any], ...]
+
+    def matches(self, system: dict[str, Any], props: dict[str, Any]) -> bool:
+        for name, expected in self.system:
+            if system.get(name) != expected:
+                return False
+        return all(key in props and props[key] == expected for key, expected in self.props)
+
+
+def _compile_correlation(flt: dict[str, Any]) -> _Correlation:
+    """Check and compile a correlation filter; null values are not part of the match."""
+    if not isinstance(flt, dict):
+        raise BadInput("a correlation filter is an object of property names and values")
+    system: list[tuple[str, Any]] = []
+    props: list[tuple[str, Any]] = []
+    for key, value in flt.items():
+        norm = str(key).replace("_", "").lower()
+        if norm in _CORRELATION_PROPS:
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise BadInput(f"correlation filter {key!r} must be an object of application properties")
+            props.extend((str(k), v) for k, v in value.items() if v is not None)
+        elif norm in _CORRELATION_KEYS:
+            if value is not None:
+                system.append((_CORRELATION_KEYS[norm], value))
+        else:
+            known = "ContentType, CorrelationId, Label, MessageId, ReplyTo, ReplyToSessionId, SessionId, To, Properties"
+            raise BadInput(f"unknown correlation filter property {key!r}", hint=f"use {known}")
+    return _Correlation(tuple(system), tuple(props))
+
+
+def _constant_filter(sql: str) -> bool | None:
+    """True or False for the service's TrueFilter / FalseFilter texts, else None.
+
+    The default rule of every subscription is `1=1`: recognising it spares the SQL
+    evaluator on each fan-out (and the emulator the import).
+    """
+    text = "".join(sql.split()).lower()
+    if text in ("1=1", "true"):
+        return True
+    if text in ("1=0", "false"):
+        return False
+    return None
 
 
 def _row_draft(r: tuple[Any, ...]) -> _Draft:
@@ -1154,6 +1446,66 @@ def _row_draft(r: tuple[Any, ...]) -> _Draft:
         hops=r[20],
         dl_source=r[19],
         seq=r[1],
+    )
+
+
+def _dead_letter_props(reason: str | None, description: str | None) -> dict[str, Any]:
+    """The application properties the broker adds when it dead-letters (None: left out)."""
+    extra: dict[str, Any] = {}
+    if reason is not None:
+        extra[DEAD_LETTER_REASON] = reason
+    if description is not None:
+        extra[DEAD_LETTER_DESCRIPTION] = description
+    return extra
+
+
+def _ttl_ms(seconds: float) -> int:
+    ttl = int(round(min(seconds, MAX_TTL_S) * 1000))
+    if ttl <= 0:
+        raise BadInput("time to live must be positive")
+    return ttl
+
+
+def _new_message_id() -> str:
+    return os.urandom(16).hex()
+
+
+def _message_ids(n: int) -> Iterator[str]:
+    """n fresh message ids from one call to the OS's random source (uuid4 per message costs more)."""
+    blob = os.urandom(16 * n).hex()
+    return (blob[i : i + 32] for i in range(0, 32 * n, 32))
+
+
+def _drafts(messages: Sequence[OutboundMessage]) -> list[_Draft]:
+    ids = _message_ids(sum(1 for m in messages if m.message_id is None))
+    return [_Draft.of(m, None if m.message_id is not None else next(ids)) for m in messages]
+
+
+def _header_size(fields: Sequence[str | None], props: dict[str, Any]) -> int:
+    """Approximate encoded size of the properties and application properties sections."""
+    size = 0
+    for v in fields:
+        if v:
+            size += len(v)
+    for k, v in props.items():
+        size += len(k) + (len(v) if isinstance(v, str | bytes | bytearray) else 8)
+    return size
+
+
+def _outbound_header_size(m: OutboundMessage, message_id: str) -> int:
+    return _header_size(
+        (
+            message_id,
+            m.session_id,
+            m.correlation_id,
+            m.subject,
+            m.content_type,
+            m.reply_to,
+            m.reply_to_session_id,
+            m.to,
+            m.partition_key,
+        ),
+        m.application_properties,
     )
 
 

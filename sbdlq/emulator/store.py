@@ -6,14 +6,19 @@ and every write in BEGIN IMMEDIATE so two receivers never lock the same message.
 
 from __future__ import annotations
 
+import random
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from sbdlq.errors import BadInput, OperationFailed, TransientError
 
-SCHEMA_VERSION = 1
+# 2: partial indexes for the due-scheduled and lapsed-lock sweeps (created by re-running the schema).
+SCHEMA_VERSION = 2
+BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entity (
@@ -74,6 +79,9 @@ CREATE TABLE IF NOT EXISTS message (
 );
 CREATE INDEX IF NOT EXISTS message_order ON message (entity_id, queue, state, seq);
 CREATE UNIQUE INDEX IF NOT EXISTS message_lock ON message (lock_token) WHERE lock_token IS NOT NULL;
+-- Partial indexes stay small (only scheduled or locked rows) and cost a plain send nothing.
+CREATE INDEX IF NOT EXISTS message_due ON message (scheduled_ms) WHERE state = 2;
+CREATE INDEX IF NOT EXISTS message_locked ON message (entity_id, locked_until_ms) WHERE locked_until_ms IS NOT NULL;
 CREATE TABLE IF NOT EXISTS dedup (
     entity_id INTEGER NOT NULL,
     message_id TEXT NOT NULL,
@@ -97,16 +105,21 @@ def translate(exc: sqlite3.Error, path: str) -> Exception:
     return OperationFailed(f"emulator store {path}: {exc}")
 
 
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
 def connect(path: str | Path) -> sqlite3.Connection:
     """Open (creating if needed) the store and bring its schema up to date."""
     p = str(path)
     if p != ":memory:":
         Path(p).expanduser().parent.mkdir(parents=True, exist_ok=True)
     try:
-        conn = sqlite3.connect(p, timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(p, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version < SCHEMA_VERSION:
             # One immediate transaction: two processes creating the store at once both succeed.
@@ -125,47 +138,86 @@ class Store:
         self.path = str(path)
         self.conn = connect(path)
         self._depth = 0
+        # One connection, one transaction at a time: a backend calling the engine from
+        # worker threads must not join (or read inside) another thread's transaction.
+        self._lock = threading.RLock()
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """A write transaction; nested calls join the outer one."""
-        if self._depth:
-            self._depth += 1
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self.conn
+                finally:
+                    self._depth -= 1
+                return
+            self._begin()
+            self._depth = 1
             try:
                 yield self.conn
-            finally:
-                self._depth -= 1
-            return
+            except BaseException as exc:
+                self._depth = 0
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                if isinstance(exc, sqlite3.Error):
+                    raise translate(exc, self.path) from None
+                raise
+            else:
+                self._depth = 0
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    # A failed COMMIT may leave the transaction open: roll it back so the
+                    # next call starts clean.
+                    if self.conn.in_transaction:
+                        try:
+                            self.conn.execute("ROLLBACK")
+                        except sqlite3.Error:
+                            pass
+                    raise translate(exc, self.path) from None
+
+    def _begin(self) -> None:
+        """BEGIN IMMEDIATE, waiting up to BUSY_TIMEOUT_S for another process's write to end.
+
+        SQLite's own busy handler sleeps in growing steps (up to 100 ms), so a process
+        looping on short transactions keeps the lock while the others sleep: a cron
+        `count` could starve behind an operator's resubmit. Retrying here with short,
+        jittered sleeps gives every waiter its turn.
+        """
+        conn = self.conn
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        delay = 0.0002
+        conn.execute("PRAGMA busy_timeout=0")
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise translate(exc, self.path) from None
-        self._depth = 1
-        try:
-            yield self.conn
-        except BaseException as exc:
-            self._depth = 0
-            try:
-                self.conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            if isinstance(exc, sqlite3.Error):
-                raise translate(exc, self.path) from None
-            raise
-        else:
-            self._depth = 0
-            try:
-                self.conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise translate(exc, self.path) from None
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc) or time.monotonic() >= deadline:
+                        raise translate(exc, self.path) from None
+                except sqlite3.Error as exc:
+                    raise translate(exc, self.path) from None
+                time.sleep(delay * random.uniform(0.5, 1.5))
+                delay = min(delay * 1.5, 0.004)
+        finally:
+            # Reads and COMMIT keep SQLite's own (long) wait for the rare checkpoint lock.
+            conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """Reads; sqlite3 errors renamed."""
-        try:
-            yield self.conn
-        except sqlite3.Error as exc:
-            raise translate(exc, self.path) from None
+        with self._lock:
+            try:
+                yield self.conn
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from None
 
     def close(self) -> None:
-        self.conn.close()
+        """Close the connection."""
+        with self._lock:
+            self.conn.close()

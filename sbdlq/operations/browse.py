@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput
@@ -69,29 +69,38 @@ def _entity_of(path: str) -> EntityPath:
 GROUPINGS = ("reason", "description", "source", "subject", "hour", "day")
 
 
-def group_key(by: str) -> Callable[[Message], str]:
-    """The function giving a message's group under --by."""
-    if by == "reason":
-        return lambda m: m.dead_letter_reason or "(none)"
-    if by == "description":
-        return lambda m: m.dead_letter_error_description or "(none)"
-    if by == "source":
-        return lambda m: m.dead_letter_source or "(none)"
-    if by == "subject":
-        return lambda m: m.subject or "(none)"
-    if by == "hour":
-        return lambda m: m.enqueued_time.strftime("%Y-%m-%dT%H:00Z")
-    if by == "day":
-        return lambda m: m.enqueued_time.strftime("%Y-%m-%d")
-    if by.startswith("property:") and by[len("property:") :]:
-        name = by[len("property:") :]
-
-        def prop(m: Message) -> str:
-            value = m.application_properties.get(name)
-            return "(none)" if value is None else str(value)
-
-        return prop
+def _grouping(by: str) -> tuple[str, str]:
+    """`--by` as (kind, property name): the kind is case-insensitive, the name is not."""
+    kind, sep, name = by.strip().partition(":")
+    kind = kind.lower()
+    if kind == "property" and sep and name:
+        return kind, name
+    if kind in GROUPINGS and not sep:
+        return kind, ""
     raise BadInput(f"invalid --by {by!r}", hint="use reason, description, source, subject, property:NAME, hour or day")
+
+
+def group_key(by: str) -> Callable[[Message], str]:
+    """The function giving a message's group under --by (BadInput when --by is unknown)."""
+    kind, name = _grouping(by)
+    if kind == "reason":
+        return lambda m: m.dead_letter_reason or "(none)"
+    if kind == "description":
+        return lambda m: m.dead_letter_error_description or "(none)"
+    if kind == "source":
+        return lambda m: m.dead_letter_source or "(none)"
+    if kind == "subject":
+        return lambda m: m.subject or "(none)"
+    if kind == "hour":
+        return lambda m: m.enqueued_time.astimezone(UTC).strftime("%Y-%m-%dT%H:00Z")
+    if kind == "day":
+        return lambda m: m.enqueued_time.astimezone(UTC).strftime("%Y-%m-%d")
+
+    def prop(m: Message) -> str:
+        value = m.application_properties.get(name)
+        return "(none)" if value is None else str(value)
+
+    return prop
 
 
 async def inspect_reasons(
@@ -115,7 +124,8 @@ async def inspect_reasons(
         g.last_enqueued = _max(g.last_enqueued, m.enqueued_time)
         if len(g.sample_sequence_numbers) < SAMPLES:
             g.sample_sequence_numbers.append(m.sequence_number)
-    if by in ("hour", "day"):
+    if _grouping(by)[0] in ("hour", "day"):
+        # Time buckets read best in time order; the rest by size.
         return sorted(groups.values(), key=lambda g: g.key)
     return sorted(groups.values(), key=lambda g: (-g.count, g.key))
 
@@ -135,3 +145,8 @@ def dlq_count(counts: Counts, sub_queue: SubQueue) -> int:
     if sub_queue is SubQueue.DEAD_LETTER:
         return counts.dead_letter
     return counts.active
+
+
+def queue_word(address: Address) -> str:
+    """`dead-letter queue` or `transfer dead-letter queue`, for messages to people."""
+    return "transfer dead-letter queue" if address.sub_queue is SubQueue.TRANSFER_DEAD_LETTER else "dead-letter queue"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -18,26 +19,31 @@ class Exporter:
         try:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         except OSError as exc:
-            raise BadInput(f"cannot write export file {path}: {exc.strerror}")
+            raise BadInput(f"cannot write export file {path}: {exc.strerror or exc}")
         self._repair()
 
     def _repair(self) -> None:
         """Drop a partial last line: its message was never completed, so it is still in the DLQ."""
         size = os.fstat(self.fd).st_size
-        if size == 0:
+        if size == 0 or os.pread(self.fd, 1, size - 1) == b"\n":
             return
-        with open(self.path, "rb") as f:
-            f.seek(max(0, size - 1))
-            if f.read(1) == b"\n":
-                return
-            f.seek(0)
-            data = f.read()
-        keep = data.rfind(b"\n") + 1
+        # Scan back block by block for the last newline: export files can be large.
+        end = size
+        keep = 0
+        while end > 0:
+            start = max(0, end - 65536)
+            block = os.pread(self.fd, end - start, start)
+            i = block.rfind(b"\n")
+            if i >= 0:
+                keep = start + i + 1
+                break
+            end = start
         os.ftruncate(self.fd, keep)
 
     def write(self, messages: list[Message]) -> None:
-        """Write whole lines in one call, then fsync: after this the messages are safe to delete."""
+        """Write whole lines, then fsync: after this the messages are safe to delete."""
         data = "".join(json.dumps(m.to_json(), ensure_ascii=False) + "\n" for m in messages).encode("utf-8")
+        start = os.fstat(self.fd).st_size
         try:
             view = memoryview(data)
             while view:
@@ -45,8 +51,12 @@ class Exporter:
                 view = view[n:]
             os.fsync(self.fd)
         except OSError as exc:
-            # Whatever reached the file is a prefix; the next run repairs a torn line.
-            raise OperationFailed(f"cannot write export file {self.path}: {exc.strerror}")
+            # Cut what reached the file so it stays whole lines; if even that fails, the
+            # next run's repair drops the torn line.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, start)
+            raise OperationFailed(f"cannot write export file {self.path}: {exc.strerror or exc}")
 
     def close(self) -> None:
+        """Close the file (everything written is already synced)."""
         os.close(self.fd)

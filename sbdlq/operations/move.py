@@ -3,8 +3,9 @@
 Rules it keeps, whatever the action: a message is settled only after its action
 succeeded (send then complete, export then complete); at most `concurrency` messages are
 between action and settlement at any moment, so a kill -9 duplicates no more than that;
-messages the selection skips keep their lock until the run ends (so the loop never
-receives them twice) and are then released; locks are renewed before they lapse.
+messages the selection skips, and messages whose action failed, keep their lock until the
+run ends (so the loop never receives them twice) and are then released; locks are renewed
+before they lapse; an interrupted run lets the chunks in flight finish and releases the rest.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from sbdlq.backends.base import Backend, ReceiveMode
@@ -29,6 +30,8 @@ T = TypeVar("T")
 RETRY_ATTEMPTS = 5
 RETRY_BASE_S = 0.1
 RETRY_CAP_S = 3.0
+# Settle and renew calls carry at most this many lock tokens.
+SETTLE_CHUNK = 500
 
 
 @dataclass
@@ -40,11 +43,21 @@ class LoopStats:
     skipped: int = 0
     retries: int = 0
     lock_lost: int = 0
+    renewals: int = 0
     errors: list[str] = field(default_factory=list)
+    #: set by an action when going on is pointless (target disabled, disk full, ...)
+    aborted: str | None = None
 
     def error(self, text: str) -> None:
+        """Keep the first few distinct error lines for the summary."""
         if text not in self.errors and len(self.errors) < 5:
             self.errors.append(text)
+
+    def abort(self, text: str) -> None:
+        """Stop taking new messages; what is in flight finishes, the rest is released."""
+        self.error(text)
+        if self.aborted is None:
+            self.aborted = text
 
 
 async def retrying(call: Callable[[], Awaitable[T]], stats: LoopStats, *, attempts: int = RETRY_ATTEMPTS) -> T:
@@ -69,6 +82,7 @@ class RateLimiter:
         self.lock = asyncio.Lock()
 
     async def take(self, n: int) -> None:
+        """Wait until n more messages fit under the rate."""
         if not self.interval:
             return
         async with self.lock:
@@ -80,58 +94,87 @@ class RateLimiter:
 
 
 class LockKeeper:
-    """Renews the locks of held messages a third of a lock duration before they lapse."""
+    """Renews the locks of held messages when half of each lock has run out.
+
+    Timing uses the local monotonic clock from the moment a message is held, not the
+    broker's locked_until, so a skewed client clock can neither make it renew in a busy
+    loop nor too late; locked_until only shortens the wait when the broker's lock is
+    shorter than the entity's lock duration says.
+    """
 
     def __init__(self, backend: Backend, address: Address, stats: LoopStats, lock_duration_s: float) -> None:
         self.backend = backend
-        # Renew when a third of the lock duration is left (at least a second).
-        self.margin = timedelta(seconds=max(1.0, lock_duration_s / 3))
         self.address = address
         self.stats = stats
+        self.lock_duration_s = max(lock_duration_s, 0.1)
         self.held: dict[str, Message] = {}
+        self.renew_at: dict[str, float] = {}
         self.lost: set[str] = set()
         self.task: asyncio.Task[None] | None = None
 
+    def _half_life(self, m: Message) -> float:
+        duration = self.lock_duration_s
+        if m.locked_until is not None:
+            left = (m.locked_until - datetime.now(UTC)).total_seconds()
+            if 0 < left < duration:
+                duration = left
+        return duration / 2
+
     def hold(self, messages: Sequence[Message]) -> None:
+        """Keep these locks alive until released."""
+        now = time.monotonic()
         for m in messages:
             if m.lock_token:
                 self.held[m.lock_token] = m
+                self.renew_at[m.lock_token] = now + self._half_life(m)
         if self.task is None and self.held:
             self.task = asyncio.create_task(self._run())
 
-    def release(self, messages: Sequence[Message]) -> None:
+    def release(self, messages: Iterable[Message]) -> None:
+        """Stop renewing these (settled, or about to be released)."""
         for m in messages:
             if m.lock_token:
                 self.held.pop(m.lock_token, None)
+                self.renew_at.pop(m.lock_token, None)
+
+    def is_lost(self, m: Message) -> bool:
+        return m.lock_token in self.lost
 
     async def _run(self) -> None:
         while True:
-            due = self._due()
-            if not due:
-                await asyncio.sleep(0.5)
-                continue
-            try:
-                lost = await retrying(lambda d=due: self.backend.renew_locks(self.address, d), self.stats)  # type: ignore[misc]
-            except SbdlqError as exc:
-                self.stats.error(f"lock renewal failed: {exc.message}")
-                await asyncio.sleep(1.0)
-                continue
-            for m in lost:
-                if m.lock_token:
-                    self.lost.add(m.lock_token)
-                    self.held.pop(m.lock_token, None)
+            now = time.monotonic()
+            due = [self.held[t] for t, at in self.renew_at.items() if at <= now and t in self.held]
+            for i in range(0, len(due), SETTLE_CHUNK):
+                await self._renew(due[i : i + SETTLE_CHUNK])
+            next_at = min(self.renew_at.values(), default=time.monotonic() + self.lock_duration_s / 2)
+            # Always sleep a little: a renewal that returns at once must not become a busy loop.
+            await asyncio.sleep(min(max(0.01, next_at - time.monotonic()), self.lock_duration_s / 2))
 
-    def _due(self) -> list[Message]:
-        now = datetime.now(UTC)
-        due = []
-        for m in self.held.values():
-            if m.locked_until is None:
-                continue
-            if m.locked_until - now <= self.margin:
-                due.append(m)
-        return due
+    async def _renew(self, due: list[Message]) -> None:
+        try:
+            lost = await retrying(lambda: self.backend.renew_locks(self.address, due), self.stats)
+        except SbdlqError as exc:
+            self.stats.error(f"lock renewal failed: {exc.message}")
+            # Try again soon; a lock that lapses meanwhile shows up as lost at settlement.
+            retry_at = time.monotonic() + min(1.0, self.lock_duration_s / 8)
+            for m in due:
+                if m.lock_token in self.renew_at:
+                    self.renew_at[m.lock_token] = retry_at
+            return
+        self.stats.renewals += 1
+        lost_tokens = {m.lock_token for m in lost}
+        now = time.monotonic()
+        for m in due:
+            if m.lock_token is None or m.lock_token not in self.held:
+                continue  # settled while the renewal was on its way
+            if m.lock_token in lost_tokens:
+                self.lost.add(m.lock_token)
+                self.release([m])
+            else:
+                self.renew_at[m.lock_token] = now + self.lock_duration_s / 2
 
     async def stop(self) -> None:
+        """Stop renewing; the caller releases what is still held."""
         if self.task is not None:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -139,7 +182,22 @@ class LockKeeper:
             self.task = None
 
 
-Action = Callable[[list[Message]], Awaitable[None]]
+#: Does the work for a chunk and settles what succeeded; returns the messages it left
+#: unsettled (their lock is kept until the run ends, then released).
+Action = Callable[[list[Message]], Awaitable[list[Message]]]
+
+
+async def _wait_all(tasks: set[asyncio.Task[None]]) -> None:
+    """Wait for tasks without cancelling them (unlike gather); raise the first failure."""
+    if not tasks:
+        return
+    done, _ = await asyncio.wait(set(tasks))
+    failure: BaseException | None = None
+    for t in done:
+        if not t.cancelled() and t.exception() is not None and failure is None:
+            failure = t.exception()
+    if failure is not None:
+        raise failure
 
 
 async def locked_loop(
@@ -159,28 +217,37 @@ async def locked_loop(
 ) -> None:
     """Receive batches under lock; run `action` on chunks of matches; release the rest at the end.
 
-    `action(chunk)` must do the work and settle the chunk (or leave it to lapse on failure),
-    updating `stats`. `limit` bounds how many matches are taken; `last_sequence`, when
-    known from a scan, ends the run once the loop is past the last match.
+    `limit` bounds how many matches are taken (the count at the start of the run, so a
+    run into a queue whose consumer keeps failing still ends); `last_sequence`, when known
+    from a scan, ends the run once the loop is past the last match.
     """
+    concurrency = max(1, concurrency)
     chunk = max(1, min(chunk_size or max(1, concurrency // 4), concurrency))
+    # chunk * calls <= concurrency: the bound on messages between action and settlement.
     calls = asyncio.Semaphore(max(1, concurrency // chunk))
     keeper = LockKeeper(backend, source, stats, lock_duration_s)
-    skipped: list[Message] = []
     taken = 0
     pending: set[asyncio.Task[None]] = set()
 
     async def run_chunk(items: list[Message]) -> None:
         try:
-            await action(items)
+            lost = [m for m in items if keeper.is_lost(m)]
+            if lost:
+                # Someone else may hold these now: acting on them would duplicate work.
+                stats.lock_lost += len(lost)
+                stats.error(f"{len(lost)} message(s) lost their lock before they were handled")
+                items = [m for m in items if not keeper.is_lost(m)]
+            unsettled = await action(items) if items else []
+            # Settled ones need no more renewal; unsettled ones stay held until the end.
+            keep = {m.lock_token for m in unsettled}
+            keeper.release(m for m in items if m.lock_token not in keep)
         finally:
-            keeper.release(items)
             calls.release()
             if on_done:
                 on_done(len(items))
 
     try:
-        while taken < limit:
+        while taken < limit and stats.aborted is None:
             want = min(batch_size, limit - taken) if selection.is_empty else batch_size
             batch = await retrying(
                 lambda w=want: backend.receive(source, w, mode=ReceiveMode.PEEK_LOCK, max_wait_s=1.0),  # type: ignore[misc]
@@ -198,34 +265,39 @@ async def locked_loop(
                     chosen.append(m)
                     taken += 1
                 else:
-                    skipped.append(m)
+                    stats.skipped += 1
             if beyond:
                 # Past the last match the scan found: release them now, they are not ours.
                 keeper.release(beyond)
                 await _release(backend, source, beyond, stats)
             for i in range(0, len(chosen), chunk):
                 await calls.acquire()
+                if stats.aborted is not None:
+                    calls.release()
+                    break
                 task = asyncio.create_task(run_chunk(chosen[i : i + chunk]))
                 pending.add(task)
                 task.add_done_callback(pending.discard)
-            if pending:
-                await asyncio.gather(*pending)
+            await _wait_all(pending)
             if beyond:
                 break
     finally:
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        # Let chunks in flight finish (even on Ctrl-C): cutting one between send and
+        # complete would leave a copy sent and its original still in the DLQ.
+        with contextlib.suppress(BaseException):
+            await _wait_all(pending)
         await keeper.stop()
-        stats.lock_lost += len(keeper.lost)
-        stats.skipped += len(skipped)
-        # Released, not completed: skipped messages stay in the DLQ untouched.
+        # Skipped, failed and never-started messages: released, not completed, so they are
+        # available again at once instead of after their lock lapses.
+        rest = [m for m in keeper.held.values() if not keeper.is_lost(m)]
+        keeper.release(rest)
         with contextlib.suppress(SbdlqError):
-            await _release(backend, source, [m for m in skipped if m.lock_token not in keeper.lost], stats)
+            await _release(backend, source, rest, stats)
 
 
 async def _release(backend: Backend, source: Address, messages: list[Message], stats: LoopStats) -> None:
-    for i in range(0, len(messages), 500):
-        part = messages[i : i + 500]
+    for i in range(0, len(messages), SETTLE_CHUNK):
+        part = messages[i : i + SETTLE_CHUNK]
         await retrying(lambda p=part: backend.abandon(source, p), stats)  # type: ignore[misc]
 
 

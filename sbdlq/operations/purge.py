@@ -9,7 +9,7 @@ from pathlib import Path
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import Message, PurgeResult
-from sbdlq.operations.browse import dlq_count, iter_messages
+from sbdlq.operations.browse import dlq_count, iter_messages, queue_word
 from sbdlq.operations.export import Exporter
 from sbdlq.operations.move import LoopStats, locked_loop, plan_limit, retrying
 from sbdlq.paths import Address
@@ -28,8 +28,13 @@ async def purge(
     dry_run: bool = False,
     note: Callable[[str], None] = lambda _: None,
     progress: Callable[[int | None], Callable[[int], None]] | None = None,
+    confirm: Callable[[int], None] | None = None,
 ) -> PurgeResult:
-    """Delete matching messages of a DLQ (or transfer DLQ)."""
+    """Delete matching messages of a DLQ (or transfer DLQ).
+
+    `confirm(n)` is called once the plan is known and before anything is deleted; it
+    raises to cancel.
+    """
     started = time.monotonic()
     sel = selection or Selection()
     if batch_size < 1:
@@ -51,6 +56,8 @@ async def purge(
     if dry_run or limit == 0:
         result.elapsed_s = time.monotonic() - started
         return result
+    if confirm is not None:
+        confirm(result.selected)
 
     stats = LoopStats()
     tick = progress(limit) if progress else None
@@ -73,30 +80,28 @@ async def purge(
 
     exporter = Exporter(export) if export is not None else None
 
-    async def settle(chunk: list[Message]) -> None:
+    async def settle(chunk: list[Message]) -> list[Message]:
+        """Export (when asked) then complete; returns what it left in the DLQ."""
         if exporter is not None:
             try:
                 exporter.write(chunk)
             except SbdlqError as exc:
+                # Not exported, so not deleted; a full disk won't get better for the next chunk.
                 stats.failed += len(chunk)
-                stats.error(exc.message)
-                # Not exported, so not deleted: release them.
-                try:
-                    await backend.abandon(source, chunk)
-                except SbdlqError:
-                    pass
-                raise
+                stats.abort(exc.message)
+                return chunk
             result.exported += len(chunk)
         try:
             lost = await retrying(lambda: backend.complete(source, chunk), stats)
         except SbdlqError as exc:
             stats.failed += len(chunk)
-            stats.error(f"complete failed: {exc.message}")
-            return
+            stats.abort(f"delete failed: {exc.message}")
+            return chunk
         stats.handled += len(chunk) - len(lost)
         if lost:
             stats.lock_lost += len(lost)
-            stats.error(f"{len(lost)} message(s) stayed in the DLQ (lock lost before delete)")
+            stats.error(f"{len(lost)} message(s) stayed in the {queue_word(source)} (lock lost before delete)")
+        return lost
 
     try:
         await locked_loop(
@@ -106,8 +111,9 @@ async def purge(
             limit=limit,
             last_sequence=last_sequence,
             batch_size=batch_size,
-            # One writer keeps the export file in order; deletes without export overlap.
-            concurrency=1 if exporter else concurrency,
+            # With an export, one writer takes whole batches: one fsync per batch, lines in
+            # order. Without, deletes overlap like resubmit's sends.
+            concurrency=batch_size if exporter else concurrency,
             chunk_size=batch_size if exporter else None,
             action=settle,
             stats=stats,
@@ -119,6 +125,9 @@ async def purge(
             exporter.close()
     result.purged = stats.handled
     result.failed = stats.failed
+    if stats.aborted is not None:
+        # Not attempted after the stop: still in the DLQ, so they count as failed.
+        result.failed = max(stats.failed, result.selected - stats.handled - stats.lock_lost)
     result.skipped = stats.skipped
     result.retries = stats.retries
     result.lock_lost = stats.lock_lost

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable
 
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput, SbdlqError
+from sbdlq.errors import BadInput, InvalidOperation, SbdlqError
 from sbdlq.models import (
     DEAD_LETTER_DESCRIPTION,
     DEAD_LETTER_REASON,
@@ -16,7 +16,7 @@ from sbdlq.models import (
     OutboundMessage,
     ResubmitResult,
 )
-from sbdlq.operations.browse import dlq_count, iter_messages
+from sbdlq.operations.browse import dlq_count, iter_messages, queue_word
 from sbdlq.operations.move import LoopStats, RateLimiter, locked_loop, plan_limit, retrying
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
@@ -48,6 +48,11 @@ def make_copy(
     )
 
 
+# Errors that one message can cause (no session id for a session queue, a bad TTL):
+# retry such a batch one by one. Anything else means the target takes nothing.
+_PER_MESSAGE = (InvalidOperation, BadInput)
+
+
 async def resubmit(
     backend: Backend,
     source: Address,
@@ -73,13 +78,13 @@ async def resubmit(
     target_info = await backend.get_entity(target)
     if target_info.kind == "subscription":
         raise BadInput(f"cannot send to subscription {target}: resubmit to its topic with --to TOPIC")
-    if target_info.kind == "topic":
+    if target_info.requires_duplicate_detection and not new_message_id:
+        # A copy that keeps its id inside the detection window is dropped by the broker
+        # without an error, while its original is completed: say so before it happens.
         note(
-            f"note: {target} is a topic with {target_info.subscription_count} subscription(s): "
-            "every subscription whose rules match receives a copy"
+            f"warning: {target} has duplicate detection: a copy whose message id was seen within the "
+            "detection window is dropped; use --new-message-id to avoid that"
         )
-    if new_message_id and target_info.requires_duplicate_detection:
-        note(f"warning: {target} has duplicate detection; --new-message-id copies will not be recognised as repeats")
 
     result = ResubmitResult(dry_run=dry_run)
     last_sequence: int | None = None
@@ -94,7 +99,14 @@ async def resubmit(
         available = dlq_count(await backend.counts(source.entity), source.sub_queue)
         limit = plan_limit(max_count, available)
         result.selected = limit
-    note(f"plan: resubmit {result.selected} message(s) from {source} to {target}" + (" (dry run)" if dry_run else ""))
+    where = f"topic {target}" if target_info.kind == "topic" else str(target)
+    note(f"plan: resubmit {result.selected} message(s) from {source} to {where}" + (" (dry run)" if dry_run else ""))
+    if target_info.kind == "topic":
+        others = "" if not source.entity.is_subscription else f", not only {source.entity.subscription}"
+        note(
+            f"note: topic {target} has {target_info.subscription_count} subscription(s): "
+            f"every subscription whose rules match gets a copy{others}"
+        )
     if dry_run or limit == 0:
         result.elapsed_s = time.monotonic() - started
         return result
@@ -102,7 +114,8 @@ async def resubmit(
     stats = LoopStats()
     limiter = RateLimiter(rate)
 
-    async def send_then_complete(chunk: list[Message]) -> None:
+    async def send(chunk: list[Message]) -> list[Message]:
+        """Send copies of the chunk; returns the messages whose copy was not accepted."""
         copies = [
             make_copy(
                 m, source=source, new_message_id=new_message_id, keep_dead_letter_properties=keep_dead_letter_properties
@@ -112,24 +125,40 @@ async def resubmit(
         await limiter.take(len(chunk))
         try:
             await retrying(lambda: backend.send(target, copies), stats)
+        except _PER_MESSAGE as exc:
+            if len(chunk) == 1:
+                stats.failed += 1
+                stats.error(f"send to {target} refused sequence number {chunk[0].sequence_number}: {exc.message}")
+                return chunk
+            # A batch is all or nothing: one bad message must not hold back the others.
+            refused: list[Message] = []
+            for m in chunk:
+                refused += await send([m])
+            return refused
         except SbdlqError as exc:
-            # Nothing was deleted: the originals go back to the DLQ (or their locks lapse).
+            # The target takes nothing (disabled, missing, full, unreachable): stop the run.
             stats.failed += len(chunk)
-            stats.error(f"send to {target} failed: {exc.message}")
-            try:
-                await backend.abandon(source, chunk)
-            except SbdlqError:
-                pass
-            return
+            stats.abort(f"send to {target} failed: {exc.message}")
+            return chunk
+        return []
+
+    async def send_then_complete(chunk: list[Message]) -> list[Message]:
+        refused = await send(chunk)
+        refused_ids = {id(m) for m in refused}
+        sent = [m for m in chunk if id(m) not in refused_ids]
+        if not sent:
+            return refused
         try:
-            lost = await retrying(lambda: backend.complete(source, chunk), stats)
+            lost = await retrying(lambda: backend.complete(source, sent), stats)
         except SbdlqError as exc:
-            lost = chunk
+            lost = sent
             stats.error(f"complete failed after the copy was sent: {exc.message}")
-        stats.handled += len(chunk)
+        stats.handled += len(sent)
         if lost:
             stats.lock_lost += len(lost)
-            stats.error(f"{len(lost)} original(s) stayed in the DLQ after their copy was sent (lock lost)")
+            stats.error(f"{len(lost)} original(s) stayed in the {queue_word(source)} after their copy was sent")
+        # Nothing was deleted for the refused ones: they are released at the end of the run.
+        return refused + lost
 
     tick = progress(limit) if progress else None
     await locked_loop(
@@ -147,6 +176,9 @@ async def resubmit(
     )
     result.resubmitted = stats.handled
     result.failed = stats.failed
+    if stats.aborted is not None:
+        # Not attempted after the stop: not moved either, so they count as failed.
+        result.failed = max(stats.failed, result.selected - stats.handled)
     result.skipped = stats.skipped
     result.retries = stats.retries
     result.errors = stats.errors

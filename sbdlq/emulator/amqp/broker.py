@@ -25,6 +25,8 @@ from proton import (
     Message,
     Receiver,
     Sender,
+    Session,
+    Terminus,
     symbol,
 )
 
@@ -47,6 +49,36 @@ SESSION_LOCKED_UNTIL = "com.microsoft:locked-until-utc"
 _DOTNET_EPOCH_TICKS = 621355968000000000
 _CREDIT = 500  # credit granted to client senders, topped up as it is used
 _TOKEN = "sbdlq_lock_token"  # attribute proton keeps on our deliveries
+
+
+def _link(event: Event) -> Link:
+    # proton sets these on every event of their kind; the asserts narrow the Optional types
+    link = event.link
+    assert link is not None
+    return link
+
+
+def _connection(event: Event) -> Connection:
+    conn = event.connection
+    assert conn is not None
+    return conn
+
+
+def _session(event: Event) -> Session:
+    session = event.session
+    assert session is not None
+    return session
+
+
+def _delivery(event: Event) -> Delivery:
+    delivery = event.delivery
+    assert delivery is not None
+    return delivery
+
+
+def _new_delivery(link: Sender, tag: bytes) -> Delivery:
+    """A delivery with a binary tag (proton accepts bytes; its annotation says str)."""
+    return link.delivery(tag)  # type: ignore[arg-type]
 
 
 def node_name(address: str | None) -> str:
@@ -101,9 +133,9 @@ class Broker:
         self.engine = engine
         self.key = key
         self.peers: dict[Connection, _Peer] = {}
-        self.feeds: dict[Sender, _Feed] = {}
-        self.intakes: dict[Receiver, _Intake] = {}
-        self.requests: dict[Receiver, _Requests] = {}
+        self.feeds: dict[Link, _Feed] = {}
+        self.intakes: dict[Link, _Intake] = {}
+        self.requests: dict[Link, _Requests] = {}
         self._tags = itertools.count(1)
 
     # ------------------------------------------------------------------ driver hooks
@@ -122,32 +154,33 @@ class Broker:
     def connection_gone(self, connection: Connection) -> None:
         """Forget a connection's links; their locked messages keep their locks until expiry."""
         self.peers.pop(connection, None)
-        for table in (self.feeds, self.intakes, self.requests):
+        tables: tuple[dict[Link, Any], ...] = (self.feeds, self.intakes, self.requests)
+        for table in tables:
             for link in [lk for lk in table if lk.connection == connection]:
-                table.pop(link, None)  # type: ignore[call-overload]
+                del table[link]
 
     # ------------------------------------------------------------------ endpoints
 
     def on_connection_remote_open(self, event: Event) -> None:
-        conn = event.connection
+        conn = _connection(event)
         conn.container = "sbdlq-emulator"
         conn.open()
         self.peers[conn] = _Peer()
 
     def on_connection_remote_close(self, event: Event) -> None:
-        event.connection.close()
+        _connection(event).close()
 
     def on_session_remote_open(self, event: Event) -> None:
-        event.session.open()
+        _session(event).open()
 
     def on_session_remote_close(self, event: Event) -> None:
-        event.session.close()
+        _session(event).close()
 
     def on_link_remote_close(self, event: Event) -> None:
-        link = event.link
-        self.feeds.pop(link, None)  # type: ignore[call-overload]
-        self.intakes.pop(link, None)  # type: ignore[call-overload]
-        self.requests.pop(link, None)  # type: ignore[call-overload]
+        link = _link(event)
+        self.feeds.pop(link, None)
+        self.intakes.pop(link, None)
+        self.requests.pop(link, None)
         peer = self.peers.get(link.connection)
         if peer is not None:
             for node, sender in list(peer.replies.items()):
@@ -157,7 +190,7 @@ class Broker:
             link.close()
 
     def on_link_remote_open(self, event: Event) -> None:
-        link = event.link
+        link = _link(event)
         remote = link.remote_source if link.is_sender else link.remote_target
         node = node_name(remote.address)
         link.source.copy(link.remote_source)
@@ -172,9 +205,10 @@ class Broker:
                 self._authorize(link.connection, address.entity)
                 self.engine.get_entity(address.entity)
                 self._attach_node(link, node, address)
-            elif link.is_sender:
+            elif isinstance(link, Sender):
                 self._attach_feed(link, parse_address(node))
             else:
+                assert isinstance(link, Receiver)
                 self._attach_intake(link, parse_address(node))
         except Exception as exc:
             self._refuse(link, conditions.failure_of(exc))
@@ -199,7 +233,9 @@ class Broker:
         info = self.engine.get_entity(address.entity)
         if info.kind == "topic":
             raise InvalidOperation(f"Cannot receive from topic '{info.path}': receive from one of its subscriptions.")
-        mode = ReceiveMode.RECEIVE_AND_DELETE if link.remote_snd_settle_mode == Link.SND_SETTLED else ReceiveMode.PEEK_LOCK
+        mode = (
+            ReceiveMode.RECEIVE_AND_DELETE if link.remote_snd_settle_mode == Link.SND_SETTLED else ReceiveMode.PEEK_LOCK
+        )
         session_id, wants_session = self._session_filter(link)
         if wants_session and address.sub_queue is SubQueue.NONE:
             if not info.requires_session:
@@ -226,8 +262,12 @@ class Broker:
         self.intakes[link] = _Intake(link, address.entity)
 
     def _refuse(self, link: Link, failure: conditions.Failure) -> None:
-        """Attach (SDKs choke on a null terminus) and detach at once with the error."""
+        """Attach with a null terminus and detach at once with the error, as the broker does."""
         log.info("emulator: refused link %s: %s", link.name, failure.description)
+        if link.is_sender:
+            link.source.type = Terminus.UNSPECIFIED
+        else:
+            link.target.type = Terminus.UNSPECIFIED
         link.open()
         link.condition = Condition(failure.condition, failure.description)
         link.close()
@@ -274,14 +314,14 @@ class Broker:
     # ------------------------------------------------------------------ flow
 
     def on_link_flow(self, event: Event) -> None:
-        link = event.link
+        link = _link(event)
         if isinstance(link, Sender):
             feed = self.feeds.get(link)
             if feed is not None:
                 self._pump(feed)
             else:
                 peer = self.peers.get(link.connection)
-                for node, sender in (peer.replies.items() if peer else []):
+                for node, sender in peer.replies.items() if peer else []:
                     if sender == link:
                         self._flush_replies(link.connection, node)
             if link.drain_mode and link.credit > 0:
@@ -309,7 +349,7 @@ class Broker:
             token = m.lock_token
             # The SDK reads the lock token from the delivery tag: uuid.UUID(bytes_le=tag).
             tag = uuid.UUID(token).bytes_le if token else uuid.uuid4().bytes_le
-            delivery = link.delivery(tag)
+            delivery = _new_delivery(link, tag)
             link.send(codec.encode_message(m, delivery_count=m.delivery_count - 1, locked_until=m.locked_until))
             link.advance()
             if feed.mode is ReceiveMode.RECEIVE_AND_DELETE:
@@ -328,8 +368,8 @@ class Broker:
     # ------------------------------------------------------------------ deliveries
 
     def on_delivery(self, event: Event) -> None:
-        link = event.link
-        delivery = event.delivery
+        link = _link(event)
+        delivery = _delivery(event)
         if isinstance(link, Sender):
             self._settle_feed(link, delivery)
             return
@@ -436,7 +476,8 @@ class Broker:
         except Exception:
             log.info("emulator: undecodable request on %s", node.node)
             return
-        props = {str(k): v for k, v in (request.properties or {}).items()}
+        raw: dict[Any, Any] = dict(request.properties or {})
+        props = {str(k): v for k, v in raw.items()}
         if node.address is None:
             reply = self._cbs_reply(node.link.connection, props, request.body)
         else:
@@ -476,7 +517,7 @@ class Broker:
         if link is None or not queue:
             return
         while queue and link.credit > 0:
-            delivery = link.delivery(next(self._tags).to_bytes(8, "big"))
+            delivery = _new_delivery(link, next(self._tags).to_bytes(8, "big"))
             link.send(queue.pop(0))
             link.advance()
             delivery.settle()
@@ -494,7 +535,8 @@ def _dead_letter_details(condition: Condition | None) -> tuple[str | None, str |
     """DeadLetterReason and DeadLetterErrorDescription from a rejected outcome's error."""
     if condition is None:
         return None, None
-    info = {str(k): v for k, v in dict(condition.info or {}).items()}
+    raw = condition.info if isinstance(condition.info, dict) else {}
+    info = {str(k): v for k, v in raw.items()}
     reason = as_text(info.get("DeadLetterReason"))
     description = as_text(info.get("DeadLetterErrorDescription"))
     if condition.name != conditions.DEAD_LETTER and reason is None:

@@ -108,9 +108,7 @@ def decode_transfer(payload: bytes) -> list[OutboundMessage]:
     """
     parts = sec.split(payload)
     body = [s for s in parts if s.code in sec.BODY_CODES]
-    if body and all(s.code == sec.DATA for s in body) and not any(
-        s.code == sec.APPLICATION_PROPERTIES for s in parts
-    ):
+    if body and all(s.code == sec.DATA for s in body) and not any(s.code == sec.APPLICATION_PROPERTIES for s in parts):
         inner = [sec.data_payload(s) for s in body]
         if all(sec.looks_like_message(p) for p in inner):
             return [decode_message(p) for p in inner]

@@ -26,8 +26,7 @@ SERVER_BUSY = "com.microsoft:server-busy"
 DEAD_LETTER = "com.microsoft:dead-letter"
 
 LOCK_LOST_TEXT = (
-    "The lock supplied is invalid. Either the lock expired, or the message has already been "
-    "removed from the queue."
+    "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."
 )
 
 

@@ -151,7 +151,7 @@ class Driver:
         if pending <= 0:
             return
         try:
-            sent = peer.sock.send(peer.transport.peek(pending))
+            sent = peer.sock.send(peer.transport.peek(pending) or b"")
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -189,23 +189,25 @@ class Driver:
             want = selectors.EVENT_READ if peer.transport.capacity() > 0 else 0
             if peer.transport.pending() > 0:
                 want |= selectors.EVENT_WRITE
-            if want != peer.events:
-                if want:
-                    self.selector.modify(peer.sock, want, peer)
-                elif peer.events:
-                    # Nothing to read or write: park the socket until the transport changes.
-                    self.selector.unregister(peer.sock)
-                peer.events = want
-            elif not want and peer.events == 0:
-                pass
+            self._watch(peer, want)
+
+    def _watch(self, peer: _Peer, want: int) -> None:
+        """Select on what the transport can take or give; park the socket when it is neither."""
+        if want == peer.events:
+            return
+        if not want:
+            self.selector.unregister(peer.sock)
+        elif not peer.events:
+            self.selector.register(peer.sock, want, peer)
+        else:
+            self.selector.modify(peer.sock, want, peer)
+        peer.events = want
 
     def _stale(self, peer: _Peer, now: float) -> bool:
         """A connection the peer stopped talking to after close: give it two seconds."""
         if peer.transport.capacity() < 0 and peer.transport.pending() <= 0:
             return True
-        if peer.closing_since is not None and now - peer.closing_since > 2.0:
-            return True
-        return False
+        return peer.closing_since is not None and now - peer.closing_since > 2.0
 
     def _drop(self, fd: int, peer: _Peer) -> None:
         self.peers.pop(fd, None)

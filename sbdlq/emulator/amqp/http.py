@@ -31,7 +31,13 @@ _COUNTS = "http://schemas.microsoft.com/netservices/2011/06/servicebus"
 
 
 def _duration(seconds: float) -> str:
-    return f"PT{seconds:g}S"
+    """ISO 8601 duration as .NET writes TimeSpan (`P10675199DT2H48M5S`, `PT1M`)."""
+    days, rest = divmod(max(seconds, 0.0), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = "".join(f"{v:g}{u}" for v, u in ((int(hours), "H"), (int(minutes), "M"), (round(secs, 3), "S")) if v)
+    text = "P" + (f"{int(days)}D" if days else "") + (f"T{clock}" if clock else "")
+    return text if text != "P" else "PT0S"
 
 
 def _bool(value: bool) -> str:
@@ -78,7 +84,7 @@ def entity_xml(info: EntityInfo, counts: Counts | None, url: str) -> str:
     title = escape(info.path.rsplit("/", 1)[-1] if info.kind == "subscription" else info.path)
     return (
         f'<?xml version="1.0" encoding="utf-8"?><entry xmlns="{_ATOM}">'
-        f"<id>{escape(url)}</id><title type=\"text\">{title}</title>"
+        f'<id>{escape(url)}</id><title type="text">{title}</title>'
         f"<published>{now}</published><updated>{now}</updated>"
         f'<content type="application/xml"><{kind} xmlns="{_SB}" '
         f'xmlns:i="http://www.w3.org/2001/XMLSchema-instance">{body}</{kind}></content></entry>'
@@ -100,7 +106,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(self, status: int, text: str) -> None:
-        self._send(status, f'<Error><Code>{status}</Code><Detail>{escape(text)}</Detail></Error>', "application/xml")
+        self._send(status, f"<Error><Code>{status}</Code><Detail>{escape(text)}</Detail></Error>", "application/xml")
 
     def do_GET(self) -> None:
         url = urlparse(self.path)
@@ -124,8 +130,11 @@ class _Handler(BaseHTTPRequestHandler):
         except SbdlqError as exc:
             self._error(400, exc.line())
             return
-        self._send(200, entity_xml(info, counts, f"http://{self.headers.get('Host', '')}{self.path}"),
-                   "application/atom+xml;type=entry;charset=utf-8")
+        self._send(
+            200,
+            entity_xml(info, counts, f"http://{self.headers.get('Host', '')}{self.path}"),
+            "application/atom+xml;type=entry;charset=utf-8",
+        )
 
     def _authorize(self, entity: str) -> None:
         key = self.server.key

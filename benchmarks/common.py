@@ -1,0 +1,81 @@
+"""Shared helpers for the benchmarks: stores seeded fast, timing, child-process RSS."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sbdlq.emulator.engine import Engine
+from sbdlq.models import OutboundMessage
+from sbdlq.paths import parse_address
+
+ROOT = Path(__file__).resolve().parent.parent
+BODY = b'{"orderId": 123456, "customer": "c-42", "lines": [{"sku": "A-1", "qty": 2}], "total": 99.5}'
+
+
+def outbound(n: int, *, start: int = 0) -> list[OutboundMessage]:
+    """n realistic small messages with a few application properties."""
+    return [
+        OutboundMessage(
+            body=BODY,
+            message_id=f"m-{start + i}",
+            subject="order.created",
+            content_type="application/json",
+            application_properties={"tenant": "eu" if i % 2 else "us", "attempt": i % 5},
+        )
+        for i in range(n)
+    ]
+
+
+def seed_dlq(path: Path, queue: str, n: int, *, reason: str = "ValidationFailed", chunk: int = 5000) -> None:
+    """A queue whose DLQ holds n messages, dead-lettered through the engine as a consumer would."""
+    eng = Engine(path)
+    eng.create_queue(queue, exist_ok=True, lock_duration_s=300)
+    address = parse_address(queue)
+    done = 0
+    while done < n:
+        k = min(chunk, n - done)
+        eng.send(queue, outbound(k, start=done))
+        got = eng.receive(address, k)
+        eng.dead_letter(address, [m.lock_token for m in got if m.lock_token], reason, "benchmark seed")
+        done += k
+    eng.close()
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds one call takes."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def sbdlq_cmd() -> list[str]:
+    """The installed console script, else `python -m sbdlq`."""
+    script = Path(sys.executable).parent / "sbdlq"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "sbdlq"]
+
+
+def run_child(argv: list[str], *, env: dict[str, str] | None = None, stdout: int | None = None) -> tuple[float, int, int]:
+    """Run a command; (seconds, peak RSS in KiB, exit status) of that child alone."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        argv,
+        stdout=stdout if stdout is not None else subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - t0, int(usage.ru_maxrss), proc.returncode
+
+
+def median_seconds(argv: list[str], repeat: int, env: dict[str, str] | None = None) -> float:
+    """Median wall time of a command over several runs (after one warm-up)."""
+    run_child(argv, env=env)
+    return statistics.median(run_child(argv, env=env)[0] for _ in range(repeat))

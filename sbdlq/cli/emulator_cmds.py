@@ -1,0 +1,570 @@
+"""`sbdlq emulator ...`: create, fill, inspect and serve the local emulator store.
+
+These commands act on the emulator store only (`--emulator PATH`, SBDLQ_EMULATOR, a
+profile's `emulator`, else the user data dir). `init` and `demo` create the store; the
+others need it to exist.
+"""
+
+import dataclasses
+import re
+import shlex
+import signal
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+
+from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
+from sbdlq.errors import BadInput, OperationFailed
+
+app = typer.Typer(
+    name="emulator",
+    help="The local emulator: init, list, send, receive, demo, reset, serve.",
+    no_args_is_help=True,
+)
+
+OUT = "Output"
+MSG = "Message"
+
+Output = Annotated[
+    str | None,
+    typer.Option("--output", "-o", help="table, json, jsonl or yaml (default: table).", rich_help_panel=OUT),
+]
+Entity = Annotated[str, typer.Argument(help="Queue, topic, or TOPIC/Subscriptions/SUB.", show_default=False)]
+
+_NO_STORE_HINT = "create one with `sbdlq emulator init` or `sbdlq emulator demo`"
+
+
+# ---------------------------------------------------------------------- the store
+
+
+def emulator_settings(s: Settings) -> Settings:
+    """Settings whose target is the emulator store, whatever connection string the environment holds."""
+    for key, flag in (("connection_string", "--connection-string"), ("namespace", "--namespace")):
+        value, source = s.options.get(key, (None, "default"))
+        if value and source == "option":
+            raise BadInput(
+                f"{flag} does not apply to `sbdlq emulator`", hint="it acts on a local store: --emulator PATH"
+            )
+    options = {k: v for k, v in s.options.items() if k in ("emulator", "timeout")}
+    local = dataclasses.replace(s, options=options, _target=None)
+    target = local.target()
+    if target.kind != "emulator":
+        raise BadInput(
+            f"{target.source} names a Service Bus namespace, not an emulator store",
+            hint="pass --emulator PATH",
+        )
+    return local
+
+
+def store_path(s: Settings) -> str:
+    """Where the emulator store of these (emulator) settings lives."""
+    return s.target().value
+
+
+@asynccontextmanager
+async def open_engine(s: Settings, *, create: bool = False) -> AsyncIterator[Any]:
+    """The engine of the emulator store (created with create=True; else it must exist)."""
+    async with open_target(s, create=create) as backend:
+        yield backend.engine
+
+
+# ---------------------------------------------------------------------- init / list / reset
+
+
+@app.command("init")
+def init(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="A Config.json in Microsoft's emulator format (comments allowed) to apply.", metavar="FILE"
+        ),
+    ] = None,
+) -> None:
+    """Create the store; with --config, create or update its entities (messages are kept)."""
+    from sbdlq.emulator.config import Applied, EmulatorConfig, apply_config, load_config
+
+    async def work(s: Settings) -> tuple[str, bool, EmulatorConfig | None, list[Applied], int]:
+        cfg = load_config(config) if config is not None else None  # all checked before the store is touched
+        local = emulator_settings(s)
+        path = store_path(local)
+        existed = Path(path).exists()
+        async with open_engine(local, create=True) as engine:
+            applied = apply_config(engine, cfg) if cfg is not None else []
+            return path, existed, cfg, applied, len(engine.list_entities())
+
+    path, existed, cfg, applied, total = run(ctx, work)
+    if cfg is None:
+        if existed:
+            typer.echo(
+                f"emulator store {path} already exists ({_plural(total, 'entity', 'entities')}); nothing changed"
+            )
+        else:
+            typer.echo(f"created emulator store {path} (empty namespace)")
+        return
+    typer.echo(f"emulator store {path} already exists" if existed else f"created emulator store {path}")
+    for a in applied:
+        rules = f" ({_plural(a.rules, 'rule')})" if a.kind == "subscription" else ""
+        typer.echo(f"{'created' if a.created else 'updated'} {a.kind} {a.path}{rules}")
+    typer.echo(
+        f"applied {cfg.source} (namespace {cfg.namespace}): {_plural(len(cfg.queues), 'queue')}, "
+        f"{_plural(len(cfg.topics), 'topic')}, {_plural(len(cfg.subscriptions), 'subscription')}, "
+        f"{_plural(cfg.rule_count, 'rule')}"
+    )
+
+
+LIST_COLUMNS = ["entity", "kind", "active", "dead_letter", "transfer_dead_letter", "scheduled", "subscriptions"]
+
+
+@app.command("list")
+def list_(ctx: typer.Context, output: Output = None) -> None:
+    """Every queue, topic and subscription with its message counts (topics: subscription count)."""
+
+    async def work(s: Settings) -> tuple[str, str, list[dict[str, Any]]]:
+        fmt = output_format(s, output)
+        local = emulator_settings(s)
+        rows = []
+        async with open_engine(local) as engine:
+            for e in engine.list_entities():
+                if e.kind == "topic":
+                    # A topic keeps no messages of its own: counts are per subscription.
+                    counts: dict[str, Any] = dict.fromkeys(
+                        ("active", "dead_letter", "transfer_dead_letter", "scheduled")
+                    )
+                    rows.append({"entity": e.path, "kind": e.kind, **counts, "subscriptions": e.subscription_count})
+                else:
+                    c = engine.counts(e.path).to_json()
+                    rows.append({**c, "kind": e.kind, "subscriptions": None})
+        return fmt, store_path(local), [{k: r[k] for k in LIST_COLUMNS} for r in rows]
+
+    fmt, path, rows = run(ctx, work)
+    if fmt != "table":
+        from sbdlq.render import write_document
+
+        write_document(rows, fmt)
+        return
+    if not rows:
+        typer.echo(f"no entities in {path} ({_NO_STORE_HINT.replace('create one', 'create some')})")
+        return
+    from sbdlq.render import table
+
+    table(LIST_COLUMNS, [[r[c] for c in LIST_COLUMNS] for r in rows])
+
+
+@app.command("reset")
+def reset(
+    ctx: typer.Context,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Confirm: delete every entity and message.")] = False,
+) -> None:
+    """Delete every entity and message in the store."""
+
+    async def work(s: Settings) -> tuple[str, int]:
+        local = emulator_settings(s)
+        path = store_path(local)
+        if not yes:
+            raise BadInput(f"reset deletes every entity and message in {path}; pass --yes to confirm")
+        async with open_engine(local) as engine:
+            n = len(engine.list_entities())
+            engine.reset()
+        return path, n
+
+    path, n = run(ctx, work)
+    typer.echo(f"reset {path}: deleted {_plural(n, 'entity', 'entities')} and their messages")
+
+
+# ---------------------------------------------------------------------- send
+
+
+@app.command("send")
+def send(
+    ctx: typer.Context,
+    entity: Entity,
+    body: Annotated[str | None, typer.Option("--body", help="The body text (UTF-8).", rich_help_panel=MSG)] = None,
+    body_file: Annotated[
+        str | None,
+        typer.Option("--body-file", help="Read the body from FILE ('-': stdin).", metavar="FILE", rich_help_panel=MSG),
+    ] = None,
+    count: Annotated[int, typer.Option("--count", help="Send N copies.", min=1)] = 1,
+    subject: Annotated[str | None, typer.Option("--subject", help="Subject (label).", rich_help_panel=MSG)] = None,
+    prop: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--property",
+            help="Application property K=V (repeatable). V is typed: 42 → int, 1.5 → float, "
+            "true/false → bool, else a string; quote it to force a string: K='\"42\"'.",
+            rich_help_panel=MSG,
+        ),
+    ] = None,
+    message_id: Annotated[
+        str | None,
+        typer.Option("--message-id", help="Message id; with --count N: ID-1 … ID-N.", rich_help_panel=MSG),
+    ] = None,
+    session_id: Annotated[str | None, typer.Option("--session-id", help="Session id.", rich_help_panel=MSG)] = None,
+    ttl: Annotated[
+        str | None, typer.Option("--ttl", help="Time to live (30s, 5m, PT1H).", metavar="DURATION", rich_help_panel=MSG)
+    ] = None,
+    content_type: Annotated[
+        str | None, typer.Option("--content-type", help="Content type.", rich_help_panel=MSG)
+    ] = None,
+    correlation_id: Annotated[
+        str | None, typer.Option("--correlation-id", help="Correlation id.", rich_help_panel=MSG)
+    ] = None,
+    scheduled_at: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduled-at",
+            help="Enqueue later: ISO 8601 time, or a duration from now (10m).",
+            metavar="TIME",
+            rich_help_panel=MSG,
+        ),
+    ] = None,
+) -> None:
+    """Send messages to a queue or topic, as a producer would."""
+    from sbdlq.models import OutboundMessage
+    from sbdlq.paths import parse_entity
+    from sbdlq.timeparse import parse_duration
+
+    async def work(s: Settings) -> tuple[str, int, datetime | None]:
+        path = parse_entity(entity)
+        if body is not None and body_file is not None:
+            raise BadInput("give --body or --body-file, not both")
+        payload = _read_body(body_file) if body_file is not None else (body or "").encode("utf-8")
+        props = parse_properties(prop or [])
+        ttl_s = None
+        if ttl is not None:
+            ttl_s = parse_duration(ttl, what="--ttl")
+            if ttl_s <= 0:
+                raise BadInput(f"--ttl must be positive, got {ttl!r}")
+        when = parse_schedule(scheduled_at) if scheduled_at is not None else None
+        messages = [
+            OutboundMessage(
+                body=payload,
+                message_id=message_id if message_id is None or count == 1 else f"{message_id}-{i}",
+                subject=subject,
+                session_id=session_id,
+                content_type=content_type,
+                correlation_id=correlation_id,
+                time_to_live_s=ttl_s,
+                scheduled_enqueue_time=when,
+                application_properties=dict(props),
+            )
+            for i in range(1, count + 1)
+        ]
+        async with open_engine(emulator_settings(s)) as engine:
+            accepted = engine.send(path, messages)
+        return str(path), len(accepted), when
+
+    path, accepted, when = run(ctx, work)
+    line = f"sent {count} message(s) to {path}"
+    notes = []
+    if when is not None:
+        from sbdlq.models import iso
+
+        notes.append(f"scheduled for {iso(when)}")
+    if accepted < count:
+        notes.append(f"{count - accepted} dropped as duplicates")
+    typer.echo(line + (f" ({'; '.join(notes)})" if notes else ""))
+
+
+_INT = re.compile(r"^[+-]?\d+$")
+_FLOAT = re.compile(r"^[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?$")
+
+
+def parse_properties(items: list[str]) -> dict[str, Any]:
+    """`K=V` pairs; V typed as int, float, true/false, else string ("quoted" stays a string)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"--property {item!r}: expected KEY=VALUE")
+        out[key.strip()] = _typed(raw)
+    return out
+
+
+def _typed(raw: str) -> Any:
+    if len(raw) >= 2 and raw[0] == raw[-1] == '"':
+        return raw[1:-1]
+    if _INT.match(raw):
+        return int(raw)
+    if _FLOAT.match(raw):
+        return float(raw)
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    return raw
+
+
+def parse_schedule(text: str, *, now: datetime | None = None) -> datetime:
+    """--scheduled-at: a duration from now, or an ISO 8601 time (naive = UTC)."""
+    from sbdlq.timeparse import parse_duration, parse_time
+
+    current = now or datetime.now(UTC)
+    try:
+        return current + timedelta(seconds=parse_duration(text))
+    except BadInput:
+        pass
+    try:
+        return parse_time(text, what="--scheduled-at")
+    except BadInput:
+        raise BadInput(
+            f"invalid --scheduled-at {text!r}", hint="use ISO 8601 like 2026-01-31T12:00:00Z or a duration like 10m"
+        )
+
+
+def _read_body(source: str) -> bytes:
+    if source == "-":
+        data: bytes = click.get_binary_stream("stdin").read()
+        return data
+    try:
+        return Path(source).expanduser().read_bytes()
+    except FileNotFoundError:
+        raise BadInput(f"--body-file {source}: no such file")
+    except IsADirectoryError:
+        raise BadInput(f"--body-file {source}: is a directory")
+    except OSError as exc:
+        raise BadInput(f"--body-file {source}: cannot read: {exc.strerror or exc}")
+
+
+# ---------------------------------------------------------------------- receive
+
+_ACTIONS = ("--complete", "--abandon", "--dead-letter", "--defer")
+_VERBS = {"--complete": "completed", "--abandon": "abandoned", "--dead-letter": "dead-lettered", "--defer": "deferred"}
+
+
+@app.command("receive")
+def receive(
+    ctx: typer.Context,
+    entity: Entity,
+    max_count: Annotated[int, typer.Option("--max", help="Receive at most N messages.", min=1)] = 1,
+    complete: Annotated[bool, typer.Option("--complete", help="Complete them (remove).")] = False,
+    abandon: Annotated[bool, typer.Option("--abandon", help="Abandon them (delivery count +1).")] = False,
+    dead_letter: Annotated[bool, typer.Option("--dead-letter", help="Move them to the dead-letter queue.")] = False,
+    defer: Annotated[bool, typer.Option("--defer", help="Defer them.")] = False,
+    reason: Annotated[str | None, typer.Option("--reason", help="Dead-letter reason (with --dead-letter).")] = None,
+    description: Annotated[
+        str | None, typer.Option("--description", help="Dead-letter description (with --dead-letter).")
+    ] = None,
+    sub_queue: Annotated[
+        str | None,
+        typer.Option("--sub-queue", help="Read deadletter or transferdeadletter instead of the entity."),
+    ] = None,
+    output: Output = None,
+) -> None:
+    """Receive with a peek-lock and settle, as a consumer would (exactly one action)."""
+    from sbdlq.models import Message
+
+    chosen = [flag for flag, on in zip(_ACTIONS, (complete, abandon, dead_letter, defer), strict=True) if on]
+
+    async def work(s: Settings) -> tuple[str, str, str, list[Message]]:
+        if len(chosen) != 1:
+            if chosen:
+                raise BadInput(f"choose one action, not {' and '.join(chosen)}")
+            raise BadInput("say what to do with the messages: --complete, --abandon, --dead-letter or --defer")
+        action = chosen[0]
+        if action != "--dead-letter" and (reason is not None or description is not None):
+            raise BadInput("--reason and --description go with --dead-letter")
+        address = _receive_address(entity, sub_queue)
+        fmt = output_format(s, output)
+        async with open_engine(emulator_settings(s)) as engine:
+            got: list[Message] = engine.receive(address, max_count)
+            tokens = [m.lock_token for m in got if m.lock_token]
+            if not tokens:
+                return fmt, str(address), action, got
+            if action == "--complete":
+                lost = engine.complete(address, tokens)
+            elif action == "--abandon":
+                lost = engine.abandon(address, tokens)
+            elif action == "--defer":
+                lost = engine.defer(address, tokens)
+            else:
+                lost = engine.dead_letter(address, tokens, reason, description)
+        if lost:
+            raise OperationFailed(f"{len(lost)} lock(s) lost before settling; those messages stay in {address}")
+        return fmt, str(address), action, got
+
+    fmt, where, action, got = run(ctx, work)
+    summary = f"{_VERBS[action]} {len(got)} message(s) from {where}"
+    if action == "--dead-letter" and got and reason:
+        summary += f" (reason {reason})"
+    if fmt != "table":
+        from sbdlq.render import write_document
+
+        write_document([m.to_json() for m in got], fmt)
+        err(summary)
+        return
+    if not got:
+        typer.echo(f"no messages available in {where}")
+        return
+    from sbdlq.render import table
+
+    table(
+        ["seq", "message_id", "deliveries", "subject", "reason", "body"],
+        [
+            (m.sequence_number, m.message_id, m.delivery_count, m.subject, m.dead_letter_reason, _preview(m.body))
+            for m in got
+        ],
+    )
+    typer.echo(summary)
+
+
+def _receive_address(entity: str, sub_queue: str | None) -> Any:
+    from sbdlq.paths import Address, SubQueue, parse_address
+
+    address = parse_address(entity)
+    if sub_queue is None:
+        return address
+    try:
+        wanted = SubQueue(sub_queue.lower())
+    except ValueError:
+        raise BadInput(f"invalid --sub-queue {sub_queue!r}", hint="use deadletter or transferdeadletter")
+    if address.sub_queue not in (SubQueue.NONE, wanted):
+        raise BadInput(f"{entity!r} names another sub-queue than --sub-queue {sub_queue}")
+    return Address(address.entity, wanted)
+
+
+def _preview(body: bytes, n: int = 40) -> str:
+    from sbdlq.models import body_text
+
+    text, enc = body_text(body)
+    if enc != "utf-8":
+        return f"<{len(body)} bytes>"
+    text = text.replace("\n", " ")
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# ---------------------------------------------------------------------- demo
+
+
+@app.command("demo")
+def demo(ctx: typer.Context) -> None:
+    """Fill the store with a realistic namespace whose DLQs hold every kind of failure."""
+    from sbdlq.emulator.demo import ORDERS, DemoSummary, populate
+
+    async def work(s: Settings) -> tuple[str, str, DemoSummary]:
+        local = emulator_settings(s)
+        async with open_engine(local, create=True) as engine:
+            summary = populate(engine)
+        target = local.target()
+        return store_path(local), target.source, summary
+
+    path, source, summary = run(ctx, work)
+    if summary.reset:
+        typer.echo(f"reset the demo entities that already existed: {', '.join(summary.reset)}")
+    typer.echo(f"demo namespace in {path}: {_plural(len(summary.entities), 'entity', 'entities')}")
+    reasons = summary.orders_reasons
+    typer.echo(
+        f"  {ORDERS}: {sum(reasons.values())} dead-lettered for {len(reasons)} reasons "
+        f"({', '.join(reasons)}), {summary.orders_active} active, {summary.orders_scheduled} scheduled"
+    )
+    for entity, by_reason in summary.dead_letters.items():
+        if entity != ORDERS:
+            typer.echo(f"  {entity}: {_reasons(by_reason)} in the dead-letter queue")
+    for entity, by_reason in summary.transfer.items():
+        typer.echo(f"  {entity}: {_reasons(by_reason)} in the transfer dead-letter queue")
+    prefix = f"sbdlq --emulator {shlex.quote(path)} " if source == "option" else "sbdlq "
+    typer.echo(f"try: {prefix}inspect-reason {ORDERS}")
+
+
+def _reasons(by_reason: dict[str, int]) -> str:
+    return ", ".join(f"{n} {reason}" for reason, n in by_reason.items())
+
+
+# ---------------------------------------------------------------------- serve
+
+
+@app.command("serve")
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="AMQP port (0: any free port).", min=0, max=65535)] = 5672,
+    http_port: Annotated[
+        int, typer.Option("--http-port", help="HTTP port for admin clients (0: any free port).", min=0, max=65535)
+    ] = 5300,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            envvar="SBDLQ_EMULATOR_KEY",
+            help="SAS key clients must sign with (required off loopback).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Serve the store over AMQP 1.0 to any Service Bus SDK (UseDevelopmentEmulator=true)."""
+    with handled(ctx) as s:
+        local = emulator_settings(s)
+        if not key and not _is_loopback(host):
+            raise BadInput(
+                f"refusing to serve {host} without a key",
+                hint="pass --key or set SBDLQ_EMULATOR_KEY so clients must sign, or bind 127.0.0.1",
+            )
+        path = store_path(local)
+        if not Path(path).exists():
+            raise BadInput(f"no emulator store at {path}", hint=_NO_STORE_HINT)
+        server = _server_module()
+        stop = threading.Event()
+
+        def ready(amqp_port: int, web_port: int | None) -> None:
+            http = f" (http {host}:{web_port})" if web_port is not None else ""
+            sys.stdout.write(f"listening on amqp://{host}:{amqp_port}{http}\n")
+            sys.stdout.flush()
+
+        with _stop_on_signals(stop):
+            server.serve(path, host=host, port=port, key=key, http_port=http_port, ready=ready, stop_event=stop)
+
+
+def _server_module() -> Any:
+    """The AMQP listener, imported only now: proton is an optional dependency."""
+    import importlib
+
+    try:
+        return importlib.import_module("sbdlq.emulator.amqp.server")
+    except ImportError as exc:
+        missing = exc.name or ""
+        if missing == "proton" or missing.startswith(("proton.", "_cproton", "sbdlq.emulator.amqp")):
+            raise OperationFailed(
+                "`sbdlq emulator serve` needs python-qpid-proton", hint="pip install 'sbdlq[amqp]'"
+            ) from None
+        raise
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT/SIGTERM set stop, so the listener shuts down cleanly (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (many or word + 's')}"

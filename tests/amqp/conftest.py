@@ -1,0 +1,142 @@
+"""Fixtures: `sbdlq emulator serve` started in-process on free loopback ports with a temp store."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CONN = (
+    "Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
+    "SharedAccessKey={key};UseDevelopmentEmulator=true;"
+)
+DEFAULT_KEY = "SAS_KEY_VALUE"
+_names = itertools.count(1)
+
+
+@dataclass
+class Emulator:
+    """A running listener, and an engine of our own on the same store to set up entities."""
+
+    store: str
+    port: int
+    http_port: int | None
+    key: str | None
+    engine: Any
+    thread: threading.Thread
+    stop: threading.Event
+    errors: list[BaseException] = field(default_factory=list)
+
+    def conn_str(self, key: str | None = None) -> str:
+        return CONN.format(port=self.port, key=key or self.key or DEFAULT_KEY)
+
+    def queue(self, **props: Any) -> str:
+        """A fresh queue with a unique name."""
+        name = f"q{next(_names)}"
+        self.engine.create_queue(name, **props)
+        return name
+
+    def seed(self, entity: str, *bodies: str, **fields: Any) -> list[int]:
+        """Put messages straight into the store (faster than opening an SDK sender)."""
+        from sbdlq.models import OutboundMessage
+        from sbdlq.paths import parse_entity
+
+        messages = [OutboundMessage(body=b.encode(), **fields) for b in bodies]
+        return list(self.engine.send(parse_entity(entity), messages))
+
+    def topic(self, *subscriptions: str, **props: Any) -> str:
+        """A fresh topic with the given subscriptions (each receiving everything)."""
+        name = f"t{next(_names)}"
+        self.engine.create_topic(name)
+        for sub in subscriptions:
+            self.engine.create_subscription(name, sub, **props)
+        return name
+
+
+def start(store: Path, *, key: str | None = None) -> Emulator:
+    """Start serve() in a thread and wait until it listens."""
+    from sbdlq.emulator.amqp.server import serve
+    from sbdlq.emulator.engine import Engine
+
+    engine = Engine(store)
+    stop = threading.Event()
+    ready = threading.Event()
+    ports: dict[str, Any] = {}
+    errors: list[BaseException] = []
+
+    def on_ready(amqp_port: int, http_port: int | None) -> None:
+        ports.update(amqp=amqp_port, http=http_port)
+        ready.set()
+
+    def run() -> None:
+        try:
+            serve(str(store), port=0, http_port=0, key=key, ready=on_ready, stop_event=stop)
+        except BaseException as exc:  # surfaced by the fixture
+            errors.append(exc)
+            ready.set()
+
+    thread = threading.Thread(target=run, name="emulator-serve", daemon=True)
+    thread.start()
+    assert ready.wait(10), "the emulator did not start listening"
+    if errors:
+        raise errors[0]
+    return Emulator(str(store), ports["amqp"], ports["http"], key, engine, thread, stop, errors)
+
+
+def finish(emulator: Emulator, *, close_engine: bool = True) -> None:
+    """Stop serve() and check it returned cleanly."""
+    emulator.stop.set()
+    emulator.thread.join(10)
+    if close_engine:
+        emulator.engine.close()
+    assert not emulator.thread.is_alive(), "serve() did not return after stop"
+    assert not emulator.errors, emulator.errors
+
+
+@pytest.fixture(scope="session")
+def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    pytest.importorskip("proton")
+    emu = start(tmp_path_factory.mktemp("amqp") / "emulator.db")
+    yield emu
+    finish(emu)
+
+
+@pytest.fixture(scope="session")
+def keyed_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    pytest.importorskip("proton")
+    emu = start(tmp_path_factory.mktemp("amqp-key") / "emulator.db", key="s3cret-key")
+    yield emu
+    finish(emu)
+
+
+@pytest.fixture
+def launch(tmp_path: Path) -> Iterator[Any]:
+    """Start a private emulator (its own store); stopped at teardown if the test did not."""
+    pytest.importorskip("proton")
+    started: list[Emulator] = []
+
+    def _launch(name: str = "private.db", *, key: str | None = None) -> Emulator:
+        emu = start(tmp_path / name, key=key)
+        started.append(emu)
+        return emu
+
+    yield _launch
+    for emu in started:
+        if emu.thread.is_alive():
+            finish(emu)
+        else:
+            emu.engine.close()
+
+
+@pytest.fixture
+def client(emulator: Emulator) -> Iterator[Any]:
+    from azure.servicebus import ServiceBusClient
+
+    # keep_alive=None: no keep-alive thread, whose 1 s sleep would slow every sender's close.
+    with ServiceBusClient.from_connection_string(emulator.conn_str(), retry_total=0, keep_alive=None) as sb:
+        yield sb

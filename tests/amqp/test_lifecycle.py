@@ -1,0 +1,65 @@
+"""Locks over time, and stopping the listener with clients still connected."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("proton")
+
+from azure.servicebus import ServiceBusClient
+
+from sbdlq.errors import BadInput
+from sbdlq.paths import parse_address
+
+
+def test_lock_expiry_redelivers_while_connected(emulator: Any, client: Any) -> None:
+    q = emulator.queue(lock_duration_s=1)
+    emulator.seed(q, "slow")
+    with client.get_queue_receiver(q) as receiver:
+        (first,) = receiver.receive_messages(max_wait_time=1.0)
+        assert first.delivery_count == 0
+        time.sleep(1.1)  # let the lock lapse without settling
+        (second,) = receiver.receive_messages(max_wait_time=2.0)
+        assert second.sequence_number == first.sequence_number
+        assert second.delivery_count == 1
+        receiver.complete_message(second)
+    assert emulator.engine.counts(q).active == 0
+
+
+def test_stop_with_a_client_holding_a_lock_loses_nothing(launch: Any) -> None:
+    emu = launch("stop.db")
+    q = emu.queue(lock_duration_s=1)
+    emu.seed(q, "keep me")
+    client = ServiceBusClient.from_connection_string(emu.conn_str(), keep_alive=None, retry_total=0)
+    receiver = client.get_queue_receiver(q)
+    try:
+        (held,) = receiver.receive_messages(max_wait_time=1.0)
+        started = time.monotonic()
+        emu.stop.set()
+        emu.thread.join(10)
+        assert not emu.thread.is_alive() and not emu.errors
+        assert time.monotonic() - started < 5
+        address = parse_address(q)
+        assert [m.body for m in emu.engine.peek(address, 0, 5)] == [b"keep me"]
+        assert emu.engine.receive(address, 5) == []  # still locked by the departed client
+        time.sleep(1.1)
+        (again,) = emu.engine.receive(address, 5)
+        assert again.sequence_number == held.sequence_number and again.delivery_count == 2
+    finally:
+        with contextlib.suppress(Exception):
+            receiver.close()
+        with contextlib.suppress(Exception):
+            client.close()
+
+
+def test_public_bind_requires_a_key(tmp_path: Path) -> None:
+    from sbdlq.emulator.amqp.server import serve
+
+    with pytest.raises(BadInput):
+        serve(str(tmp_path / "x.db"), host="0.0.0.0", port=0, http_port=None, stop_event=threading.Event())

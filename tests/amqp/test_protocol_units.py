@@ -1,0 +1,108 @@
+"""The protocol layer's pieces on their own: sections, codec, SAS, $cbs, $management, errors."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("proton")
+
+from sbdlq import errors
+from sbdlq.emulator.amqp import cbs, codec, conditions, management, sas, sections
+from sbdlq.emulator.amqp.broker import node_name
+from sbdlq.emulator.amqp.server import is_loopback
+from sbdlq.emulator.engine import Engine
+from sbdlq.models import Message
+from sbdlq.paths import parse_address
+
+
+def _message(**fields: Any) -> Message:
+    base: dict[str, Any] = {"sequence_number": 7, "body": b"hi", "enqueued_time": datetime(2024, 1, 2, tzinfo=UTC)}
+    return Message(**{**base, **fields})
+
+
+def test_sections_split_and_reject_garbage() -> None:
+    raw = codec.encode_message(_message(application_properties={"k": "v"}), delivery_count=0)
+    codes = [s.code for s in sections.split(raw)]
+    assert codes == [
+        sections.HEADER,
+        sections.MESSAGE_ANNOTATIONS,
+        sections.PROPERTIES,
+        sections.APPLICATION_PROPERTIES,
+        sections.DATA,
+    ]
+    with pytest.raises(sections.MalformedMessage):
+        sections.split(b"\x00\x53\x75\xa0\x09short")
+    with pytest.raises(sections.MalformedMessage):
+        sections.split(b"plain text")
+
+
+def test_codec_round_trip_and_batch_detection() -> None:
+    one = codec.encode_message(_message(body=b"a", message_id="m1", subject="s"), delivery_count=0)
+    two = codec.encode_message(_message(body=b"b", message_id="m2"), delivery_count=0)
+    (single,) = codec.decode_transfer(one)
+    assert (single.body, single.message_id, single.subject) == (b"a", "m1", "s")
+    envelope = b"".join(b"\x00\x53\x75\xb0" + len(p).to_bytes(4, "big") + p for p in (one, two))
+    assert [m.body for m in codec.decode_transfer(envelope)] == [b"a", b"b"]
+    # A data body that is not an encoded message stays one message.
+    plain = b"\x00\x53\x75\xa0\x05hello"
+    assert [m.body for m in codec.decode_transfer(plain)] == [b"hello"]
+
+
+def test_value_bodies_go_back_unchanged() -> None:
+    value_section = b"\x00\x53\x77\xa1\x03abc"
+    (m,) = codec.decode_transfer(b"\x00\x53\x73\x45" + value_section)
+    assert (m.body_type, m.body) == ("value", value_section)
+    out = codec.encode_message(_message(body=m.body, body_type="value"), delivery_count=0)
+    assert out.endswith(value_section)
+
+
+def test_sas_tokens() -> None:
+    expiry = int(time.time()) + 60
+    resource = "sb://127.0.0.1:5672/orders"
+    token = f"SharedAccessSignature sr={resource}&sig={sas.sign(resource, 'k', expiry)}&se={expiry}&skn=root"
+    token = token.replace("+", "%2B")  # as urlencode would send it
+    grant = sas.verify(token, "k")
+    assert grant.covers("orders") and grant.covers("orders/sub") and not grant.covers("billing")
+    with pytest.raises(sas.TokenRejected):
+        sas.verify(token, "other-key")
+    with pytest.raises(sas.TokenRejected):
+        sas.verify(token, "k", now=expiry + 1)
+    assert cbs.put_token({"operation": "put-token"}, token, "k").status == 202
+    assert cbs.put_token({"operation": "put-token"}, token, "nope").status == 401
+    assert cbs.put_token({"operation": "put-token"}, "anything", None).status == 202
+
+
+def test_error_conditions_the_sdk_maps() -> None:
+    assert conditions.failure_of(errors.EntityNotFound("x")).condition == "amqp:not-found"
+    assert conditions.failure_of(errors.LockLost("x")).status == 410
+    assert conditions.failure_of(errors.EntityDisabled("x")).condition == "com.microsoft:entity-disabled"
+    assert conditions.failure_of(errors.QuotaExceeded("x")).condition == "amqp:resource-limit-exceeded"
+    assert conditions.failure_of(RuntimeError("boom")).condition == "amqp:internal-error"
+
+
+def test_management_replies(tmp_path: Path) -> None:
+    engine = Engine(tmp_path / "m.db")
+    try:
+        engine.create_queue("q")
+        address = parse_address("q")
+        lost = management.handle(engine, address, management.RENEW_LOCK, {"lock-tokens": [uuid.uuid4()]})
+        assert (lost.status, lost.condition) == (410, conditions.LOCK_LOST)
+        assert management.handle(engine, address, management.PEEK, {"from-sequence-number": 1}).status == 204
+        assert management.handle(engine, address, "com.microsoft:get-rules", {}).status == 501
+        missing = management.handle(engine, parse_address("nope"), management.PEEK, {})
+        assert (missing.status, missing.condition) == (404, "amqp:not-found")
+    finally:
+        engine.close()
+
+
+def test_addresses_and_hosts() -> None:
+    assert node_name("amqps://127.0.0.1:5672/orders/$DeadLetterQueue") == "orders/$DeadLetterQueue"
+    assert node_name("$cbs") == "$cbs"
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.com")
