@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 
 from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
@@ -319,8 +318,7 @@ def parse_schedule(text: str, *, now: datetime | None = None) -> datetime:
 
 def _read_body(source: str) -> bytes:
     if source == "-":
-        data: bytes = click.get_binary_stream("stdin").read()
-        return data
+        return sys.stdin.buffer.read()
     try:
         return Path(source).expanduser().read_bytes()
     except FileNotFoundError:
@@ -456,23 +454,25 @@ def demo(ctx: typer.Context) -> None:
     path, source, summary = run(ctx, work)
     if summary.reset:
         typer.echo(f"reset the demo entities that already existed: {', '.join(summary.reset)}")
-    typer.echo(f"demo namespace in {path}: {_plural(len(summary.entities), 'entity', 'entities')}")
+    typer.echo(f"demo: {_plural(len(summary.entities), 'entity', 'entities')} in {path}")
     reasons = summary.orders_reasons
     typer.echo(
-        f"  {ORDERS}: {sum(reasons.values())} dead-lettered for {len(reasons)} reasons "
-        f"({', '.join(reasons)}), {summary.orders_active} active, {summary.orders_scheduled} scheduled"
+        f"  {ORDERS}: {sum(reasons.values())} in the DLQ ({len(reasons)} reasons: {_reasons(reasons)}), "
+        f"{summary.orders_active} active, {summary.orders_scheduled} scheduled"
     )
     for entity, by_reason in summary.dead_letters.items():
         if entity != ORDERS:
-            typer.echo(f"  {entity}: {_reasons(by_reason)} in the dead-letter queue")
+            typer.echo(f"  {entity}: {sum(by_reason.values())} in the DLQ ({_reasons(by_reason)})")
     for entity, by_reason in summary.transfer.items():
-        typer.echo(f"  {entity}: {_reasons(by_reason)} in the transfer dead-letter queue")
+        typer.echo(f"  {entity}: {sum(by_reason.values())} in the transfer DLQ ({_reasons(by_reason)})")
     prefix = f"sbdlq --emulator {shlex.quote(path)} " if source == "option" else "sbdlq "
     typer.echo(f"try: {prefix}inspect-reason {ORDERS}")
 
 
 def _reasons(by_reason: dict[str, int]) -> str:
-    return ", ".join(f"{n} {reason}" for reason, n in by_reason.items())
+    if len(by_reason) == 1:
+        return next(iter(by_reason))
+    return ", ".join(f"{reason} {n}" for reason, n in by_reason.items())
 
 
 # ---------------------------------------------------------------------- serve

@@ -121,6 +121,9 @@ def _build() -> None:
         pass
     else:
         app.add_typer(emulator_app, name="emulator")
+    from sbdlq.cli.config_cmds import app as config_app
+
+    app.add_typer(config_app, name="config")
 
 
 _build()

@@ -111,7 +111,17 @@ SCENARIOS = {
     "purge-export": (_seed_dlq, ["purge", "orders", "--yes", "--batch-size", "5", "--export", "{export}"], None),
     "transfer-dlq-resubmit": (
         _seed_transfer_dlq,
-        ["transfer-dlq", "resubmit", "orders", "--to", "retry", "--batch-size", "20", "--concurrency", str(CONCURRENCY)],
+        [
+            "transfer-dlq",
+            "resubmit",
+            "orders",
+            "--to",
+            "retry",
+            "--batch-size",
+            "20",
+            "--concurrency",
+            str(CONCURRENCY),
+        ],
         "orders/$Transfer/$DeadLetterQueue",
     ),
 }

@@ -1,0 +1,198 @@
+"""`sbdlq config`: where the config file is, which profiles it holds, and what applies now.
+
+Nothing here prints a secret: connection strings appear with their key masked, and
+`config list` shows only the endpoint of a profile's connection string.
+"""
+
+import os
+from typing import Annotated, Any
+
+import click
+import typer
+
+from sbdlq.cli.common import Settings, err, handled
+from sbdlq.cli.complete import complete_profile
+
+OUT = "Output"
+
+app = typer.Typer(
+    name="config",
+    help="Profiles: where the config file is, what it holds, and which settings apply.",
+    no_args_is_help=True,
+)
+
+Output = Annotated[
+    str | None,
+    typer.Option("--output", "-o", help="table, json, jsonl or yaml (default: table).", rich_help_panel=OUT),
+]
+
+
+@app.command("path")
+def path_cmd() -> None:
+    """Print the config file's path: $SBDLQ_CONFIG, else the user config dir's sbdlq/config.yaml."""
+    from sbdlq.config import config_path
+
+    typer.echo(str(config_path()))
+
+
+@app.command("list")
+def list_cmd(ctx: typer.Context, output: Output = None) -> None:
+    """List the profiles with what each one targets, marking the default (never a secret)."""
+    from sbdlq.config import config_path, load_config
+    from sbdlq.render import check_output
+
+    with handled(ctx):
+        fmt = check_output(output or "table")
+        cfg = load_config()
+        records = (
+            [] if cfg is None else [_profile_record(p, p.name == cfg.default_profile) for p in cfg.profiles.values()]
+        )
+    if cfg is None:
+        err(f"sbdlq: no config file at {config_path()}")
+    elif not records:
+        err(f"sbdlq: no profiles in {cfg.path}")
+    if fmt != "table":
+        _write(records, fmt)
+    elif records:
+        _plain_table(
+            ["default", "name", "target", "value", "options"],
+            [
+                [
+                    "*" if r["default"] else "",
+                    r["name"],
+                    r["target"] or "-",
+                    r["value"] or "-",
+                    " ".join(f"{k}={v}" for k, v in r["options"].items()) or "-",
+                ]
+                for r in records
+            ],
+        )
+
+
+@app.command("show")
+def show_cmd(
+    ctx: typer.Context,
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            help="A profile to show on its own; none: what this command line and environment resolve to.",
+            autocompletion=complete_profile,
+            show_default=False,
+        ),
+    ] = None,
+    output: Output = None,
+) -> None:
+    """Show the effective settings and where each came from: option, env, profile or default."""
+    from sbdlq.render import check_output
+
+    with handled(ctx) as s:
+        fmt = check_output(output or "table")
+        rows = _effective(ctx, s, name)
+    if fmt != "table":
+        _write([{"setting": k, "value": v, "source": src} for k, v, src in rows], fmt)
+    else:
+        _plain_table(["setting", "value", "source"], [[k, "-" if v is None else str(v), src] for k, v, src in rows])
+
+
+def _profile_record(prof: Any, is_default: bool) -> dict[str, Any]:
+    """One profile for `config list`: its target kind and a value that is never a secret."""
+    from sbdlq.config import OPTION_KEYS
+
+    key = prof.target_key
+    value = prof.values.get(key) if key else None
+    if key == "connection_string":
+        from sbdlq.connstr import parse_connection_string
+
+        value = parse_connection_string(str(value)).endpoint
+    options = {k: prof.values[k] for k in OPTION_KEYS if k in prof.values}
+    return {"name": prof.name, "default": is_default, "target": key, "value": value, "options": options}
+
+
+def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[str, Any, str]]:
+    """(setting, value, source) rows: config file, profile, target, then option defaults."""
+    from sbdlq.config import ENV_VARS, OPTION_KEYS, choose_profile, config_path, resolve_target
+    from sbdlq.connstr import redact
+
+    root = ctx.find_root()
+    rows: list[tuple[str, Any, str]] = [
+        ("config_file", str(config_path()), "env SBDLQ_CONFIG" if os.environ.get("SBDLQ_CONFIG") else "default")
+    ]
+    if name is None:
+        options, profile_name = s.options, s.profile
+    else:
+        # The profile alone: options and environment variables don't apply.
+        options, profile_name = {"profile": (name, "argument")}, name
+    target = resolve_target(options=options, profile_name=profile_name, warn=err)
+    choice = choose_profile(options, profile_name)
+    prof = choice.profile if choice else None
+
+    if choice is None:
+        rows.append(("profile", None, "default"))
+    elif name is not None:
+        rows.append(("profile", choice.name, "argument"))
+    elif choice.level == "profile" and not root.params.get("profile"):
+        rows.append(("profile", choice.name, "config default_profile"))
+    else:
+        rows.append(("profile", choice.name, _level_source(root, "profile", ENV_VARS["profile"])))
+
+    value = redact(target.value) if target.kind == "connection_string" else target.value
+    rows.append((target.kind, value, _target_source(target.source, target.origin)))
+
+    timeout_value, timeout_src = s.options.get("timeout", (None, "default"))
+    if name is None and timeout_src in ("option", "env") and timeout_value:
+        rows.append(
+            (
+                "timeout",
+                timeout_value,
+                f"{timeout_src} {'--timeout' if timeout_src == 'option' else ENV_VARS['timeout']}",
+            )
+        )
+    elif prof is not None and prof.option("timeout"):
+        rows.append(("timeout", prof.option("timeout"), f"profile {prof.name}"))
+    else:
+        rows.append(("timeout", _param_default(root, "timeout"), "default"))
+
+    if prof is not None and prof.option("output"):
+        rows.append(("output", prof.option("output"), f"profile {prof.name}"))
+    else:
+        rows.append(("output", "table", "default"))
+    for key in OPTION_KEYS:
+        if key not in ("output", "timeout") and prof is not None and prof.option(key) is not None:
+            rows.append((key, prof.option(key), f"profile {prof.name}"))
+    return rows
+
+
+def _level_source(root: click.Context, param: str, env_var: str) -> str:
+    """`option --profile` or `env SBDLQ_PROFILE`: how a global option reached this command line."""
+    from click.core import ParameterSource
+
+    if root.get_parameter_source(param) is ParameterSource.ENVIRONMENT:
+        return f"env {env_var}"
+    return f"option --{param.replace('_', '-')}"
+
+
+def _target_source(source: str, origin: str) -> str:
+    if source in ("option", "env"):
+        return f"{source} {origin}"
+    return origin or source
+
+
+def _param_default(root: click.Context, name: str) -> Any:
+    """The declared default of a global option (so it is stated once, in main.py)."""
+    for param in root.command.params:
+        if param.name == name:
+            return param.default
+    return None
+
+
+def _write(data: Any, fmt: str) -> None:
+    from sbdlq.render import write_document
+
+    write_document(data, fmt)
+
+
+def _plain_table(columns: list[str], rows: list[list[str]]) -> None:
+    """Aligned columns, nothing cut: paths and endpoints stay whole and greppable."""
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    for line in [columns, *rows]:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
