@@ -65,6 +65,11 @@ _COLUMNS = (
     "reply_to_session_id, to_, partition_key, ttl_ms, enqueued_ms, expires_ms, scheduled_ms, "
     "delivery_count, lock_token, locked_until_ms, dl_source, hops, props, body, body_type"
 )
+# A message with only an id, a body and application properties, sent to a main queue.
+_INSERT_SLIM = (
+    "INSERT INTO message (entity_id, queue, seq, state, message_id, ttl_ms, enqueued_ms, expires_ms, "
+    "delivery_count, hops, props, body, body_type) VALUES (?, 0, ?, 0, ?, ?, ?, ?, 0, 0, ?, ?, ?)"
+)
 # What deciding a lock's end needs: see Engine._release.
 _RELEASE_COLS = "id, queue, state, delivery_count, expires_ms"
 _INSERT = (
@@ -495,64 +500,80 @@ class Engine:
     def _send_plain(
         self, db: sqlite3.Connection, ent: _Entity, messages: Sequence[OutboundMessage], now: int
     ) -> list[int]:
-        """The common case, a queue with no forwarding or duplicate detection: rows straight from
-        the outbound messages, without the per-message draft objects of the general path."""
+        """The common case, a queue with no forwarding or duplicate detection: rows straight
+        from the outbound messages, without the per-message drafts of the general path.
+
+        Messages with nothing but an id, a body and application properties (bulk sends) take
+        a statement binding 9 values instead of 23: binding is much of SQLite's cost here.
+        """
         n = len(messages)
         first = self._reserve(db, ent, n)
         ceiling = ent.default_ttl_ms
         never = min(now + ceiling, MAX_TIME_MS)
         eid = ent.id
         fresh_ids = _message_ids(sum(1 for m in messages if m.message_id is None))
-        rows: list[tuple[Any, ...]] = []
-        oversized: list[tuple[int, OutboundMessage, str | None]] = []
-        seq = first
+        slim: list[tuple[Any, ...]] = []
+        full: list[tuple[Any, ...]] = []
+        oversized: list[tuple[int, OutboundMessage, str]] = []
+        seq = first - 1
         for m in messages:
+            seq += 1
             message_id = m.message_id
             if message_id is None:
                 message_id = next(fresh_ids)
-            props = m.application_properties
-            fields = (
-                len(message_id) + len(m.session_id or "") + len(m.correlation_id or "") + len(m.subject or "")
-                + len(m.content_type or "") + len(m.reply_to or "") + len(m.reply_to_session_id or "")
-                + len(m.to or "") + len(m.partition_key or "")
+            sid, cid, subj, ctype, rto, rtsid, to, pkey = (
+                m.session_id, m.correlation_id, m.subject, m.content_type, m.reply_to, m.reply_to_session_id,
+                m.to, m.partition_key,
             )  # fmt: skip
+            plain = (
+                sid is None and cid is None and subj is None and ctype is None and rto is None
+                and rtsid is None and to is None and pkey is None
+            )  # fmt: skip
+            if plain:
+                fields = len(message_id)
+            else:
+                fields = (
+                    len(message_id) + len(sid or "") + len(cid or "") + len(subj or "") + len(ctype or "")
+                    + len(rto or "") + len(rtsid or "") + len(to or "") + len(pkey or "")
+                )  # fmt: skip
+            props = m.application_properties
             props_text: str | None = None
             if props:
                 text = props_text = encode_props(props)
                 # The JSON text bounds the header estimate (each non-text value is counted as
                 # 8 bytes, at most 3 more than its JSON): the exact sum only near the limit.
-                if (
-                    fields + len(text) + 3 * len(props) > HEADER_LIMIT
-                    and _outbound_header_size(m, message_id) > HEADER_LIMIT
+                if fields + len(text) + 3 * len(props) > HEADER_LIMIT and (
+                    _outbound_header_size(m, message_id) > HEADER_LIMIT
                 ):
                     oversized.append((seq, m, message_id))
-                    seq += 1
                     continue
             elif fields > HEADER_LIMIT:
                 oversized.append((seq, m, message_id))
-                seq += 1
                 continue
+            body = m.body if type(m.body) is bytes else bytes(m.body)
             ttl_s = m.time_to_live_s
             sched = m.scheduled_enqueue_time
             if ttl_s is None and sched is None:
-                rows.append(
-                    (eid, 0, seq, 0, message_id, m.session_id, m.correlation_id, m.subject, m.content_type,
-                     m.reply_to, m.reply_to_session_id, m.to, m.partition_key, ceiling, now, never, None, 0,
-                     None, 0, props_text, m.body if type(m.body) is bytes else bytes(m.body), m.body_type)
-                )  # fmt: skip
+                if plain:
+                    slim.append((eid, seq, message_id, ceiling, now, never, props_text, body, m.body_type))
+                    continue
+                ttl, enqueued, expires, state, sched_ms = ceiling, now, never, 0, None
             else:
                 ttl = ceiling if ttl_s is None else min(_ttl_ms(ttl_s), ceiling)
                 sched_ms = None if sched is None else to_epoch_ms(sched)
-                later = sched_ms is not None and sched_ms > now
-                enqueued = sched_ms if later and sched_ms is not None else now
-                rows.append(
-                    (eid, 0, seq, 2 if later else 0, message_id, m.session_id, m.correlation_id, m.subject,
-                     m.content_type, m.reply_to, m.reply_to_session_id, m.to, m.partition_key, ttl, enqueued,
-                     min(enqueued + ttl, MAX_TIME_MS), sched_ms if later else None, 0, None, 0, props_text,
-                     bytes(m.body), m.body_type)
-                )  # fmt: skip
-            seq += 1
-        db.executemany(_INSERT, rows)
+                if sched_ms is not None and sched_ms > now:
+                    state, enqueued = 2, sched_ms
+                else:
+                    state, enqueued, sched_ms = 0, now, None
+                expires = min(enqueued + ttl, MAX_TIME_MS)
+            full.append(
+                (eid, 0, seq, state, message_id, sid, cid, subj, ctype, rto, rtsid, to, pkey, ttl, enqueued,
+                 expires, sched_ms, 0, None, 0, props_text, body, m.body_type)
+            )  # fmt: skip
+        if slim:
+            db.executemany(_INSERT_SLIM, slim)
+        if full:
+            db.executemany(_INSERT, full)
         if oversized:
             drafts = []
             for s, m, message_id in oversized:

@@ -229,7 +229,10 @@ async def locked_loop(
     taken = 0
     pending: set[asyncio.Task[None]] = set()
 
+    broken = False  # a chunk raised: dispatch no more, the error surfaces when waited for
+
     async def run_chunk(items: list[Message]) -> None:
+        nonlocal broken
         try:
             lost = [m for m in items if keeper.is_lost(m)]
             if lost:
@@ -241,6 +244,9 @@ async def locked_loop(
             # Settled ones need no more renewal; unsettled ones stay held until the end.
             keep = {m.lock_token for m in unsettled}
             keeper.release(m for m in items if m.lock_token not in keep)
+        except BaseException:
+            broken = True
+            raise
         finally:
             calls.release()
             if on_done:
@@ -272,13 +278,15 @@ async def locked_loop(
                 await _release(backend, source, beyond, stats)
             for i in range(0, len(chosen), chunk):
                 await calls.acquire()
-                if stats.aborted is not None:
+                if stats.aborted is not None or broken:
                     calls.release()
                     break
-                task = asyncio.create_task(run_chunk(chosen[i : i + chunk]))
-                pending.add(task)
-                task.add_done_callback(pending.discard)
-            await _wait_all(pending)
+                # Kept until waited for: a chunk that failed early must still raise here.
+                pending.add(asyncio.create_task(run_chunk(chosen[i : i + chunk])))
+            try:
+                await _wait_all(pending)
+            finally:
+                pending = {t for t in pending if not t.done()}
             if beyond:
                 break
     finally:

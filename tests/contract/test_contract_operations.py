@@ -250,9 +250,11 @@ def test_purge_of_an_empty_dlq_creates_no_export(backend: Backend, seed: Seeder,
     assert not (tmp_path / "x.jsonl").exists()
 
 
-def test_purge_of_the_transfer_dlq_leaves_the_dlq(backend: Backend, seed: Seeder, aio: Any) -> None:
-    seed.transfer_dead_letter("fwd", 3)
+def test_purge_of_the_transfer_dlq_leaves_the_dlq(backend: Backend, seed: Seeder, aio: Any, engine: Any) -> None:
+    seed.queue("fwd")
     seed.dead_letter("fwd", 1)
+    engine.create_queue("fwd", exist_ok=True, forward_to="nowhere")
+    seed.send("fwd", seed.msgs(3, "x"))
     r = aio(purge(backend, Address(EntityPath("fwd"), SubQueue.TRANSFER_DEAD_LETTER)))
     assert r.purged == 3
     c = seed.counts("fwd")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import threading
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -17,7 +19,7 @@ from urllib.parse import unquote, urlparse
 from xml.sax.saxutils import escape
 
 from sbdlq.emulator.engine import Engine
-from sbdlq.errors import EntityNotFound, SbdlqError
+from sbdlq.errors import EntityNotFound, SbdlqError, ServiceUnavailable
 from sbdlq.models import Counts, EntityInfo
 from sbdlq.paths import parse_entity
 
@@ -153,11 +155,11 @@ class _Server(HTTPServer):
     """An HTTP server with one engine, opened in (and used only from) its serving thread."""
 
     def __init__(self, address: tuple[str, int], store_path: str, key: str | None, amqp_port: int) -> None:
-        super().__init__(address, _Handler)
         self.store_path = store_path
         self.key = key
         self.amqp_port = amqp_port
         self._engine: Engine | None = None
+        super().__init__(address, _Handler)
 
     def engine(self) -> Engine:
         if self._engine is None:
@@ -171,11 +173,22 @@ class _Server(HTTPServer):
             self._engine = None
 
 
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
 class HttpEndpoint:
     """Run the HTTP side in a background thread."""
 
     def __init__(self, store_path: str, *, host: str, port: int, key: str | None, amqp_port: int) -> None:
-        self._server = _Server((host.strip("[]"), port), store_path, key, amqp_port)
+        kind = _Server6 if ":" in host else _Server
+        try:
+            self._server = kind((host.strip("[]"), port), store_path, key, amqp_port)
+        except OSError as exc:
+            raise ServiceUnavailable(
+                f"cannot serve HTTP on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}",
+                hint="choose another --http-port, or turn the HTTP side off",
+            ) from exc
         self._thread = threading.Thread(target=self._run, name="sbdlq-emulator-http", daemon=True)
 
     @property

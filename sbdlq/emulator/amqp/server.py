@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import signal
 import socket
 import threading
@@ -37,7 +38,8 @@ def listen(host: str, port: int) -> socket.socket:
     try:
         return socket.create_server((host.strip("[]"), port), family=family, backlog=128)
     except OSError as exc:
-        raise ServiceUnavailable(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise ServiceUnavailable(f"cannot listen on {host}:{port}: {reason}", hint="choose another --port") from exc
 
 
 def _configure_sasl(transport: Transport) -> None:

@@ -1,0 +1,81 @@
+"""Two operators at once: two processes on the same DLQ move each message exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from sbdlq.emulator.engine import Engine
+from sbdlq.models import OutboundMessage
+from sbdlq.paths import parse_address
+
+pytestmark = pytest.mark.slow
+N = 1500
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    path = tmp_path / "store.db"
+    eng = Engine(path)
+    eng.create_queue("orders")
+    eng.create_queue("retry")
+    eng.send("orders", [OutboundMessage(body=b"x", message_id=f"m-{i}") for i in range(N)])
+    address = parse_address("orders")
+    got = eng.receive(address, N)
+    eng.dead_letter(address, [m.lock_token for m in got if m.lock_token], "Twice", "test")
+    eng.close()
+    return path
+
+
+def _start(store: Path, args: list[str]) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "SBDLQ_EMULATOR": str(store), "SBDLQ_EMULATOR_LATENCY": "2ms"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "sbdlq", *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _ids(store: Path, path: str) -> list[str]:
+    eng = Engine(store)
+    ids = [m.message_id or "" for m in eng.peek(parse_address(path), 0, 10 * N)]
+    eng.close()
+    return ids
+
+
+def test_two_resubmits_move_each_message_once(store: Path) -> None:
+    args = ["resubmit", "orders", "--to", "retry", "--batch-size", "50", "-o", "json"]
+    a, b = _start(store, args), _start(store, args)
+    out_a, err_a = a.communicate(timeout=120)
+    out_b, err_b = b.communicate(timeout=120)
+    assert a.returncode == 0, err_a.decode()
+    assert b.returncode == 0, err_b.decode()
+    moved = Counter(_ids(store, "retry"))
+    assert _ids(store, "orders/$DeadLetterQueue") == []
+    assert set(moved) == {f"m-{i}" for i in range(N)}
+    assert max(moved.values()) == 1, "a message was resubmitted twice"
+    total = json.loads(out_a)["resubmitted"] + json.loads(out_b)["resubmitted"]
+    assert total == N
+    assert json.loads(out_a)["resubmitted"] > 0 and json.loads(out_b)["resubmitted"] > 0, "one operator did all"
+
+
+def test_two_purges_with_export_split_the_work(store: Path, tmp_path: Path) -> None:
+    a = _start(store, ["purge", "orders", "--yes", "--batch-size", "25", "--export", str(tmp_path / "a.jsonl")])
+    b = _start(store, ["purge", "orders", "--yes", "--batch-size", "25", "--export", str(tmp_path / "b.jsonl")])
+    for p in (a, b):
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()
+    exported: Counter[str] = Counter()
+    for name in ("a.jsonl", "b.jsonl"):
+        exported.update(json.loads(line)["message_id"] for line in (tmp_path / name).read_text().splitlines())
+    assert set(exported) == {f"m-{i}" for i in range(N)}
+    assert max(exported.values()) == 1
+    assert _ids(store, "orders/$DeadLetterQueue") == []
