@@ -392,7 +392,7 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
             fmt = output_format(s, output)
             if export is not None:
                 _check_export_path(export)
-            if not dry_run and not yes and not sys.stdin.isatty():
+            if not dry_run and not yes and not _interactive():
                 # Before any I/O: a script without --yes must not delete, nor wait for an answer.
                 raise BadInput("purge needs --yes when stdin is not a terminal", hint="or try --dry-run first")
             async with open_target(s) as backend:
@@ -442,6 +442,11 @@ def _check_export_path(path: Path) -> None:
 
     if (path.exists() and not os.access(path, os.W_OK)) or (not path.exists() and not os.access(parent, os.W_OK)):
         raise BadInput(f"--export {path}: not writable")
+
+
+def _interactive() -> bool:
+    """Whether a person can answer a prompt (stdin is a terminal)."""
+    return sys.stdin.isatty()
 
 
 def _confirm(address: Address, n: int, export: Path | None) -> None:

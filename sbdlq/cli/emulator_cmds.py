@@ -35,7 +35,13 @@ Output = Annotated[
     str | None,
     typer.Option("--output", "-o", help="table, json, jsonl or yaml (default: table).", rich_help_panel=OUT),
 ]
-Entity = Annotated[str, typer.Argument(help="Queue, topic, or TOPIC/Subscriptions/SUB.", show_default=False)]
+SendTo = Annotated[str, typer.Argument(help="Queue or topic.", show_default=False)]
+ReceiveFrom = Annotated[
+    str,
+    typer.Argument(
+        help="Queue, or TOPIC/Subscriptions/SUB (a /$DeadLetterQueue suffix reads the DLQ).", show_default=False
+    ),
+]
 
 _NO_STORE_HINT = "create one with `sbdlq emulator init` or `sbdlq emulator demo`"
 
@@ -88,13 +94,15 @@ def init(
     ] = None,
 ) -> None:
     """Create the store; with --config, create or update its entities (messages are kept)."""
-    from sbdlq.emulator.config import Applied, EmulatorConfig, apply_config, load_config
+    from sbdlq.emulator.config import Applied, EmulatorConfig, apply_config, check_against, load_config
 
     async def work(s: Settings) -> tuple[str, bool, EmulatorConfig | None, list[Applied], int]:
-        cfg = load_config(config) if config is not None else None  # all checked before the store is touched
+        cfg = load_config(config) if config is not None else None
         local = emulator_settings(s)
         path = store_path(local)
         existed = Path(path).exists()
+        if cfg is not None and not existed:
+            check_against(cfg, [])  # a bad file leaves no empty store behind
         async with open_engine(local, create=True) as engine:
             applied = apply_config(engine, cfg) if cfg is not None else []
             return path, existed, cfg, applied, len(engine.list_entities())
@@ -184,7 +192,7 @@ def reset(
 @app.command("send")
 def send(
     ctx: typer.Context,
-    entity: Entity,
+    entity: SendTo,
     body: Annotated[str | None, typer.Option("--body", help="The body text (UTF-8).", rich_help_panel=MSG)] = None,
     body_file: Annotated[
         str | None,
@@ -338,7 +346,7 @@ _VERBS = {"--complete": "completed", "--abandon": "abandoned", "--dead-letter": 
 @app.command("receive")
 def receive(
     ctx: typer.Context,
-    entity: Entity,
+    entity: ReceiveFrom,
     max_count: Annotated[int, typer.Option("--max", help="Receive at most N messages.", min=1)] = 1,
     complete: Annotated[bool, typer.Option("--complete", help="Complete them (remove).")] = False,
     abandon: Annotated[bool, typer.Option("--abandon", help="Abandon them (delivery count +1).")] = False,

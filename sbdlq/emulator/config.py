@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.errors import BadInput
+from sbdlq.models import EntityInfo
 from sbdlq.paths import EntityPath, parse_address
 from sbdlq.timeparse import parse_duration
 
@@ -216,7 +218,7 @@ def apply_config(engine: Engine, cfg: EmulatorConfig) -> list[Applied]:
     # One transaction: a failure halfway leaves the store as it was.
     with engine.store.write():
         existing = {e.path.casefold(): e for e in engine.list_entities()}
-        _check_against_store(cfg, existing)
+        check_against(cfg, existing.values())
         for spec in cfg.queues:
             engine.create_queue(spec.path, exist_ok=True, **spec.props)
             done.append(Applied("queue", spec.path, spec.path.casefold() not in existing))
@@ -233,8 +235,9 @@ def apply_config(engine: Engine, cfg: EmulatorConfig) -> list[Applied]:
     return done
 
 
-def _check_against_store(cfg: EmulatorConfig, existing: dict[str, Any]) -> None:
-    """Kinds must match what the store holds; forwarding must name a queue or topic."""
+def check_against(cfg: EmulatorConfig, entities: Iterable[EntityInfo]) -> None:
+    """Kinds must match what the store holds; forwarding must name a queue or topic of the file or store."""
+    existing = {e.path.casefold(): e for e in entities}
     specs = [*cfg.queues, *cfg.topics, *cfg.subscriptions]
     for spec in specs:
         held = existing.get(spec.path.casefold())

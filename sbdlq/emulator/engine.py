@@ -7,14 +7,14 @@ before or after the call, and several processes may share one store.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sbdlq.backends.base import ReceiveMode
@@ -943,10 +943,11 @@ class Engine:
                     out.extend(self._message(r, with_lock=False, delivered=True) for r in take)
                 elif take:
                     until = now + ent.lock_duration_ms
-                    locked_until = from_epoch_ms(until)
+                    locked_until = _time(until)
                     updates = []
+                    tokens = _lock_tokens(len(take))
                     for r in take:
-                        token = str(uuid.uuid4())
+                        token = next(tokens)
                         updates.append((token, until, r[0]))
                         m = self._message(r, with_lock=False, delivered=True)
                         m.lock_token = token
@@ -983,7 +984,7 @@ class Engine:
                 if mode is ReceiveMode.RECEIVE_AND_DELETE:
                     db.execute("DELETE FROM message WHERE id = ?", (r[0],))
                 else:
-                    token = str(uuid.uuid4())
+                    token = next(_lock_tokens(1))
                     until = now + ent.lock_duration_ms
                     db.execute(
                         "UPDATE message SET lock_token = ?, locked_until_ms = ?, delivery_count = delivery_count + 1 "
@@ -1330,16 +1331,13 @@ class Engine:
 
     @staticmethod
     def _message(r: tuple[Any, ...], *, with_lock: bool, delivered: bool = False) -> Message:
-        enqueued = from_epoch_ms(r[13])
-        assert enqueued is not None
-        state = r[2]
         return Message(
             sequence_number=r[1],
-            body=bytes(r[22]),
-            enqueued_time=enqueued,
+            body=r[22] if type(r[22]) is bytes else bytes(r[22]),
+            enqueued_time=_time(r[13]),
             message_id=r[3],
-            expires_at=from_epoch_ms(r[14]),
-            delivery_count=r[16] + (1 if delivered else 0),
+            expires_at=_time(r[14]),
+            delivery_count=r[16] + 1 if delivered else r[16],
             subject=r[6],
             correlation_id=r[5],
             content_type=r[7],
@@ -1349,12 +1347,12 @@ class Engine:
             to=r[10],
             partition_key=r[11],
             time_to_live_s=r[12] / 1000 if r[12] is not None else None,
-            application_properties=load_props(r[21]),
+            application_properties=_props(r[21]) if r[21] else {},
             dead_letter_source=r[19],
-            scheduled_enqueue_time=from_epoch_ms(r[15]),
-            state=_STATE_NAMES.get(state, "active"),
+            scheduled_enqueue_time=_time(r[15]) if r[15] is not None else None,
+            state=_STATE_NAMES.get(r[2], "active"),
             lock_token=r[17] if with_lock else None,
-            locked_until=from_epoch_ms(r[18]) if with_lock else None,
+            locked_until=_time(r[18]) if with_lock and r[18] is not None else None,
             body_type=r[23],
         )
 
@@ -1468,6 +1466,35 @@ def _row_draft(r: tuple[Any, ...]) -> _Draft:
         dl_source=r[19],
         seq=r[1],
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _time(ms: int) -> datetime:
+    """An epoch-ms stamp as an aware datetime; memoised, as a batch shares a few stamps
+    (datetimes are immutable, so sharing them is safe)."""
+    return datetime.fromtimestamp(ms / 1000.0, UTC)
+
+
+@functools.lru_cache(maxsize=1024)
+def _props_cached(text: str) -> dict[str, Any]:
+    return load_props(text)
+
+
+def _props(text: str) -> dict[str, Any]:
+    """Application properties from their JSON; messages of one batch often share the text.
+
+    The memoised dict is never handed out: each message gets its own (shallow) copy, and
+    the values are immutable (str, numbers, bytes, datetime, UUID).
+    """
+    return dict(_props_cached(text))
+
+
+def _lock_tokens(n: int) -> Iterator[str]:
+    """n lock tokens in UUID form from one call to the OS's random source."""
+    blob = os.urandom(16 * n).hex()
+    for i in range(0, 32 * n, 32):
+        h = blob[i : i + 32]
+        yield f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _dead_letter_props(reason: str | None, description: str | None) -> dict[str, Any]:

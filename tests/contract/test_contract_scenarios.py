@@ -50,9 +50,9 @@ def ids(messages: Sequence[Any]) -> list[str | None]:
     return [m.message_id for m in messages]
 
 
-def snapshot(seed: Seeder, entity: str = "q") -> tuple[Any, ...]:
+def snapshot(seed: Seeder, entity: str = "q", *, deliveries: bool = True) -> tuple[Any, ...]:
     """Counts and what a peek shows of the DLQ and the main queue."""
-    dlq = [(m.sequence_number, m.message_id, m.delivery_count) for m in seed.dlq(entity)]
+    dlq = [(m.sequence_number, m.message_id, m.delivery_count if deliveries else None) for m in seed.dlq(entity)]
     return seed.counts(entity).to_json(), dlq, ids(seed.active(entity))
 
 
@@ -216,13 +216,14 @@ def test_a_target_that_refuses_leaves_every_original(
     spy: Spy, mixed: list[str], seed: Seeder, aio: Any, engine: Any
 ) -> None:
     engine.set_status("q", "Disabled")
-    before = snapshot(seed)
+    # Receiving under lock counts a delivery, as the broker does: compare the rest.
+    before = snapshot(seed, deliveries=False)
     r = aio(resubmit(spy, DLQ, Q, batch_size=3, concurrency=4))
     assert (r.selected, r.resubmitted, r.failed) == (8, 0, 8)
     assert r.errors == ["send to q failed: Messaging entity 'q' is currently disabled."]
     # It stopped after the first batch (3 sends in flight at once) instead of trying all.
     assert spy.calls.count("send") == 3
-    assert snapshot(seed) == before
+    assert snapshot(seed, deliveries=False) == before
     assert_all_available(spy, aio, DLQ, mixed)
 
 

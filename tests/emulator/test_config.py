@@ -55,7 +55,8 @@ ERRORS = [
     (
         "invalid duration",
         doc([q("a"), q("b"), q("c", LockDuration="PT1X")]),
-        f"Config.json: {NS}.Queues[2].Properties.LockDuration: invalid duration 'PT1X' (ISO 8601, e.g. PT30S, PT5M, P14D)",
+        f"Config.json: {NS}.Queues[2].Properties.LockDuration: invalid duration 'PT1X' "
+        "(ISO 8601, e.g. PT30S, PT5M, P14D)",
     ),
     (
         "duration that is not ISO 8601",
@@ -113,7 +114,8 @@ ERRORS = [
     (
         "queue name that is a subscription path",
         doc([q("t/Subscriptions/s")]),
-        f"Config.json: {NS}.Queues[0].Name: invalid queue name 't/Subscriptions/s' (letters, digits, '.', '-', '_', '/')",
+        f"Config.json: {NS}.Queues[0].Name: invalid queue name 't/Subscriptions/s' "
+        "(letters, digits, '.', '-', '_', '/')",
     ),
     (
         "bad subscription name",
@@ -147,10 +149,20 @@ ERRORS = [
     ),
     (
         "duplicate rules",
-        doc(topics=[topic("t", sub("s", rule("r", FilterType="Sql", SqlFilter={"SqlExpression": "1=1"}),
-                                   rule("R", FilterType="Sql", SqlFilter={"SqlExpression": "1=1"})))]),
+        doc(
+            topics=[
+                topic(
+                    "t",
+                    sub(
+                        "s",
+                        rule("r", FilterType="Sql", SqlFilter={"SqlExpression": "1=1"}),
+                        rule("R", FilterType="Sql", SqlFilter={"SqlExpression": "1=1"}),
+                    ),
+                )
+            ]
+        ),
         f"Config.json: {SUB0}.Rules[1].Name: duplicate name 'R' (also at {SUB0}.Rules[0].Name)",
-    ),  # fmt: skip
+    ),
     (
         "unknown filter type",
         doc(topics=[topic("t", sub("s", rule("r", FilterType="Bool")))]),
@@ -168,11 +180,22 @@ ERRORS = [
     ),
     (
         "action that does not parse",
-        doc(topics=[topic("t", sub("s", rule("r", FilterType="Sql", SqlFilter={"SqlExpression": "1=1"},
-                                             Action={"SqlExpression": "SET"})))]),
+        doc(
+            topics=[
+                topic(
+                    "t",
+                    sub(
+                        "s",
+                        rule(
+                            "r", FilterType="Sql", SqlFilter={"SqlExpression": "1=1"}, Action={"SqlExpression": "SET"}
+                        ),
+                    ),
+                )
+            ]
+        ),
         f"Config.json: {SUB0}.Rules[0].Properties.Action.SqlExpression: syntax error at position 4: "
         "unexpected end of expression (expected a property name)",
-    ),  # fmt: skip
+    ),
     (
         "empty correlation filter",
         doc(topics=[topic("t", sub("s", rule("r", FilterType="Correlation", CorrelationFilter={})))]),
@@ -180,11 +203,17 @@ ERRORS = [
     ),
     (
         "correlation property of the wrong type",
-        doc(topics=[topic("t", sub("s", rule("r", FilterType="Correlation",
-                                             CorrelationFilter={"Properties": {"tenant": ["a"]}})))]),
+        doc(
+            topics=[
+                topic(
+                    "t",
+                    sub("s", rule("r", FilterType="Correlation", CorrelationFilter={"Properties": {"tenant": ["a"]}})),
+                )
+            ]
+        ),
         f"Config.json: {SUB0}.Rules[0].Properties.CorrelationFilter.Properties.tenant: "
         "expected a string, number or boolean, got an array",
-    ),  # fmt: skip
+    ),
     (
         "unknown correlation key",
         doc(topics=[topic("t", sub("s", rule("r", FilterType="Correlation", CorrelationFilter={"label": "x"})))]),
@@ -369,7 +398,8 @@ def test_reload_is_idempotent_and_keeps_messages(engine: Engine) -> None:
 
 
 def test_reload_updates_properties_and_replaces_rules(engine: Engine) -> None:
-    apply_config(engine, parse_config(doc([q("a", MaxDeliveryCount=3)], [topic("t", sub("s", rule("old", FilterType="Sql", SqlFilter={"SqlExpression": "x = 1"})))])))  # fmt: skip
+    old_rule = rule("old", FilterType="Sql", SqlFilter={"SqlExpression": "x = 1"})
+    apply_config(engine, parse_config(doc([q("a", MaxDeliveryCount=3)], [topic("t", sub("s", old_rule))])))
     engine.send("a", [OutboundMessage(body=b"kept")])
     new = doc(
         [q("a", MaxDeliveryCount=5, LockDuration="PT30S")],
@@ -385,9 +415,12 @@ def test_reload_updates_properties_and_replaces_rules(engine: Engine) -> None:
 
 def test_our_extensions(engine: Engine) -> None:
     text = doc(
-        [q("full", MaxSizeInMessages=2, Status="disabled"), q("fwd", ForwardTo="full", ForwardDeadLetteredMessagesTo="t")],
+        [
+            q("full", MaxSizeInMessages=2, Status="disabled"),
+            q("fwd", ForwardTo="full", ForwardDeadLetteredMessagesTo="t"),
+        ],
         [topic("t", sub("s", DeadLetteringOnFilterEvaluationExceptions=False, RequiresSession=True))],
-    )  # fmt: skip
+    )
     apply_config(engine, parse_config(text))
     full, fwd, s = engine.get_entity("full"), engine.get_entity("fwd"), engine.get_entity("t/Subscriptions/s")
     assert full.status == "Disabled"

@@ -1,0 +1,368 @@
+"""The pieces under resubmit and purge: retries, rate, lock keeping, copies, export, output."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import io
+import json
+import os
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbdlq.backends.base import Backend, ReceiveMode
+from sbdlq.errors import BadInput, EntityDisabled, OperationFailed, TransientError
+from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
+from sbdlq.operations import move
+from sbdlq.operations.browse import group_key
+from sbdlq.operations.export import Exporter
+from sbdlq.operations.move import LockKeeper, LoopStats, RateLimiter, plan_limit, retrying
+from sbdlq.operations.resubmit import make_copy
+from sbdlq.paths import Address, EntityPath, SubQueue
+from sbdlq.render import Col, Emitter, cell_text, clip, layout
+
+DLQ = Address(EntityPath("q"), SubQueue.DEAD_LETTER)
+NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
+
+
+def msg(seq: int = 1, token: str | None = None, **fields: Any) -> Message:
+    fields.setdefault("enqueued_time", NOW)
+    return Message(sequence_number=seq, body=fields.pop("body", b"x"), lock_token=token, **fields)
+
+
+class Renewer(Backend):
+    """Only renew_locks does anything: it answers at once (no await inside), like the emulator."""
+
+    def __init__(self, lost: set[str] | None = None, fail: int = 0) -> None:
+        self.renewals: list[list[str]] = []
+        self.lost = lost or set()
+        self.fail = fail
+
+    async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        if self.fail:
+            self.fail -= 1
+            raise EntityDisabled("renewal refused")
+        self.renewals.append([m.lock_token or "" for m in messages])
+        return [m for m in messages if m.lock_token in self.lost]
+
+    async def list_entities(self) -> list[EntityInfo]:
+        raise NotImplementedError
+
+    async def get_entity(self, entity: EntityPath) -> EntityInfo:
+        raise NotImplementedError
+
+    async def counts(self, entity: EntityPath) -> Counts:
+        raise NotImplementedError
+
+    async def peek(self, address: Address, from_sequence: int, max_count: int) -> list[Message]:
+        raise NotImplementedError
+
+    async def receive(
+        self, address: Address, max_count: int, *, mode: ReceiveMode = ReceiveMode.PEEK_LOCK, max_wait_s: float = 1.0
+    ) -> list[Message]:
+        raise NotImplementedError
+
+    async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        raise NotImplementedError
+
+    async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        raise NotImplementedError
+
+    async def dead_letter(
+        self, address: Address, messages: Sequence[Message], reason: str, description: str
+    ) -> list[Message]:
+        raise NotImplementedError
+
+    async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------- limits, retries, rate
+
+
+def test_plan_limit_is_the_smaller_of_max_and_what_is_there() -> None:
+    assert plan_limit(None, 7) == 7
+    assert plan_limit(3, 7) == 3
+    assert plan_limit(30, 7) == 7
+    assert plan_limit(None, -1) == 0
+
+
+def test_retrying_retries_transient_errors_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(move, "RETRY_BASE_S", 0.001)
+    stats = LoopStats()
+    calls = 0
+
+    async def flaky() -> str:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise TransientError("busy")
+        return "ok"
+
+    assert asyncio.run(retrying(flaky, stats)) == "ok"
+    assert (calls, stats.retries) == (3, 2)
+
+    async def always() -> None:
+        raise TransientError("down")
+
+    with pytest.raises(TransientError):
+        asyncio.run(retrying(always, stats, attempts=3))
+    assert stats.retries == 4
+
+    async def refused() -> None:
+        nonlocal calls
+        calls += 1
+        raise EntityDisabled("disabled")
+
+    calls = 0
+    with pytest.raises(EntityDisabled):
+        asyncio.run(retrying(refused, stats))
+    assert calls == 1
+
+
+def test_rate_limiter_spaces_messages() -> None:
+    async def take(limiter: RateLimiter) -> float:
+        started = time.monotonic()
+        for _ in range(5):
+            await limiter.take(2)
+        return time.monotonic() - started
+
+    # 10 messages at 100/s: the first go at once, the last 2 wait until 80 ms.
+    assert 0.075 <= asyncio.run(take(RateLimiter(100))) < 0.5
+    assert asyncio.run(take(RateLimiter(None))) < 0.05
+
+
+# ---------------------------------------------------------------- lock keeping
+
+
+def test_lock_keeper_renews_at_half_the_lock_and_never_spins() -> None:
+    backend = Renewer()
+    stats = LoopStats()
+
+    async def run() -> None:
+        keeper = LockKeeper(backend, DLQ, stats, lock_duration_s=0.2)
+        keeper.hold([msg(1, "t1", locked_until=datetime.now(UTC) + timedelta(seconds=0.2))])
+        await asyncio.sleep(0.55)
+        await keeper.stop()
+
+    asyncio.run(run())
+    # Every ~0.1 s: about five renewals, not thousands (a renewal that answers at once
+    # must not turn the keeper into a busy loop) and not none.
+    assert 3 <= len(backend.renewals) <= 7
+    assert stats.renewals == len(backend.renewals)
+
+
+def test_lock_keeper_follows_a_broker_lock_shorter_than_the_entity_says() -> None:
+    backend = Renewer()
+
+    async def run() -> None:
+        keeper = LockKeeper(backend, DLQ, LoopStats(), lock_duration_s=60)
+        keeper.hold([msg(1, "t1", locked_until=datetime.now(UTC) + timedelta(seconds=0.2))])
+        await asyncio.sleep(0.15)
+        await keeper.stop()
+
+    asyncio.run(run())
+    assert backend.renewals == [["t1"]]
+
+
+def test_lock_keeper_drops_lost_locks_and_stops_renewing_released_ones() -> None:
+    backend = Renewer(lost={"t2"})
+    stats = LoopStats()
+    keeper_ref: list[LockKeeper] = []
+
+    async def run() -> None:
+        keeper = LockKeeper(backend, DLQ, stats, lock_duration_s=0.1)
+        keeper_ref.append(keeper)
+        a, b, c = msg(1, "t1"), msg(2, "t2"), msg(3, "t3")
+        keeper.hold([a, b, c])
+        await asyncio.sleep(0.08)
+        keeper.release([c])
+        await asyncio.sleep(0.12)
+        await keeper.stop()
+
+    asyncio.run(run())
+    keeper = keeper_ref[0]
+    assert keeper.lost == {"t2"}
+    assert set(keeper.held) == {"t1"}
+    renewed = [t for call in backend.renewals for t in call]
+    assert renewed.count("t2") == 1
+    assert renewed.count("t1") >= 2 and renewed.count("t3") <= 1
+
+
+def test_lock_keeper_records_a_failed_renewal_and_tries_again() -> None:
+    backend = Renewer(fail=1)
+    stats = LoopStats()
+
+    async def run() -> None:
+        keeper = LockKeeper(backend, DLQ, stats, lock_duration_s=0.2)
+        keeper.hold([msg(1, "t1")])
+        await asyncio.sleep(0.3)
+        await keeper.stop()
+
+    asyncio.run(run())
+    assert stats.errors == ["lock renewal failed: renewal refused"]
+    assert backend.renewals and backend.renewals[0] == ["t1"]
+
+
+# ---------------------------------------------------------------- copies
+
+
+def test_make_copy_keeps_what_a_producer_set_and_marks_the_source() -> None:
+    m = msg(
+        42,
+        "tok",
+        body=b"payload",
+        message_id="id-1",
+        content_type="application/json",
+        correlation_id="c",
+        subject="s",
+        to="t",
+        reply_to="r",
+        reply_to_session_id="rs",
+        session_id="sess",
+        partition_key="pk",
+        time_to_live_s=60.0,
+        delivery_count=10,
+        dead_letter_source="q",
+        application_properties={"DeadLetterReason": "R", "DeadLetterErrorDescription": "D", "k": 1},
+    )
+    c = make_copy(m, source=DLQ)
+    assert c == OutboundMessage(
+        body=b"payload",
+        message_id="id-1",
+        content_type="application/json",
+        correlation_id="c",
+        subject="s",
+        to="t",
+        reply_to="r",
+        reply_to_session_id="rs",
+        session_id="sess",
+        partition_key="pk",
+        time_to_live_s=60.0,
+        application_properties={"k": 1, "sbdlq-resubmitted-from": "q/$DeadLetterQueue:42"},
+    )
+    kept = make_copy(m, source=DLQ, keep_dead_letter_properties=True, new_message_id=True)
+    assert kept.application_properties["DeadLetterReason"] == "R"
+    assert kept.message_id not in (None, "id-1")
+    # The original's properties are not touched.
+    assert "sbdlq-resubmitted-from" not in m.application_properties
+
+
+# ---------------------------------------------------------------- export file
+
+
+def test_exporter_cuts_a_torn_last_line_from_a_crashed_run(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"b": 2}\n{"sequence_nu')
+    ex = Exporter(path)
+    ex.write([msg(7)])
+    ex.close()
+    lines = path.read_text().splitlines()
+    assert lines[:2] == ['{"a": 1}', '{"b": 2}']
+    assert json.loads(lines[2])["sequence_number"] == 7 and len(lines) == 3
+
+
+def test_exporter_repairs_a_file_that_is_one_torn_line(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b"x" * 70000)
+    Exporter(path).close()
+    assert path.read_bytes() == b""
+
+
+def test_a_failed_write_leaves_only_whole_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "x.jsonl"
+    ex = Exporter(path)
+    ex.write([msg(1)])
+    real_write = os.write
+
+    def half_then_full(fd: int, data: Any) -> int:
+        if len(data) > 20:
+            return real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(OperationFailed) as info:
+        ex.write([msg(2), msg(3)])
+    monkeypatch.undo()
+    ex.close()
+    assert info.value.line() == f"cannot write export file {path}: No space left on device"
+    assert [json.loads(line)["sequence_number"] for line in path.read_text().splitlines()] == [1]
+
+
+def test_an_export_file_that_cannot_be_opened_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(BadInput):
+        Exporter(tmp_path / "missing-dir" / "x.jsonl")
+
+
+# ---------------------------------------------------------------- grouping
+
+
+def test_group_key_kinds_are_case_insensitive_property_names_are_not() -> None:
+    m = msg(application_properties={"Tenant": "eu", "DeadLetterReason": "R"})
+    assert group_key("REASON")(m) == "R"
+    assert group_key("property:Tenant")(m) == "eu"
+    assert group_key("property:tenant")(m) == "(none)"
+    assert group_key("day")(m) == "2026-01-31"
+    assert group_key("hour")(msg(enqueued_time=datetime(2026, 1, 31, 23, 59, tzinfo=UTC))) == "2026-01-31T23:00Z"
+    for bad in ("property:", "reasons", "reason:x", ""):
+        with pytest.raises(BadInput):
+            group_key(bad)
+
+
+# ---------------------------------------------------------------- output
+
+
+def test_json_emitter_is_one_document_for_any_number_of_items() -> None:
+    for n in (0, 1, 3):
+        out = io.StringIO()
+        e = Emitter("json", out=out)
+        e.begin()
+        for i in range(n):
+            e.item({"i": i})
+        e.end()
+        assert json.loads(out.getvalue()) == [{"i": i} for i in range(n)]
+
+
+def test_yaml_and_jsonl_emitters_stream_records() -> None:
+    import yaml
+
+    out = io.StringIO()
+    e = Emitter("yaml", out=out)
+    e.begin()
+    e.item({"a": 1})
+    e.item({"a": 2})
+    e.end()
+    assert yaml.safe_load(out.getvalue()) == [{"a": 1}, {"a": 2}]
+    out = io.StringIO()
+    e = Emitter("jsonl", out=out)
+    e.begin()
+    e.end()
+    assert out.getvalue() == ""
+
+
+def test_cells_are_one_line_without_control_characters() -> None:
+    assert cell_text("a\nb\tc\r\nd") == "a b c d"
+    assert cell_text("\x1b[2Jred") == "\N{REPLACEMENT CHARACTER}[2Jred"
+    assert cell_text(None) == ""
+    assert clip("abcdef", 4) == "abc…"
+    assert clip("abc", 3) == "abc"
+
+
+def test_layout_drops_the_least_telling_columns_then_shrinks() -> None:
+    cols = [Col("seq", numeric=True), Col("a", min_width=10), Col("extra", min_width=10, drop=1), Col("b", min_width=5)]
+    rows = [["1", "x" * 30, "y" * 30, "z" * 30]]
+    wide = layout(cols, rows, 200)
+    assert wide == [(0, 3), (1, 30), (2, 30), (3, 30)]
+    narrow = layout(cols, rows, 40)
+    assert [i for i, _ in narrow] == [0, 1, 3]
+    # 3 columns: 10 characters of rules and padding, 30 for the text.
+    assert sum(w for _, w in narrow) + 10 == 40
+    assert dict(narrow)[0] == 3
