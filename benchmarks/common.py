@@ -60,7 +60,9 @@ def sbdlq_cmd() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "sbdlq"]
 
 
-def run_child(argv: list[str], *, env: dict[str, str] | None = None, stdout: int | None = None) -> tuple[float, int, int]:
+def run_child(
+    argv: list[str], *, env: dict[str, str] | None = None, stdout: int | None = None
+) -> tuple[float, int, int]:
     """Run a command; (seconds, peak RSS in KiB, exit status) of that child alone."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(

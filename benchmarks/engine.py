@@ -37,8 +37,7 @@ def raw_rates(n: int, tmp: Path) -> dict[str, float]:
     props = '{"tenant":"eu","attempt":1}'
     now = int(time.time() * 1000)
     rows = [
-        (1, 1, i, 0, f"m-{i}", "order.created", "application/json", now, now + 3_600_000, props, BODY)
-        for i in range(n)
+        (1, 1, i, 0, f"m-{i}", "order.created", "application/json", now, now + 3_600_000, props, BODY) for i in range(n)
     ]
     t0 = time.perf_counter()
     conn.execute("BEGIN")

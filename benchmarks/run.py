@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-SECTIONS = ("startup", "overlap", "engine", "memory")
+SECTIONS = ("startup", "overlap", "engine", "memory", "wire")
 
 
 def machine() -> dict[str, Any]:
@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks import memory
 
             figures[section] = memory.run(large=100_000 if args.quick else 1_000_000)
+        elif section == "wire":
+            from benchmarks import wire
+
+            figures[section] = wire.run()
         else:
             parser.error(f"unknown section {section}")
         figures[section]["section_seconds"] = round(time.perf_counter() - t0, 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -175,7 +176,8 @@ def _check_profile(p: Path, name: str, values: Any) -> dict[str, Any]:
     if "emulator" in out:
         # A relative store path is read against the config file's folder, wherever sbdlq runs.
         store = Path(out["emulator"]).expanduser()
-        out["emulator"] = str(store if store.is_absolute() else p.parent / store)
+        out["emulator"] = store if store.is_absolute() else os.path.normpath(p.parent.absolute() / store)
+        out["emulator"] = str(out["emulator"])
     if "connection_string" in out:
         from sbdlq.connstr import parse_connection_string
 
@@ -240,7 +242,7 @@ class ProfileChoice:
         return f"default_profile {self.name}"
 
 
-def choose_profile(options: dict[str, tuple[str | None, str]], profile_name: str | None) -> ProfileChoice | None:
+def choose_profile(options: Mapping[str, tuple[str | None, str]], profile_name: str | None) -> ProfileChoice | None:
     """The profile in effect: --profile / SBDLQ_PROFILE, else the file's default_profile."""
     name, src = options.get("profile", (profile_name, "unknown"))
     # Without a recorded source the profile counts at the config-file level (the weakest).
@@ -260,7 +262,7 @@ def choose_profile(options: dict[str, tuple[str | None, str]], profile_name: str
 
 def resolve_target(
     *,
-    options: dict[str, tuple[str | None, str]],
+    options: Mapping[str, tuple[str | None, str]],
     profile_name: str | None = None,
     warn: Any = None,
 ) -> Target:
@@ -274,9 +276,10 @@ def resolve_target(
     for level in _LEVELS:
         given = [(k, v) for k, (v, src) in _target_options(options) if v and src == level]
         labels = [flag(k) if level == "option" else ENV_VARS[k] for k, _ in given]
-        from_profile = choice is not None and choice.level == level and prof is not None and prof.target_key
-        if from_profile and choice is not None:
-            labels.append(choice.label)
+        # The chosen profile's target competes at the level the profile was chosen at.
+        here = choice if choice is not None and choice.level == level and choice.profile.target_key else None
+        if here is not None:
+            labels.append(here.label)
         if len(labels) > 1:
             if level == "option":
                 raise BadInput(f"conflicting options: {' and '.join(labels)}", hint="give only one target")
@@ -285,12 +288,12 @@ def resolve_target(
         if given:
             key, value = given[0]
             return _target(key, value, level, labels[0], prof)
-        if from_profile and choice is not None:
-            return _profile_target(choice, warn)
+        if here is not None:
+            return _profile_target(here, warn)
     return Target("emulator", str(default_emulator_path()), "default", prof, "default")
 
 
-def _target_options(options: dict[str, tuple[str | None, str]]) -> list[tuple[str, tuple[str | None, str]]]:
+def _target_options(options: Mapping[str, tuple[str | None, str]]) -> list[tuple[str, tuple[str | None, str]]]:
     # Only target keys: options also carries timeout (and profile), which choose no target.
     return [(k, options[k]) for k in TARGET_OPTIONS if k in options]
 

@@ -135,10 +135,15 @@ def clip(text: str, width: int) -> str:
 def layout(columns: Sequence[Col], rows: Sequence[Sequence[str]], width: int) -> list[tuple[int, int]]:
     """(column index, width) of the columns that fit in `width`, most important kept."""
     keep = list(range(len(columns)))
+    natural = []
+    for i, c in enumerate(columns):
+        n = max([len(c.name), *(len(r[i]) for r in rows)])
+        natural.append(min(n, c.max_width) if c.max_width is not None else n)
 
     def floor(i: int) -> int:
+        # Short content needs no more than itself: more columns then fit.
         c = columns[i]
-        return c.min_width if c.min_width is not None else len(c.name)
+        return min(c.min_width if c.min_width is not None else len(c.name), natural[i])
 
     while True:
         need = sum(floor(i) for i in keep) + _PER_COLUMN * len(keep) + 1
@@ -146,13 +151,7 @@ def layout(columns: Sequence[Col], rows: Sequence[Sequence[str]], width: int) ->
         if need <= width or not droppable:
             break
         keep.remove(max(droppable, key=lambda i: (columns[i].drop, i)))
-    widths = {}
-    for i in keep:
-        c = columns[i]
-        natural = max([len(c.name), *(len(r[i]) for r in rows)])
-        if c.max_width is not None:
-            natural = min(natural, max(c.max_width, floor(i)))
-        widths[i] = max(natural, floor(i)) if c.numeric else natural
+    widths = {i: max(natural[i], floor(i)) for i in keep}
     excess = sum(widths.values()) + _PER_COLUMN * len(keep) + 1 - width
     while excess > 0:
         # Take a character from the widest column that can still give one.

@@ -26,8 +26,8 @@ class EmulatorBackend(Backend):
         self.description = f"emulator store {path}" + (f" with {latency_s * 1000:.0f} ms latency" if latency_s else "")
 
     async def _round_trip(self) -> None:
-        if self.latency_s:
-            await asyncio.sleep(self.latency_s)
+        # Always yield: a caller's loop of calls must let other tasks (lock renewal) run.
+        await asyncio.sleep(self.latency_s)
 
     async def list_entities(self) -> list[EntityInfo]:
         await self._round_trip()

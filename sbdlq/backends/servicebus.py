@@ -115,6 +115,8 @@ class ServiceBusBackend(Backend):
         self._said: set[str] = set()
         self._receivers: dict[tuple[str, ReceiveMode], Any] = {}
         self._senders: dict[str, Any] = {}
+        self._open_senders: set[str] = set()
+        self._sender_lock = asyncio.Lock()
         self._held: dict[str, _Held] = {}
 
     # ----------------------------------------------------------------- admin (HTTP) side
@@ -436,7 +438,7 @@ class ServiceBusBackend(Backend):
         sdk_messages = [to_sdk_message(m) for m in messages]
         from azure.servicebus.exceptions import MessageSizeExceededError
 
-        sender = self._sender(entity)
+        sender = await self._open_sender(entity)
         batch = await self._guard(sender.create_message_batch(), what)
         for index, sdk_message in enumerate(sdk_messages):
             try:
@@ -461,6 +463,7 @@ class ServiceBusBackend(Backend):
         handlers = [*self._receivers.values(), *self._senders.values()]
         self._receivers.clear()
         self._senders.clear()
+        self._open_senders.clear()
         self._held.clear()
         for handler in handlers:
             await self._quietly(handler.close())
@@ -517,7 +520,12 @@ class ServiceBusBackend(Backend):
             # prefetch 0: the SDK then asks for exactly max_message_count per receive call, so
             # no message is locked (its lock ticking, its delivery count at stake) before the
             # caller asked for it; the batch size is the prefetch.
-            kwargs: dict[str, Any] = {"sub_queue": sub_queue, "receive_mode": sdk_mode, "prefetch_count": 0}
+            kwargs: dict[str, Any] = {
+                "sub_queue": sub_queue,
+                "receive_mode": sdk_mode,
+                "prefetch_count": 0,
+                "socket_timeout": SOCKET_TIMEOUT_S,
+            }
             client = self._sb_client()
             entity = address.entity
             if entity.subscription is None:
@@ -531,13 +539,25 @@ class ServiceBusBackend(Backend):
         self._receivers[key] = receiver
         return receiver
 
+    async def _open_sender(self, entity: EntityPath) -> Any:
+        """The cached sender, opened once: concurrent first sends on one link race inside the SDK."""
+        key = str(entity)
+        if key in self._open_senders:
+            return self._senders[key]
+        async with self._sender_lock:
+            sender = self._sender(entity)
+            if key not in self._open_senders:
+                await self._guard(sender.create_message_batch(), _describe(entity))
+                self._open_senders.add(key)
+        return sender
+
     def _sender(self, entity: EntityPath) -> Any:
         key = str(entity)
         sender = self._senders.get(key)
         if sender is None:
             try:
                 # A queue sender and a topic sender differ only in name: both target the entity path.
-                sender = self._sb_client().get_queue_sender(entity.name)
+                sender = self._sb_client().get_queue_sender(entity.name, socket_timeout=SOCKET_TIMEOUT_S)
             except SbdlqError:
                 raise
             except Exception as exc:
@@ -682,6 +702,12 @@ def sdk_connection_string(info: ConnectionInfo) -> str:
     if info.use_emulator:
         parts.append("UseDevelopmentEmulator=true")
     return ";".join(parts)
+
+
+# Concurrent operations on one link take turns reading frames, each waiting up to this long
+# after its reply was already read by another (0.2 s by default): overlapped settlements would
+# pay it every time. Handlers take it per sender/receiver, not from the client.
+SOCKET_TIMEOUT_S = 0.01
 
 
 def amqp_client_kwargs(timeout_s: float) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
+from sbdlq.cli.complete import complete_destination, complete_entity
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
 from sbdlq.paths import Address, SubQueue, parse_address, parse_entity
 from sbdlq.selection import Selection, build_selection
@@ -60,7 +61,10 @@ Output = Annotated[
     str | None,
     typer.Option("--output", "-o", help="table, json, jsonl or yaml (default: table).", rich_help_panel=OUT),
 ]
-Entity = Annotated[str, typer.Argument(help="Queue, or TOPIC/Subscriptions/SUB.", show_default=False)]
+Entity = Annotated[
+    str,
+    typer.Argument(help="Queue, or TOPIC/Subscriptions/SUB.", show_default=False, autocompletion=complete_entity),
+]
 
 
 def _selection(**values: Any) -> Selection:
@@ -83,7 +87,10 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
     def count(
         ctx: typer.Context,
         entities: Annotated[
-            list[str] | None, typer.Argument(help="Queues or subscriptions; none: every one.", show_default=False)
+            list[str] | None,
+            typer.Argument(
+                help="Queues or subscriptions; none: every one.", show_default=False, autocompletion=complete_entity
+            ),
         ] = None,
         fail_above: Annotated[
             int | None, typer.Option("--fail-above", help=f"Exit 3 when a {what} holds more than N.", min=0)
@@ -272,10 +279,19 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
         ctx: typer.Context,
         entity: Entity,
         to: Annotated[
-            str | None, typer.Option("--to", help="Send to this queue or topic instead of the entity.")
+            str | None,
+            typer.Option(
+                "--to", help="Send to this queue or topic instead of the entity.", autocompletion=complete_destination
+            ),
         ] = None,
-        concurrency: Annotated[int, typer.Option("--concurrency", help="Messages in flight at most.", min=1)] = 32,
-        batch_size: Annotated[int, typer.Option("--batch-size", help="Messages received per batch.", min=1)] = 100,
+        concurrency: Annotated[
+            int | None,
+            typer.Option("--concurrency", help="Messages in flight at most.", min=1, show_default="32"),
+        ] = None,
+        batch_size: Annotated[
+            int | None,
+            typer.Option("--batch-size", help="Messages received per batch.", min=1, show_default="100"),
+        ] = None,
         rate: Annotated[float | None, typer.Option("--rate", help="At most N messages per second.", min=0.001)] = None,
         max_count: Annotated[int | None, typer.Option("--max", help="Resubmit at most N messages.", min=1)] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; change nothing.")] = False,
@@ -326,13 +342,13 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
                         target,
                         selection=sel,
                         max_count=max_count,
-                        batch_size=batch_size,
-                        concurrency=concurrency,
+                        batch_size=_tuning(s, "batch_size", batch_size, 100),
+                        concurrency=_tuning(s, "concurrency", concurrency, 32),
                         rate=rate,
                         dry_run=dry_run,
                         new_message_id=new_message_id,
                         keep_dead_letter_properties=keep_dead_letter_properties,
-                        note=err,
+                        note=_note,
                         progress=bars,
                     )
             return fmt, result
@@ -353,7 +369,9 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
             Path | None,
             typer.Option("--export", help="Append each message to this JSONL file (synced) before deleting it."),
         ] = None,
-        batch_size: Annotated[int, typer.Option("--batch-size", help="Messages per batch.", min=1)] = 500,
+        batch_size: Annotated[
+            int | None, typer.Option("--batch-size", help="Messages per batch.", min=1, show_default="500")
+        ] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
         yes: Annotated[
             bool, typer.Option("--yes", "-y", help="Don't ask (required when stdin is not a terminal).")
@@ -396,16 +414,18 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
                 # Before any I/O: a script without --yes must not delete, nor wait for an answer.
                 raise BadInput("purge needs --yes when stdin is not a terminal", hint="or try --dry-run first")
             async with open_target(s) as backend:
-                with progress(f"purge {address}") as bars:
+                # No bar when a prompt will come: Rich would redraw over the question.
+                with progress(f"purge {address}", enabled=yes or dry_run) as bars:
                     result = await do_purge(
                         backend,
                         address,
                         selection=sel,
                         max_count=max_count,
                         export=export,
-                        batch_size=batch_size,
+                        batch_size=_tuning(s, "batch_size", batch_size, 500),
+                        concurrency=_tuning(s, "concurrency", None, 32),
                         dry_run=dry_run,
-                        note=err,
+                        note=_note,
                         progress=bars,
                         confirm=None if yes else lambda n: _confirm(address, n, export),
                     )
@@ -442,6 +462,19 @@ def _check_export_path(path: Path) -> None:
 
     if (path.exists() and not os.access(path, os.W_OK)) or (not path.exists() and not os.access(parent, os.W_OK)):
         raise BadInput(f"--export {path}: not writable")
+
+
+def _tuning(s: Settings, key: str, given: int | None, default: int) -> int:
+    """--concurrency / --batch-size: the option, else the profile's value, else the default."""
+    if given is not None:
+        return given
+    value = s.profile_default(key)
+    return int(value) if value else default
+
+
+def _note(text: str) -> None:
+    """A plan line or warning from an operation, on stderr like every other sbdlq line."""
+    err(f"sbdlq: {text}")
 
 
 def _interactive() -> bool:

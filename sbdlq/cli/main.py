@@ -6,6 +6,7 @@ import typer
 
 from sbdlq import __version__
 from sbdlq.cli.common import Settings
+from sbdlq.cli.complete import complete_profile
 from sbdlq.cli.group import SbdlqGroup
 from sbdlq.paths import SubQueue
 
@@ -64,7 +65,11 @@ def main(
     profile: Annotated[
         str | None,
         typer.Option(
-            "--profile", envvar="SBDLQ_PROFILE", help="A profile from the config file.", rich_help_panel=TARGET
+            "--profile",
+            envvar="SBDLQ_PROFILE",
+            help="A profile from the config file.",
+            rich_help_panel=TARGET,
+            autocompletion=complete_profile,
         ),
     ] = None,
     timeout: Annotated[
@@ -90,6 +95,7 @@ def main(
     for name, value in (("connection_string", connection_string), ("namespace", namespace), ("emulator", emulator)):
         sources[name] = (value, _source(ctx, name))
     sources["timeout"] = (timeout, _source(ctx, "timeout"))
+    sources["profile"] = (profile, _source(ctx, "profile"))
     ctx.obj = Settings(options=sources, profile=profile, timeout=timeout, verbose=verbose, debug=debug)
 
 

@@ -2,7 +2,9 @@
 
 The rules live here; the backends and the AMQP listener are thin layers above. Every
 method is one transaction, so a process killed at any line leaves the store as it was
-before or after the call, and several processes may share one store.
+before or after the call, and several processes may share one store. (counts and peek
+may first run a short transaction of their own to settle what the broker does on its
+timers: scheduled messages falling due, locks lapsing.)
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ _QUEUE = {SubQueue.NONE: 0, SubQueue.DEAD_LETTER: 1, SubQueue.TRANSFER_DEAD_LETT
 _STATE_NAMES = {0: "active", 1: "deferred", 2: "scheduled"}
 _CHUNK = 500  # bound on SQL variables per statement
 
+_NEVER_MS = int(MAX_TTL_S * 1000)
 MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
 TTL_REASON = "TTLExpiredException"
 TTL_DESCRIPTION = "The message expired and was dead lettered."
@@ -1020,6 +1023,25 @@ class Engine:
             self._release(db, ent, held, now)
             return lost
 
+    def release(self, address: Address, lock_tokens: Sequence[str]) -> list[str]:
+        """Give back messages delivered but never handed to the application (AMQP `released`).
+
+        Unlike abandon, this was not a delivery attempt: the lock goes and the delivery count
+        taken when it was locked is returned, so it can never push a message into the DLQ.
+        """
+        now = self._now()
+        with self.store.write() as db:
+            ent = self._queue_entity(db, address)
+            held, lost = self._held(db, ent, address, lock_tokens, now, columns="id")
+            for chunk in _chunks([r[0] for r in held]):
+                db.execute(
+                    "UPDATE message SET lock_token = NULL, locked_until_ms = NULL, "
+                    "delivery_count = MAX(delivery_count - 1, 0) "
+                    f"WHERE id IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                )
+            return lost
+
     def dead_letter(
         self,
         address: Address,
@@ -1346,7 +1368,8 @@ class Engine:
             reply_to_session_id=r[9],
             to=r[10],
             partition_key=r[11],
-            time_to_live_s=r[12] / 1000 if r[12] is not None else None,
+            # A message that never expires has no time to live worth showing.
+            time_to_live_s=r[12] / 1000 if r[12] is not None and r[12] < _NEVER_MS else None,
             application_properties=_props(r[21]) if r[21] else {},
             dead_letter_source=r[19],
             scheduled_enqueue_time=_time(r[15]) if r[15] is not None else None,

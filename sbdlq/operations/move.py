@@ -237,7 +237,8 @@ async def locked_loop(
             lost = [m for m in items if keeper.is_lost(m)]
             if lost:
                 # Someone else may hold these now: acting on them would duplicate work.
-                stats.lock_lost += len(lost)
+                # Not handled, still in their queue: failed, for this run.
+                stats.failed += len(lost)
                 stats.error(f"{len(lost)} message(s) lost their lock before they were handled")
                 items = [m for m in items if not keeper.is_lost(m)]
             unsettled = await action(items) if items else []

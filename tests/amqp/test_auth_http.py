@@ -71,6 +71,10 @@ def test_admin_runtime_properties(emulator: Any) -> None:
         assert (sub.active_message_count, sub.transfer_dead_letter_message_count) == (1, 0)
         queue = admin.get_queue(q)
         assert queue.max_delivery_count == 10
+        listed = {p.name: p.active_message_count for p in admin.list_queues_runtime_properties(max_page_size=2)}
+        assert listed[q] == 3 and len(listed) == len([e for e in emulator.engine.list_entities() if e.kind == "queue"])
+        (only,) = admin.list_subscriptions_runtime_properties(topic)
+        assert (only.name, only.active_message_count) == ("s1", 1)
         from azure.core.exceptions import ResourceNotFoundError
 
         with pytest.raises(ResourceNotFoundError):

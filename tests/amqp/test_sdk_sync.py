@@ -16,7 +16,11 @@ from azure.servicebus import (
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
 )
-from azure.servicebus.exceptions import MessagingEntityNotFoundError
+from azure.servicebus.exceptions import (
+    MessageLockLostError,
+    MessagingEntityDisabledError,
+    MessagingEntityNotFoundError,
+)
 
 from sbdlq.paths import parse_address
 
@@ -80,6 +84,17 @@ def test_abandon_redelivers_with_delivery_count(emulator: Any, client: Any) -> N
         assert m2.sequence_number == m.sequence_number
         assert m2.delivery_count == 1
         receiver.complete_message(m2)
+
+
+def test_settling_a_lost_lock_raises_lock_lost(emulator: Any, client: Any) -> None:
+    q = emulator.queue()
+    emulator.seed(q, "taken")
+    with client.get_queue_receiver(q) as receiver:
+        (m,) = _drain(receiver, 1)
+        # Someone else settles it first (another process on the same store).
+        assert emulator.engine.complete(parse_address(q), [str(m.lock_token)]) == []
+        with pytest.raises(MessageLockLostError):
+            receiver.complete_message(m)
 
 
 def test_dead_letter_with_reason_and_description(emulator: Any, client: Any) -> None:
@@ -170,6 +185,8 @@ def test_transfer_dead_letter_queue(emulator: Any, client: Any) -> None:
     source = emulator.queue(forward_to=target)
     emulator.engine.set_status(target, "Disabled")
     emulator.seed(source, "stuck")
+    with pytest.raises(MessagingEntityDisabledError), client.get_queue_sender(target) as sender:
+        sender.send_messages(ServiceBusMessage("refused"))  # a rejected transfer, with its condition
     with client.get_queue_receiver(source, sub_queue=ServiceBusSubQueue.TRANSFER_DEAD_LETTER) as tdlq:
         (m,) = _drain(tdlq, 1)
         assert _bodies([m]) == ["stuck"]
@@ -216,3 +233,19 @@ def test_entity_not_found(emulator: Any, client: Any) -> None:
         receiver.receive_messages(max_wait_time=WAIT)
     with pytest.raises(MessagingEntityNotFoundError), client.get_queue_receiver("nowhere") as receiver:
         receiver.peek_messages()
+
+
+def test_session_receivers(emulator: Any, client: Any) -> None:
+    from azure.servicebus import NEXT_AVAILABLE_SESSION
+
+    q = emulator.queue(requires_session=True)
+    emulator.seed(q, "for-a", session_id="A")
+    emulator.seed(q, "for-b", session_id="B")
+    with client.get_queue_receiver(q, session_id="B") as receiver:
+        (m,) = _drain(receiver, 1)
+        assert (_bodies([m]), receiver.session.session_id) == (["for-b"], "B")
+        receiver.complete_message(m)
+    with client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as receiver:
+        (m,) = _drain(receiver, 1)
+        assert (_bodies([m]), receiver.session.session_id) == (["for-a"], "A")
+        receiver.complete_message(m)

@@ -287,4 +287,3 @@ class Spy(Backend):
 @pytest.fixture
 def spy(backend: Backend) -> Spy:
     return Spy(backend)
-

@@ -25,8 +25,8 @@ def seqs(messages: list[Any]) -> list[int]:
     return [m.sequence_number for m in messages]
 
 
-def ids(messages: list[Any]) -> list[str | None]:
-    return [m.message_id for m in messages]
+def ids(messages: list[Any]) -> list[str]:
+    return [m.message_id or "" for m in messages]
 
 
 # ---------------------------------------------------------------- entities and counts

@@ -25,8 +25,8 @@ Q = EntityPath("q")
 DLQ = Address(Q, SubQueue.DEAD_LETTER)
 
 
-def ids(messages: list[Any]) -> list[str | None]:
-    return [m.message_id for m in messages]
+def ids(messages: list[Any]) -> list[str]:
+    return [m.message_id or "" for m in messages]
 
 
 async def collect(it: Any) -> list[Any]:

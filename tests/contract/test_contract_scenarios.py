@@ -46,8 +46,8 @@ MESSAGE_KEYS = [
 ]
 
 
-def ids(messages: Sequence[Any]) -> list[str | None]:
-    return [m.message_id for m in messages]
+def ids(messages: Sequence[Any]) -> list[str]:
+    return [m.message_id or "" for m in messages]
 
 
 def snapshot(seed: Seeder, entity: str = "q", *, deliveries: bool = True) -> tuple[Any, ...]:
@@ -184,7 +184,9 @@ def test_subscription_dlq_goes_back_through_its_topic(backend: Backend, seed: Se
     # Both subscriptions got the originals; audit consumed its copies.
     assert len(seed.engine.receive(Address(EntityPath("t", "audit")), 10, mode=_delete())) == 2
     notes: list[str] = []
-    r = aio(resubmit(backend, Address(EntityPath("t", "billing"), SubQueue.DEAD_LETTER), EntityPath("t"), note=notes.append))
+    r = aio(
+        resubmit(backend, Address(EntityPath("t", "billing"), SubQueue.DEAD_LETTER), EntityPath("t"), note=notes.append)
+    )
     assert r.resubmitted == 2
     assert notes == [
         "plan: resubmit 2 message(s) from t/Subscriptions/billing/$DeadLetterQueue to topic t",
@@ -361,9 +363,7 @@ def test_locks_are_renewed_while_a_slow_send_outlasts_them(spy: Spy, seed: Seede
 
 
 @pytest.mark.parametrize("concurrency", [1, 5, 10])
-def test_concurrency_bounds_messages_sent_but_not_completed(
-    spy: Spy, seed: Seeder, aio: Any, concurrency: int
-) -> None:
+def test_concurrency_bounds_messages_sent_but_not_completed(spy: Spy, seed: Seeder, aio: Any, concurrency: int) -> None:
     seed.queue("q")
     seed.queue("target")
     seed.dead_letter("q", 40)
@@ -407,3 +407,25 @@ def test_sends_never_start_before_the_previous_message_state_is_known(spy: Spy, 
         else:
             assert set(seqs) <= sent
     assert sent == {1, 2, 3, 4, 5, 6}
+
+
+def test_messages_whose_lock_was_lost_are_not_sent(spy: Spy, seed: Seeder, aio: Any) -> None:
+    seed.queue("q", lock_duration_s=1)
+    seed.queue("target")
+    seed.dead_letter("q", 4)
+
+    async def lock_stolen(address: Address, messages: Sequence[Message]) -> list[Message]:
+        # As if another receiver took them: every renewal fails.
+        return list(messages)
+
+    async def slow(entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
+        await asyncio.sleep(1.2)
+
+    spy.renew_locks = lock_stolen  # type: ignore[method-assign]
+    spy.before_send = slow
+    r = aio(resubmit(spy, DLQ, EntityPath("target"), concurrency=1, batch_size=4))
+    # Only the first was sent; its lock lapsed during the send, so its original stayed too.
+    assert spy.calls.count("send") == 1
+    assert (r.resubmitted, r.failed, r.lock_lost) == (1, 3, 1)
+    assert ids(seed.active("target")) == ["m0"]
+    assert ids(seed.dlq("q")) == ["m0", "m1", "m2", "m3"]

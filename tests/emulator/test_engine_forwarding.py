@@ -46,6 +46,7 @@ def test_more_than_four_hops_stop_in_the_transfer_dlq(engine: Engine, h: Helpers
     (m,) = _tdlq(engine, "q4")
     assert m.message_id == "m0"
     assert m.dead_letter_reason == "MaxTransferHopCountExceeded"
+    assert m.dead_letter_error_description is None  # Microsoft's table: description null
 
 
 def test_forwarding_loop_ends_in_a_transfer_dlq(engine: Engine, h: Helpers) -> None:

@@ -9,6 +9,7 @@ import pytest
 from sbdlq.backends.base import ReceiveMode
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import MessageNotFound
+from sbdlq.models import OutboundMessage
 from sbdlq.paths import parse_address as A
 
 if TYPE_CHECKING:
@@ -229,3 +230,17 @@ def test_deferred_messages_count_as_active(q: Engine, h: Helpers) -> None:
     (m,) = q.receive(Q, 1)
     q.defer(Q, [m.lock_token])
     assert q.counts("q").active == 2
+
+
+
+def test_release_returns_the_delivery_attempt(engine: Engine) -> None:
+    """AMQP `released`: the lock goes and the delivery count is as before the delivery."""
+    engine.create_queue("q", max_delivery_count=1)
+    engine.send("q", [OutboundMessage(body=b"x")])
+    for _ in range(3):
+        (m,) = engine.receive(A("q"), 1)
+        assert m.delivery_count == 1
+        assert engine.release(A("q"), [m.lock_token or ""]) == []
+    assert engine.counts("q").dead_letter == 0
+    unknown = "00000000-0000-0000-0000-000000000000"
+    assert engine.release(A("q"), [unknown]) == [unknown]

@@ -166,3 +166,26 @@ def test_empty_send_and_zero_receive(engine: Engine) -> None:
     engine.create_queue("q")
     assert engine.send("q", []) == []
     assert engine.receive(A("q"), 0) == []
+
+
+def test_a_mixed_batch_keeps_its_order_and_fields(engine: Engine, clock: Clock) -> None:
+    # Plain messages and ones with system properties, TTL or a schedule take different
+    # insert statements; the batch must still read back in send order, each as sent.
+    engine.create_queue("q", default_ttl_s=3600)
+    batch = [
+        OutboundMessage(body=b"0", message_id="plain"),
+        OutboundMessage(body=b"1", message_id="subject", subject="s", session_id="sess"),
+        OutboundMessage(body=b"2", message_id="props", application_properties={"k": "v"}),
+        OutboundMessage(body=b"3", message_id="ttl", time_to_live_s=60),
+        OutboundMessage(body=b"4", message_id="later", scheduled_enqueue_time=clock.at(30)),
+        OutboundMessage(body=bytearray(b"5"), message_id="bytearray"),
+    ]
+    assert engine.send("q", batch) == [1, 2, 3, 4, 5, 6]
+    got = engine.peek(A("q"), 0, 10)
+    assert [m.message_id for m in got] == ["plain", "subject", "props", "ttl", "later", "bytearray"]
+    assert [m.body for m in got] == [b"0", b"1", b"2", b"3", b"4", b"5"]
+    assert (got[1].subject, got[1].session_id) == ("s", "sess")
+    assert got[2].application_properties == {"k": "v"}
+    assert [m.time_to_live_s for m in got] == [3600, 3600, 3600, 60, 3600, 3600]
+    assert [m.state for m in got] == ["active"] * 4 + ["scheduled", "active"]
+    assert got[4].expires_at == clock.at(30 + 3600)

@@ -244,3 +244,32 @@ def test_receive_by_session(engine: Engine, h: Helpers) -> None:
     engine.create_queue("q", requires_session=True)
     engine.send("q", [OutboundMessage(body=b"", message_id=f"m{i}", session_id=f"s{i % 2}") for i in range(4)])
     assert h.ids(engine.receive(A("q"), 10, session_id="s1")) == ["m1", "m3"]
+
+
+@needs_sql
+def test_failing_action_dead_letters_like_a_failing_filter(engine: Engine) -> None:
+    engine.create_topic("t")
+    engine.create_subscription("t", "s", rules=[Rule("a", sql="1=1", action="SET n = n + 1")])
+    engine.send("t", [OutboundMessage(body=b"", message_id="m", application_properties={"n": "abc"})])
+    (d,) = engine.peek(A(sub("s") + "/$DeadLetterQueue"), 0, 1)
+    assert d.dead_letter_reason == "InvalidOperationException"
+    assert "'+'" in (d.dead_letter_error_description or "")
+    assert d.application_properties["n"] == "abc"  # the original message, not a half-applied action
+
+
+def test_oversized_headers_through_a_topic_land_in_each_subscription_dlq(engine: Engine) -> None:
+    engine.create_topic("t")
+    engine.create_subscription("t", "a")
+    engine.create_subscription("t", "b")
+    engine.send("t", [OutboundMessage(body=b"", application_properties={"p": "x" * 70_000})])
+    for name in ("a", "b"):
+        c = engine.counts(sub(name))
+        assert (c.active, c.dead_letter) == (0, 1)
+        assert engine.peek(A(sub(name) + "/$DeadLetterQueue"), 0, 1)[0].dead_letter_reason == "HeaderSizeExceeded"
+
+
+def test_rules_are_listed_as_created(engine: Engine) -> None:
+    engine.create_topic("t")
+    rules = [Rule("c", correlation={"Label": "x", "Properties": {"k": 1}}), Rule("s", sql="1=1", action=None)]
+    engine.create_subscription("t", "s", rules=rules)
+    assert engine.rules(sub("s")) == rules

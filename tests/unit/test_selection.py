@@ -148,8 +148,7 @@ def test_criteria_combine_with_and() -> None:
         ({"body_regex": "("}, "invalid --body-regex '(': missing ), unterminated subpattern at position 0"),
         (
             {"enqueued_before": "yesterday"},
-            "invalid --enqueued-before 'yesterday' "
-            "(use ISO 8601 like 2026-01-31T12:00:00Z or a duration like 2h)",
+            "invalid --enqueued-before 'yesterday' (use ISO 8601 like 2026-01-31T12:00:00Z or a duration like 2h)",
         ),
         (
             {"older_than": "soon"},

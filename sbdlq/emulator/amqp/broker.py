@@ -76,6 +76,12 @@ def _delivery(event: Event) -> Delivery:
     return delivery
 
 
+def _condition(failure: conditions.Failure) -> Condition:
+    """An AMQP error with an info map: azure-servicebus indexes error[2] on rejected sends."""
+    info: dict[Any, Any] = {symbol("com.microsoft:tracking-id"): uuid.uuid4().hex}
+    return Condition(failure.condition, failure.description, info)
+
+
 def _new_delivery(link: Sender, tag: bytes) -> Delivery:
     """A delivery with a binary tag (proton accepts bytes; its annotation says str)."""
     return link.delivery(tag)  # type: ignore[arg-type]
@@ -269,7 +275,7 @@ class Broker:
         else:
             link.target.type = Terminus.UNSPECIFIED
         link.open()
-        link.condition = Condition(failure.condition, failure.description)
+        link.condition = _condition(failure)
         link.close()
 
     def _authorize(self, connection: Connection, entity: EntityPath) -> None:
@@ -342,7 +348,7 @@ class Broker:
         except Exception as exc:
             self.feeds.pop(link, None)
             failure = conditions.failure_of(exc)
-            link.condition = Condition(failure.condition, failure.description)
+            link.condition = _condition(failure)
             link.close()
             return
         for m in messages:
@@ -409,7 +415,7 @@ class Broker:
 
     @staticmethod
     def _reject(delivery: Delivery, failure: conditions.Failure) -> None:
-        delivery.local.condition = Condition(failure.condition, failure.description)
+        delivery.local.condition = _condition(failure)
         delivery.update(Delivery.REJECTED)
         delivery.settle()
 

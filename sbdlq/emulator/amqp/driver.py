@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 _RECV_CHUNK = 64 * 1024
 
 
+_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
+
+
 class Handler(Protocol):
     """What the loop calls: proton events, a periodic tick, and the end of a connection."""
 
@@ -142,6 +145,13 @@ class Driver:
         if data is None:
             return
         if data:
+            if _QUICKACK is not None:
+                # Clients that keep Nagle on (the Python SDK does) hold their next small frame until
+                # our ACK; Linux delays ACKs up to 200 ms, so acknowledge at once. Re-armed each read.
+                try:
+                    peer.sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+                except OSError:
+                    pass
             peer.transport.push(data)
         else:
             peer.transport.close_tail()

@@ -12,85 +12,18 @@ import logging
 import os
 import socket
 import threading
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 from xml.sax.saxutils import escape
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import EntityNotFound, SbdlqError, ServiceUnavailable
-from sbdlq.models import Counts, EntityInfo
 from sbdlq.paths import parse_entity
 
-from . import sas
+from . import atom, sas
 
 log = logging.getLogger(__name__)
-
-_ATOM = "http://www.w3.org/2005/Atom"
-_SB = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
-_COUNTS = "http://schemas.microsoft.com/netservices/2011/06/servicebus"
-
-
-def _duration(seconds: float) -> str:
-    """ISO 8601 duration as .NET writes TimeSpan (`P10675199DT2H48M5S`, `PT1M`)."""
-    days, rest = divmod(max(seconds, 0.0), 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    clock = "".join(f"{v:g}{u}" for v, u in ((int(hours), "H"), (int(minutes), "M"), (round(secs, 3), "S")) if v)
-    text = "P" + (f"{int(days)}D" if days else "") + (f"T{clock}" if clock else "")
-    return text if text != "P" else "PT0S"
-
-
-def _bool(value: bool) -> str:
-    return "true" if value else "false"
-
-
-def _count_details(counts: Counts | None) -> str:
-    c = counts or Counts(entity="")
-    fields = {
-        "ActiveMessageCount": c.active,
-        "DeadLetterMessageCount": c.dead_letter,
-        "ScheduledMessageCount": c.scheduled,
-        "TransferDeadLetterMessageCount": c.transfer_dead_letter,
-        "TransferMessageCount": 0,
-    }
-    inner = "".join(f"<d2p1:{k}>{v}</d2p1:{k}>" for k, v in fields.items())
-    return f'<CountDetails xmlns:d2p1="{_COUNTS}">{inner}</CountDetails>'
-
-
-def entity_xml(info: EntityInfo, counts: Counts | None, url: str) -> str:
-    """One Atom entry describing a queue, topic or subscription as the admin client expects."""
-    kind = {"queue": "QueueDescription", "topic": "TopicDescription"}.get(info.kind, "SubscriptionDescription")
-    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    total = 0 if counts is None else counts.active + counts.dead_letter + counts.transfer_dead_letter + counts.scheduled
-    fields: list[tuple[str, Any]] = [("DefaultMessageTimeToLive", _duration(info.default_ttl_s))]
-    if info.kind != "topic":
-        fields += [
-            ("LockDuration", _duration(info.lock_duration_s)),
-            ("RequiresSession", _bool(info.requires_session)),
-            ("DeadLetteringOnMessageExpiration", _bool(info.dead_lettering_on_expiration)),
-            ("MaxDeliveryCount", info.max_delivery_count),
-            ("MessageCount", total),
-        ]
-    if info.kind != "subscription":
-        fields.append(("RequiresDuplicateDetection", _bool(info.requires_duplicate_detection)))
-    if info.kind == "topic":
-        fields.append(("SubscriptionCount", info.subscription_count))
-    fields += [("Status", info.status), ("CreatedAt", now), ("UpdatedAt", now), ("AccessedAt", now)]
-    if info.forward_to:
-        fields.append(("ForwardTo", info.forward_to))
-    if info.forward_dead_lettered_to:
-        fields.append(("ForwardDeadLetteredMessagesTo", info.forward_dead_lettered_to))
-    body = "".join(f"<{k}>{escape(str(v))}</{k}>" for k, v in fields) + _count_details(counts)
-    title = escape(info.path.rsplit("/", 1)[-1] if info.kind == "subscription" else info.path)
-    return (
-        f'<?xml version="1.0" encoding="utf-8"?><entry xmlns="{_ATOM}">'
-        f'<id>{escape(url)}</id><title type="text">{title}</title>'
-        f"<published>{now}</published><updated>{now}</updated>"
-        f'<content type="application/xml"><{kind} xmlns="{_SB}" '
-        f'xmlns:i="http://www.w3.org/2001/XMLSchema-instance">{body}</{kind}></content></entry>'
-    )
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -117,26 +50,53 @@ class _Handler(BaseHTTPRequestHandler):
             payload = {"status": "ok", "amqp_port": self.server.amqp_port, "store": self.server.store_path}
             self._send(200, json.dumps(payload), "application/json")
             return
+        here = f"http://{self.headers.get('Host', '')}{self.path}"
         try:
-            entity = parse_entity(path)
-            self._authorize(str(entity))
-            engine = self.server.engine()
-            info = engine.get_entity(entity)
-            counts = None if info.kind == "topic" else engine.counts(entity)
+            if path.lower() in ("$resources/queues", "$resources/topics") or path.lower().endswith("/subscriptions"):
+                body = self._list(path, parse_qs(url.query), here)
+                content_type = "application/atom+xml;type=feed;charset=utf-8"
+            else:
+                body = atom.document(self._entry(path, here))
+                content_type = "application/atom+xml;type=entry;charset=utf-8"
         except EntityNotFound as exc:
             self._error(404, exc.line())
-            return
         except PermissionError as exc:
             self._error(401, str(exc))
-            return
         except SbdlqError as exc:
             self._error(400, exc.line())
-            return
-        self._send(
-            200,
-            entity_xml(info, counts, f"http://{self.headers.get('Host', '')}{self.path}"),
-            "application/atom+xml;type=entry;charset=utf-8",
-        )
+        else:
+            self._send(200, body, content_type)
+
+    def _entry(self, path: str, url: str) -> str:
+        entity = parse_entity(path)
+        self._authorize(str(entity))
+        engine = self.server.engine()
+        info = engine.get_entity(entity)
+        return atom.entry(info, None if info.kind == "topic" else engine.counts(entity), url)
+
+    def _list(self, path: str, query: dict[str, list[str]], url: str) -> str:
+        """A page of queues, topics or a topic's subscriptions, honouring $skip and $top."""
+        self._authorize("")
+        engine = self.server.engine()
+        lowered = path.lower()
+        if lowered.startswith("$resources/"):
+            kind = lowered.split("/", 1)[1][:-1]  # queues -> queue, topics -> topic
+            found = [e for e in engine.list_entities() if e.kind == kind]
+            title = kind.capitalize() + "s"
+        else:
+            topic = path[: -len("/subscriptions")]
+            engine.get_entity(topic)  # EntityNotFound for a missing topic
+            found = [e for e in engine.list_entities() if e.kind == "subscription" and e.path.startswith(topic + "/")]
+            title = "Subscriptions"
+        skip = int(query.get("$skip", ["0"])[0])
+        top = int(query.get("$top", ["100"])[0])
+        page = found[skip : skip + top]
+        entries = [atom.entry(e, None if e.kind == "topic" else engine.counts(e.path), url) for e in page]
+        next_url = None
+        if skip + top < len(found):
+            base = url.split("?", 1)[0]
+            next_url = f"{base}?$skip={skip + top}&$top={top}&api-version={query.get('api-version', [''])[0]}"
+        return atom.document(atom.feed(title, url, entries, next_url))
 
     def _authorize(self, entity: str) -> None:
         key = self.server.key

@@ -1,0 +1,94 @@
+"""Atom XML documents as the Service Bus admin client reads them (entity entries and feeds)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from sbdlq.models import Counts, EntityInfo
+
+_ATOM = "http://www.w3.org/2005/Atom"
+_SB = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
+_COUNTS = "http://schemas.microsoft.com/netservices/2011/06/servicebus"
+
+
+def _duration(seconds: float) -> str:
+    """ISO 8601 duration as .NET writes TimeSpan (`P10675199DT2H48M5S`, `PT1M`)."""
+    days, rest = divmod(max(seconds, 0.0), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = "".join(f"{v:g}{u}" for v, u in ((int(hours), "H"), (int(minutes), "M"), (round(secs, 3), "S")) if v)
+    text = "P" + (f"{int(days)}D" if days else "") + (f"T{clock}" if clock else "")
+    return text if text != "P" else "PT0S"
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _count_details(counts: Counts | None) -> str:
+    c = counts or Counts(entity="")
+    fields = {
+        "ActiveMessageCount": c.active,
+        "DeadLetterMessageCount": c.dead_letter,
+        "ScheduledMessageCount": c.scheduled,
+        "TransferDeadLetterMessageCount": c.transfer_dead_letter,
+        "TransferMessageCount": 0,
+    }
+    inner = "".join(f"<d2p1:{k}>{v}</d2p1:{k}>" for k, v in fields.items())
+    return f'<CountDetails xmlns:d2p1="{_COUNTS}">{inner}</CountDetails>'
+
+
+def entry(info: EntityInfo, counts: Counts | None, url: str) -> str:
+    """One Atom entry describing a queue, topic or subscription as the admin client expects."""
+    kind = {"queue": "QueueDescription", "topic": "TopicDescription"}.get(info.kind, "SubscriptionDescription")
+    now = _now()
+    total = 0 if counts is None else counts.active + counts.dead_letter + counts.transfer_dead_letter + counts.scheduled
+    fields: list[tuple[str, Any]] = [("DefaultMessageTimeToLive", _duration(info.default_ttl_s))]
+    if info.kind != "topic":
+        fields += [
+            ("LockDuration", _duration(info.lock_duration_s)),
+            ("RequiresSession", _bool(info.requires_session)),
+            ("DeadLetteringOnMessageExpiration", _bool(info.dead_lettering_on_expiration)),
+            ("MaxDeliveryCount", info.max_delivery_count),
+            ("MessageCount", total),
+        ]
+    if info.kind != "subscription":
+        fields.append(("RequiresDuplicateDetection", _bool(info.requires_duplicate_detection)))
+    if info.kind == "topic":
+        fields.append(("SubscriptionCount", info.subscription_count))
+    fields += [("Status", info.status), ("CreatedAt", now), ("UpdatedAt", now), ("AccessedAt", now)]
+    if info.forward_to:
+        fields.append(("ForwardTo", info.forward_to))
+    if info.forward_dead_lettered_to:
+        fields.append(("ForwardDeadLetteredMessagesTo", info.forward_dead_lettered_to))
+    body = "".join(f"<{k}>{escape(str(v))}</{k}>" for k, v in fields) + _count_details(counts)
+    title = escape(info.path.rsplit("/", 1)[-1] if info.kind == "subscription" else info.path)
+    return (
+        f'<entry xmlns="{_ATOM}">'
+        f'<id>{escape(url)}</id><title type="text">{title}</title>'
+        f"<published>{now}</published><updated>{now}</updated>"
+        f'<content type="application/xml"><{kind} xmlns="{_SB}" '
+        f'xmlns:i="http://www.w3.org/2001/XMLSchema-instance">{body}</{kind}></content></entry>'
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def document(xml: str) -> str:
+    """A complete XML document around an entry or a feed."""
+    return '<?xml version="1.0" encoding="utf-8"?>' + xml
+
+
+def feed(title: str, url: str, entries: list[str], next_url: str | None) -> str:
+    """A page of entries; a `next` link tells the admin client another page follows."""
+    links = f'<link rel="self" href={quoteattr(url)}/>'
+    if next_url:
+        links += f'<link rel="next" href={quoteattr(next_url)}/>'
+    return (
+        f'<feed xmlns="{_ATOM}"><title type="text">{escape(title)}</title><id>{escape(url)}</id>'
+        f"<updated>{_now()}</updated>{links}{''.join(entries)}</feed>"
+    )

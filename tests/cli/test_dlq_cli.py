@@ -1,0 +1,853 @@
+"""The DLQ commands through the CLI: exact output, exact stderr lines, exit statuses.
+
+CliRunner gives a non-terminal stdout; COLUMNS=80 fixes the table width. Messages are
+seeded through the engine of the store the command reads, with a fixed clock, so times in
+the output are known.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import os
+import re
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import Result
+from typer.testing import CliRunner
+
+from sbdlq.backends.emulator import EmulatorBackend
+from sbdlq.cli.main import app
+from sbdlq.emulator.engine import Engine
+from sbdlq.models import Message, OutboundMessage
+from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
+
+T0 = 1_735_689_600.0  # 2025-01-01T00:00:00Z
+ENV: dict[str, str | None] = {
+    "COLUMNS": "80",
+    "LINES": "40",
+    "FORCE_COLOR": None,
+    "NO_COLOR": None,
+    "TTY_COMPATIBLE": None,
+    "TTY_INTERACTIVE": None,
+    "SBDLQ_PROFILE": None,
+    "SBDLQ_CONNECTION_STRING": None,
+    "SBDLQ_NAMESPACE": None,
+    "SBDLQ_EMULATOR": None,
+    "SBDLQ_EMULATOR_LATENCY": None,
+    "SBDLQ_TIMEOUT": None,
+}
+MESSAGE_KEYS = [
+    "sequence_number",
+    "message_id",
+    "enqueued_time",
+    "expires_at",
+    "delivery_count",
+    "dead_letter_reason",
+    "dead_letter_error_description",
+    "dead_letter_source",
+    "subject",
+    "correlation_id",
+    "content_type",
+    "session_id",
+    "reply_to",
+    "to",
+    "time_to_live_s",
+    "application_properties",
+    "body",
+    "body_encoding",
+]
+
+
+class Store:
+    """The emulator store a test's commands read, and shorthands to fill and inspect it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.clock = T0
+        self.engine = Engine(path, clock=lambda: self.clock)
+
+    def dead_letter(
+        self,
+        entity: str,
+        messages: Sequence[OutboundMessage] | int,
+        reason: str = "Bad",
+        description: str = "it broke",
+        prefix: str = "m",
+    ) -> None:
+        """Send to the entity (its topic for a subscription), receive and dead-letter them."""
+        out = (
+            [OutboundMessage(body=f"{prefix}{i}".encode(), message_id=f"{prefix}{i}") for i in range(messages)]
+            if (isinstance(messages, int))
+            else list(messages)
+        )
+        path = parse_address(entity).entity
+        self.engine.send(path.name, out)
+        got = self.engine.receive(Address(path), len(out))
+        assert len(got) == len(out)
+        self.engine.dead_letter(Address(path), [m.lock_token for m in got if m.lock_token], reason, description)
+
+    def dlq(self, entity: str = "q", sub_queue: SubQueue = SubQueue.DEAD_LETTER) -> list[Message]:
+        return self.engine.peek(Address(parse_address(entity).entity, sub_queue), 0, 100_000)
+
+    def active(self, entity: str) -> list[Message]:
+        return self.engine.peek(parse_address(entity), 0, 100_000)
+
+    def dlq_ids(self, entity: str = "q") -> list[str | None]:
+        return [m.message_id for m in self.dlq(entity)]
+
+    def snapshot(self, entity: str = "q") -> Any:
+        """Counts, and sequence number, id and delivery count of each DLQ message."""
+        return self.engine.counts(entity), [
+            (m.sequence_number, m.message_id, m.delivery_count) for m in self.dlq(entity)
+        ]
+
+    def available(self, entity: str = "q") -> list[str]:
+        """Receive every DLQ message at once (none may still be locked), then let them go."""
+        a = Address(parse_address(entity).entity, SubQueue.DEAD_LETTER)
+        got = self.engine.receive(a, 100_000)
+        self.engine.abandon(a, [m.lock_token for m in got if m.lock_token])
+        return sorted(m.message_id for m in got if m.message_id)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(tmp_path / "emulator.db")
+    try:
+        yield s
+    finally:
+        s.engine.close()
+
+
+@pytest.fixture
+def sbdlq(store: Store, tmp_path: Path) -> Callable[..., Result]:
+    """Run `sbdlq --emulator STORE ARGS...` and return the result."""
+    runner = CliRunner()
+    env = {**ENV, "SBDLQ_CONFIG": str(tmp_path / "no-config.yaml")}
+
+    def invoke(*args: str, input: str | None = None) -> Result:
+        return runner.invoke(app, ["--emulator", str(store.path), *args], env=env, input=input)
+
+    return invoke
+
+
+@pytest.fixture
+def orders(store: Store) -> Store:
+    """Queue `orders`: 3 `Timeout` (o0..o2), then 2 `Poison` (p0, p1) in its DLQ; topic t with s1, s2."""
+    store.engine.create_queue("orders")
+    store.engine.create_topic("t")
+    store.engine.create_subscription("t", "s1")
+    store.engine.create_subscription("t", "s2")
+    store.dead_letter("orders", 3, "Timeout", "took too long", prefix="o")
+    store.clock += 3600
+    store.dead_letter("orders", 2, "Poison", "bad json", prefix="p")
+    return store
+
+
+def one_line(result: Result) -> str:
+    """The single stderr line of a failed command (and no traceback)."""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def elapsed(text: str) -> str:
+    """Output with the run time masked."""
+    return re.sub(r"in \d+\.\d\ds", "in X.XXs", re.sub(r'"elapsed_s": [\d.]+', '"elapsed_s": 0', text))
+
+
+# ---------------------------------------------------------------- count
+
+
+def test_count_without_entities_lists_every_queue_and_subscription(orders: Store, sbdlq: Any) -> None:
+    orders.engine.send("t", [OutboundMessage(body=b"x")])
+    r = sbdlq("count")
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert r.stdout == (
+        "┏━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┓\n"
+        "┃ entity             ┃ active ┃ dead_letter ┃ transfer_dead_letter ┃ scheduled ┃\n"
+        "┡━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━┩\n"
+        "│ orders             │      0 │           5 │                    0 │         0 │\n"
+        "│ t/Subscriptions/s1 │      1 │           0 │                    0 │         0 │\n"
+        "│ t/Subscriptions/s2 │      1 │           0 │                    0 │         0 │\n"
+        "└────────────────────┴────────┴─────────────┴──────────────────────┴───────────┘\n"
+    )
+
+
+def test_count_json_jsonl_yaml(orders: Store, sbdlq: Any) -> None:
+    rows = [
+        {"entity": "orders", "active": 0, "dead_letter": 5, "transfer_dead_letter": 0, "scheduled": 0},
+        {"entity": "t/Subscriptions/s1", "active": 0, "dead_letter": 0, "transfer_dead_letter": 0, "scheduled": 0},
+    ]
+    r = sbdlq("count", "orders", "t/subscriptions/s1", "-o", "json")
+    assert r.exit_code == 0
+    assert r.stdout == json.dumps(rows, indent=2) + "\n"
+    r = sbdlq("count", "orders/$DeadLetterQueue", "t/Subscriptions/s1", "-o", "jsonl")
+    assert r.stdout == "".join(json.dumps(row) + "\n" for row in rows)
+    r = sbdlq("count", "orders", "t/Subscriptions/s1", "--output", "yaml")
+    assert r.stdout == (
+        "- entity: orders\n"
+        "  active: 0\n"
+        "  dead_letter: 5\n"
+        "  transfer_dead_letter: 0\n"
+        "  scheduled: 0\n"
+        "- entity: t/Subscriptions/s1\n"
+        "  active: 0\n"
+        "  dead_letter: 0\n"
+        "  transfer_dead_letter: 0\n"
+        "  scheduled: 0\n"
+    )
+    assert yaml.safe_load(r.stdout) == rows
+
+
+def test_count_fail_above(orders: Store, sbdlq: Any) -> None:
+    r = sbdlq("count", "orders", "--fail-above", "5", "-o", "jsonl")
+    assert (r.exit_code, r.stderr) == (0, "")
+    r = sbdlq("count", "--fail-above", "4", "-o", "jsonl")
+    assert r.exit_code == 3
+    # The counts are still printed, for the log of the job that failed.
+    assert len(r.stdout.splitlines()) == 3
+    assert one_line(r) == "sbdlq: orders: 5 messages in the dead-letter queue, above 4"
+    orders.dead_letter("t/Subscriptions/s1", 7, prefix="s")
+    r = sbdlq("count", "--fail-above", "4", "-o", "json")
+    assert r.exit_code == 3
+    assert one_line(r) == ("sbdlq: t/Subscriptions/s1: 7 messages in the dead-letter queue, above 4 (2 entities over)")
+
+
+def test_count_of_an_unknown_entity_exits_4(orders: Store, sbdlq: Any) -> None:
+    r = sbdlq("count", "orders", "nope")
+    assert r.exit_code == 4
+    assert r.stdout == ""
+    assert one_line(r) == "sbdlq: The messaging entity 'nope' could not be found."
+
+
+# ---------------------------------------------------------------- peek
+
+
+def test_peek_json_is_the_message_shape(store: Store, sbdlq: Any) -> None:
+    store.engine.create_queue("q")
+    full = OutboundMessage(
+        body=b'{"order": 7}',
+        message_id="id-7",
+        content_type="application/json",
+        correlation_id="corr",
+        subject="orders",
+        to="fulfilment",
+        reply_to="replies",
+        session_id="s-1",
+        time_to_live_s=3600,
+        application_properties={"tenant": "eu", "attempt": 2, "vip": True},
+    )
+    store.dead_letter("q", [full, OutboundMessage(body=b"\xff\x00", message_id="bin")], "Poison", "bad json")
+    r = sbdlq("peek", "q", "-o", "json")
+    assert (r.exit_code, r.stderr) == (0, "")
+    docs = json.loads(r.stdout)
+    assert [list(d) for d in docs] == [MESSAGE_KEYS, MESSAGE_KEYS]
+    assert docs[0] == {
+        "sequence_number": 1,
+        "message_id": "id-7",
+        "enqueued_time": "2025-01-01T00:00:00Z",
+        "expires_at": "2025-01-01T01:00:00Z",
+        "delivery_count": 1,
+        "dead_letter_reason": "Poison",
+        "dead_letter_error_description": "bad json",
+        "dead_letter_source": None,
+        "subject": "orders",
+        "correlation_id": "corr",
+        "content_type": "application/json",
+        "session_id": "s-1",
+        "reply_to": "replies",
+        "to": "fulfilment",
+        "time_to_live_s": 3600.0,
+        "application_properties": {
+            "tenant": "eu",
+            "attempt": 2,
+            "vip": True,
+            "DeadLetterReason": "Poison",
+            "DeadLetterErrorDescription": "bad json",
+        },
+        "body": '{"order": 7}',
+        "body_encoding": "utf-8",
+    }
+    assert (docs[1]["body"], docs[1]["body_encoding"]) == ("/wA=", "base64")
+    # jsonl: the same objects, one per line.
+    r = sbdlq("peek", "q", "-o", "jsonl")
+    assert [json.loads(line) for line in r.stdout.splitlines()] == docs
+
+
+def test_peek_table_fits_80_columns(orders: Store, sbdlq: Any) -> None:
+    r = sbdlq("peek", "orders", "--max", "2")
+    assert r.exit_code == 0
+    assert r.stdout == (
+        "                orders/$DeadLetterQueue: 2 message(s)                 \n"
+        "┏━━━━━┳━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━┓\n"
+        "┃ seq ┃ enqueued             ┃ reason  ┃ subject ┃ message_id ┃ body ┃\n"
+        "┡━━━━━╇━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━┩\n"
+        "│   1 │ 2025-01-01T00:00:00Z │ Timeout │         │ o0         │ o0   │\n"
+        "│   2 │ 2025-01-01T00:00:00Z │ Timeout │         │ o1         │ o1   │\n"
+        "└─────┴──────────────────────┴─────────┴─────────┴────────────┴──────┘\n"
+    )
+    # There are more: say how to see them, on stderr.
+    assert r.stderr == "sbdlq: showing the first 2; see more with --from-sequence 3, --max N or --all\n"
+
+
+def test_peek_table_cuts_long_and_hostile_content(store: Store, sbdlq: Any) -> None:
+    store.engine.create_queue("q")
+    hostile = OutboundMessage(
+        body=b"[/x] [bold]not markup[/bold]\x1b[2J\nsecond line " + b"z" * 200,
+        message_id="a-message-id-that-is-far-too-long-to-show-in-full",
+    )
+    store.dead_letter("q", [hostile], "MaxDeliveryCountExceeded", "Message could not be consumed after 10 attempts.")
+    r = sbdlq("peek", "q")
+    assert (r.exit_code, r.stderr) == (0, "")
+    lines = r.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    # Deliveries, description and subject gave way; the rest is cut with an ellipsis.
+    assert lines[2] == "┃ seq ┃ enqueued             ┃ reason         ┃ message_id     ┃ body          ┃"
+    assert lines[4] == "│   1 │ 2025-01-01T00:00:00Z │ MaxDeliveryCo… │ a-message-id-… │ [/x] [bold]n… │"
+    assert "\x1b" not in r.stdout
+
+
+def test_peek_max_all_and_from_sequence(store: Store, sbdlq: Any) -> None:
+    store.engine.create_queue("q")
+    store.dead_letter("q", 600)
+    r = sbdlq("peek", "q", "-o", "jsonl")
+    assert len(r.stdout.splitlines()) == 20
+    r = sbdlq("peek", "q", "-o", "jsonl", "--max", "3", "--from-sequence", "598")
+    assert [json.loads(line)["sequence_number"] for line in r.stdout.splitlines()] == [598, 599, 600]
+    # --all over several pages is still one JSON document.
+    r = sbdlq("peek", "q", "--all", "-o", "json")
+    assert (r.exit_code, r.stderr) == (0, "")
+    docs = json.loads(r.stdout)
+    assert [d["sequence_number"] for d in docs] == list(range(1, 601))
+
+
+def test_peek_of_an_empty_dlq(store: Store, sbdlq: Any) -> None:
+    store.engine.create_queue("q")
+    assert sbdlq("peek", "q", "-o", "json").stdout == "[]\n"
+    assert sbdlq("peek", "q", "-o", "yaml").stdout == "[]\n"
+    assert sbdlq("peek", "q", "-o", "jsonl").stdout == ""
+    r = sbdlq("peek", "q")
+    assert r.stdout.splitlines()[0].strip() == "q/$DeadLetterQueue: 0 message(s)"
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["--reason", "poison"], ["p0", "p1"]),
+        (["--reason", "Poison", "--reason", "TIMEOUT"], ["o0", "o1", "o2", "p0", "p1"]),
+        (["--description-contains", "TOO"], ["o0", "o1", "o2"]),
+        (["--sequence", "2-3", "--sequence", "5"], ["o1", "o2", "p1"]),
+        (["--where", "sys.MessageId LIKE 'p%' OR sys.SequenceNumber = 1"], ["o0", "p0", "p1"]),
+        (["--enqueued-after", "2025-01-01T00:30:00Z"], ["p0", "p1"]),
+        (["--enqueued-before", "2025-01-01T00:30:00"], ["o0", "o1", "o2"]),
+        (["--body-regex", "^o[02]$"], ["o0", "o2"]),
+        (["--body-contains", "1"], ["o1", "p1"]),
+        (["--property", "DeadLetterReason=Poison", "--max", "1"], ["p0"]),
+    ],
+)
+def test_peek_selection(orders: Store, sbdlq: Any, options: list[str], expected: list[str]) -> None:
+    r = sbdlq("peek", "orders", "-o", "jsonl", *options)
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert [json.loads(line)["message_id"] for line in r.stdout.splitlines()] == expected
+
+
+def test_peek_changes_nothing(orders: Store, sbdlq: Any) -> None:
+    before = orders.snapshot("orders")
+    sbdlq("peek", "orders", "--all", "-o", "json")
+    assert orders.snapshot("orders") == before
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--where", "x ="],
+            "sbdlq: invalid --where expression: syntax error at position 4: unexpected end of expression",
+        ),
+        (["--sequence", "a-b"], "sbdlq: invalid --sequence 'a-b' (use N, N-M, N- or -M)"),
+        (
+            ["--enqueued-before", "last tuesday"],
+            "sbdlq: invalid --enqueued-before 'last tuesday' "
+            "(use ISO 8601 like 2026-01-31T12:00:00Z or a duration like 2h)",
+        ),
+        (["--body-regex", "[z-a]"], "sbdlq: invalid --body-regex '[z-a]': bad character range z-a at position 1"),
+        (["-o", "xml"], "sbdlq: invalid output format 'xml' (use table, json, jsonl or yaml)"),
+        (["--property", "novalue"], "sbdlq: invalid --property 'novalue' (use NAME=VALUE)"),
+        (["--max", "0"], "sbdlq: Invalid value for '--max': 0 is not in the range x>=1. (see 'sbdlq peek --help')"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(orders: Store, sbdlq: Any, args: list[str], line: str) -> None:
+    r = sbdlq("peek", "orders", *args)
+    assert r.exit_code == 2
+    assert r.stdout == ""
+    assert one_line(r) == line
+
+
+def test_unknown_entity_exits_4_for_every_command(orders: Store, sbdlq: Any) -> None:
+    for command in (["peek"], ["inspect-reason"], ["resubmit"], ["purge", "--yes"], ["transfer-dlq", "peek"]):
+        r = sbdlq(*command, "nope", "-o", "json")
+        assert r.exit_code == 4, command
+        assert one_line(r) == "sbdlq: The messaging entity 'nope' could not be found."
+        assert r.stdout == ""
+
+
+# ---------------------------------------------------------------- inspect-reason
+
+
+def test_inspect_reason_table(orders: Store, sbdlq: Any) -> None:
+    r = sbdlq("inspect-reason", "orders")
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert r.stdout == (
+        "                          5 message(s) by reason                           \n"
+        "┏━━━━━━━━━┳━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━┓\n"
+        "┃ key     ┃ count ┃ first_enqueued       ┃ last_enqueued        ┃ samples ┃\n"
+        "┡━━━━━━━━━╇━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━┩\n"
+        "│ Timeout │     3 │ 2025-01-01T00:00:00Z │ 2025-01-01T00:00:00Z │ 1, 2, 3 │\n"
+        "│ Poison  │     2 │ 2025-01-01T01:00:00Z │ 2025-01-01T01:00:00Z │ 4, 5    │\n"
+        "└─────────┴───────┴──────────────────────┴──────────────────────┴─────────┘\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("by", "expected"),
+    [
+        ("reason", [("Timeout", 3), ("Poison", 2)]),
+        ("description", [("took too long", 3), ("bad json", 2)]),
+        ("subject", [("(none)", 5)]),
+        ("source", [("(none)", 5)]),
+        ("property:DeadLetterReason", [("Timeout", 3), ("Poison", 2)]),
+        ("hour", [("2025-01-01T00:00Z", 3), ("2025-01-01T01:00Z", 2)]),
+        ("day", [("2025-01-01", 5)]),
+    ],
+)
+def test_inspect_reason_by(orders: Store, sbdlq: Any, by: str, expected: list[tuple[str, int]]) -> None:
+    r = sbdlq("inspect-reason", "orders", "--by", by, "-o", "json")
+    assert r.exit_code == 0
+    groups = json.loads(r.stdout)
+    assert [(g["key"], g["count"]) for g in groups] == expected
+
+
+def test_inspect_reason_json_shape_and_selection(orders: Store, sbdlq: Any) -> None:
+    r = sbdlq("inspect-reason", "orders", "--sequence", "3-", "-o", "json")
+    assert json.loads(r.stdout) == [
+        {
+            "key": "Poison",
+            "count": 2,
+            "first_enqueued": "2025-01-01T01:00:00Z",
+            "last_enqueued": "2025-01-01T01:00:00Z",
+            "sample_sequence_numbers": [4, 5],
+        },
+        {
+            "key": "Timeout",
+            "count": 1,
+            "first_enqueued": "2025-01-01T00:00:00Z",
+            "last_enqueued": "2025-01-01T00:00:00Z",
+            "sample_sequence_numbers": [3],
+        },
+    ]
+    r = sbdlq("inspect-reason", "orders", "--by", "colour")
+    assert r.exit_code == 2
+    assert one_line(r) == (
+        "sbdlq: invalid --by 'colour' (use reason, description, source, subject, property:NAME, hour or day)"
+    )
+
+
+# ---------------------------------------------------------------- resubmit
+
+
+def test_resubmit_everything(orders: Store, sbdlq: Any) -> None:
+    r = sbdlq("resubmit", "orders")
+    assert r.exit_code == 0
+    assert elapsed(r.stdout) == "resubmitted 5 of 5 selected message(s) in X.XXs\n"
+    assert r.stderr == "sbdlq: plan: resubmit 5 message(s) from orders/$DeadLetterQueue to orders\n"
+    assert orders.dlq("orders") == []
+    assert [m.message_id for m in orders.active("orders")] == ["o0", "o1", "o2", "p0", "p1"]
+
+
+def test_resubmit_json_result(orders: Store, sbdlq: Any) -> None:
+    r = sbdlq("resubmit", "orders", "--reason", "poison", "-o", "json")
+    assert r.exit_code == 0
+    assert json.loads(elapsed(r.stdout)) == {
+        "selected": 2,
+        "resubmitted": 2,
+        "failed": 0,
+        "skipped": 3,
+        "dry_run": False,
+        "elapsed_s": 0,
+    }
+
+
+def test_resubmit_dry_run_changes_nothing(orders: Store, sbdlq: Any) -> None:
+    before = orders.snapshot("orders")
+    r = sbdlq("resubmit", "orders", "--dry-run", "--reason", "Timeout")
+    assert r.exit_code == 0
+    assert r.stdout == "dry run: 3 message(s) would be resubmitted\n"
+    assert r.stderr == "sbdlq: plan: resubmit 3 message(s) from orders/$DeadLetterQueue to orders (dry run)\n"
+    assert orders.snapshot("orders") == before
+    assert orders.active("orders") == []
+
+
+def test_selective_resubmit_keeps_properties_and_leaves_the_rest_available(store: Store, sbdlq: Any) -> None:
+    store.engine.create_queue("q")
+    store.engine.create_queue("retry", requires_duplicate_detection=True)
+    full = OutboundMessage(
+        body=b"payload",
+        message_id="keep",
+        content_type="text/plain",
+        correlation_id="c",
+        subject="s",
+        to="t",
+        reply_to="r",
+        session_id="sess",
+        time_to_live_s=600,
+        application_properties={"tenant": "eu", "n": 1},
+    )
+    store.dead_letter("q", 2, "Timeout", prefix="a")
+    store.dead_letter("q", [full], "Poison", "bad")
+    store.dead_letter("q", 2, "Timeout", prefix="b")
+    r = sbdlq(
+        "resubmit", "q", "--to", "retry", "--reason", "Poison", "--keep-dead-letter-properties", "--batch-size", "1"
+    )
+    assert r.exit_code == 0, r.output
+    assert elapsed(r.stdout) == "resubmitted 1 of 1 selected message(s) in X.XXs (2 skipped)\n"
+    assert r.stderr.splitlines() == [
+        "sbdlq: warning: retry has duplicate detection: a copy whose message id was seen within the detection "
+        "window is dropped; use --new-message-id to avoid that",
+        "sbdlq: plan: resubmit 1 message(s) from q/$DeadLetterQueue to retry",
+    ]
+    (copy,) = store.active("retry")
+    assert (copy.body, copy.message_id, copy.content_type, copy.correlation_id) == (
+        b"payload",
+        "keep",
+        "text/plain",
+        "c",
+    )
+    assert (copy.subject, copy.to, copy.reply_to, copy.session_id, copy.time_to_live_s) == ("s", "t", "r", "sess", 600)
+    assert copy.application_properties == {
+        "tenant": "eu",
+        "n": 1,
+        "DeadLetterReason": "Poison",
+        "DeadLetterErrorDescription": "bad",
+        "sbdlq-resubmitted-from": "q/$DeadLetterQueue:3",
+    }
+    # The skipped ones are back in the DLQ, unlocked, the moment the command ends.
+    assert store.available("q") == ["a0", "a1", "b0", "b1"]
+
+
+def test_resubmit_new_message_id(orders: Store, sbdlq: Any) -> None:
+    r = sbdlq("resubmit", "orders", "--new-message-id", "--sequence", "1", "-o", "json")
+    assert r.exit_code == 0
+    (copy,) = orders.active("orders")
+    assert copy.body == b"o0" and copy.message_id not in (None, "o0")
+    assert "DeadLetterReason" not in copy.application_properties
+
+
+def test_resubmit_a_subscription_goes_to_its_topic(orders: Store, sbdlq: Any) -> None:
+    orders.dead_letter("t/Subscriptions/s1", 2, prefix="s")
+    orders.engine.receive(Address(EntityPath("t", "s2")), 10, mode=_delete())
+    r = sbdlq("resubmit", "t/Subscriptions/s1", "--dry-run")
+    assert r.exit_code == 0
+    assert r.stderr.splitlines() == [
+        "sbdlq: plan: resubmit 2 message(s) from t/Subscriptions/s1/$DeadLetterQueue to topic t (dry run)",
+        "sbdlq: note: topic t has 2 subscription(s): every subscription whose rules match gets a copy, not only s1",
+    ]
+    r = sbdlq("resubmit", "t/Subscriptions/s1")
+    assert r.exit_code == 0
+    assert [m.message_id for m in orders.active("t/Subscriptions/s1")] == ["s0", "s1"]
+    assert [m.message_id for m in orders.active("t/Subscriptions/s2")] == ["s0", "s1"]
+
+
+def _delete() -> Any:
+    from sbdlq.backends.base import ReceiveMode
+
+    return ReceiveMode.RECEIVE_AND_DELETE
+
+
+def test_resubmit_max(orders: Store, sbdlq: Any) -> None:
+    r = sbdlq("resubmit", "orders", "--max", "2")
+    assert elapsed(r.stdout) == "resubmitted 2 of 2 selected message(s) in X.XXs\n"
+    assert orders.dlq_ids("orders") == ["o2", "p0", "p1"]
+
+
+def test_resubmit_to_a_disabled_target_fails_and_keeps_everything(orders: Store, sbdlq: Any) -> None:
+    orders.engine.set_status("orders", "Disabled")
+    r = sbdlq("resubmit", "orders", "--batch-size", "2", "--concurrency", "1")
+    assert r.exit_code == 1
+    assert elapsed(r.stdout) == "resubmitted 0 of 5 selected message(s) in X.XXs (5 failed)\n"
+    assert r.stderr.splitlines() == [
+        "sbdlq: plan: resubmit 5 message(s) from orders/$DeadLetterQueue to orders",
+        "sbdlq: send to orders failed: Messaging entity 'orders' is currently disabled.; "
+        "5 message(s) were not resubmitted and remain in the queue; run the command again to retry",
+    ]
+    assert orders.available("orders") == ["o0", "o1", "o2", "p0", "p1"]
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "line"),
+    [
+        (
+            ["--to", "t/Subscriptions/s1"],
+            2,
+            "sbdlq: --to 't/Subscriptions/s1': cannot send to a subscription; name its topic",
+        ),
+        (
+            ["--to", "orders/$DeadLetterQueue"],
+            2,
+            "sbdlq: --to 'orders/$DeadLetterQueue': cannot send to a dead-letter queue",
+        ),
+        (["--to", "missing"], 4, "sbdlq: The messaging entity 'missing' could not be found."),
+        (["--concurrency", "0"], 2, None),
+    ],
+)
+def test_resubmit_bad_targets(orders: Store, sbdlq: Any, args: list[str], status: int, line: str | None) -> None:
+    before = orders.snapshot("orders")
+    r = sbdlq("resubmit", "orders", *args)
+    assert r.exit_code == status
+    if line is not None:
+        assert one_line(r) == line
+    assert orders.snapshot("orders") == before
+
+
+def test_resubmit_interrupted_exits_130_and_loses_nothing(
+    orders: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_send = EmulatorBackend.send
+    sends = 0
+
+    async def send_then_ctrl_c(self: EmulatorBackend, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
+        nonlocal sends
+        sends += 1
+        if sends == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        await real_send(self, entity, messages)
+
+    monkeypatch.setattr(EmulatorBackend, "send", send_then_ctrl_c)
+    r = sbdlq("resubmit", "orders", "--concurrency", "1", "--batch-size", "1")
+    assert r.exit_code == 130
+    assert r.stderr.splitlines()[-1] == "sbdlq: interrupted; messages not yet settled stay in their queue"
+    moved = [m.message_id or "" for m in orders.active("orders")]
+    left = orders.available("orders")
+    assert sorted(moved + left) == ["o0", "o1", "o2", "p0", "p1"]
+    assert moved == ["o0", "o1"]
+
+
+# ---------------------------------------------------------------- purge
+
+
+def test_purge_needs_yes_without_a_terminal(orders: Store, sbdlq: Any) -> None:
+    before = orders.snapshot("orders")
+    r = sbdlq("purge", "orders")
+    assert r.exit_code == 2
+    assert one_line(r) == "sbdlq: purge needs --yes when stdin is not a terminal (or try --dry-run first)"
+    assert orders.snapshot("orders") == before
+
+
+def test_purge_dry_run_changes_nothing(orders: Store, sbdlq: Any, tmp_path: Path) -> None:
+    before = orders.snapshot("orders")
+    r = sbdlq("purge", "orders", "--dry-run", "--export", str(tmp_path / "x.jsonl"))
+    assert r.exit_code == 0
+    assert r.stdout == "dry run: 5 message(s) would be deleted\n"
+    assert r.stderr == "sbdlq: plan: export and delete 5 message(s) from orders/$DeadLetterQueue (dry run)\n"
+    r = sbdlq("purge", "orders", "--dry-run", "--reason", "poison", "-o", "json")
+    assert json.loads(elapsed(r.stdout)) == {
+        "selected": 2,
+        "purged": 0,
+        "exported": 0,
+        "dry_run": True,
+        "elapsed_s": 0,
+    }
+    assert orders.snapshot("orders") == before
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_purge_with_yes(orders: Store, sbdlq: Any) -> None:
+    r = sbdlq("purge", "orders", "--yes", "--reason", "Timeout")
+    assert r.exit_code == 0
+    # The Poison ones come after the last Timeout one: released at once, not even skipped.
+    assert elapsed(r.stdout) == "purged 3 of 3 selected message(s) in X.XXs\n"
+    assert orders.dlq_ids("orders") == ["p0", "p1"]
+    r = sbdlq("purge", "orders", "-y", "-o", "json")
+    assert json.loads(elapsed(r.stdout))["purged"] == 2
+    assert orders.dlq("orders") == []
+
+
+def test_purge_older_than(orders: Store, sbdlq: Any) -> None:
+    # Everything was enqueued in 2025: nothing is younger than a day.
+    r = sbdlq("purge", "orders", "--yes", "--older-than", "1d", "--max", "4")
+    assert elapsed(r.stdout) == "purged 4 of 4 selected message(s) in X.XXs\n"
+    assert orders.dlq_ids("orders") == ["p1"]
+    r = sbdlq("purge", "orders", "--yes", "--older-than", "forever")
+    assert r.exit_code == 2
+
+
+def test_export_then_purge_loses_nothing(orders: Store, sbdlq: Any, tmp_path: Path) -> None:
+    orders.dead_letter("orders", [OutboundMessage(body=b"\x00\xff", message_id="bin")], "Binary")
+    expected = orders.dlq_ids("orders")
+    out = tmp_path / "dlq.jsonl"
+    r = sbdlq("purge", "orders", "--yes", "--export", str(out), "--batch-size", "4")
+    assert r.exit_code == 0
+    assert elapsed(r.stdout) == "purged 6 of 6 selected message(s) in X.XXs (6 exported)\n"
+    docs = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [d["message_id"] for d in docs] == expected
+    assert all(list(d) == MESSAGE_KEYS for d in docs)
+    assert orders.dlq("orders") == []
+
+
+def test_purge_export_failure_deletes_only_what_was_exported(
+    store: Store, sbdlq: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.engine.create_queue("q")
+    store.dead_letter("q", 10)
+    out = tmp_path / "dlq.jsonl"
+    real_write = os.write
+    exports = 0
+
+    def disk_full(fd: int, data: Any) -> int:
+        nonlocal exports
+        if bytes(data[:18]) == b'{"sequence_number"':
+            exports += 1
+            if exports > 1:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", disk_full)
+    r = sbdlq("purge", "q", "--yes", "--export", str(out), "--batch-size", "4")
+    monkeypatch.undo()
+    assert r.exit_code == 1
+    assert elapsed(r.stdout) == "purged 4 of 10 selected message(s) in X.XXs (4 exported, 6 failed)\n"
+    assert r.stderr.splitlines() == [
+        "sbdlq: plan: export and delete 10 message(s) from q/$DeadLetterQueue",
+        f"sbdlq: cannot write export file {out}: No space left on device; "
+        "6 message(s) were not purged and remain in the queue; run the command again to retry",
+    ]
+    exported = [json.loads(line)["message_id"] for line in out.read_text().splitlines()]
+    assert exported == ["m0", "m1", "m2", "m3"]
+    assert store.available("q") == sorted(f"m{i}" for i in range(4, 10))
+
+
+def test_purge_export_to_a_bad_path_exits_2(orders: Store, sbdlq: Any, tmp_path: Path) -> None:
+    r = sbdlq("purge", "orders", "--yes", "--export", str(tmp_path / "no" / "x.jsonl"))
+    assert r.exit_code == 2
+    assert one_line(r) == f"sbdlq: --export {tmp_path / 'no' / 'x.jsonl'}: directory {tmp_path / 'no'} does not exist"
+    r = sbdlq("purge", "orders", "--yes", "--export", str(tmp_path))
+    assert one_line(r) == f"sbdlq: --export {tmp_path}: is a directory"
+    assert len(orders.dlq("orders")) == 5
+
+
+def test_purge_asks_a_person_with_the_count(orders: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sbdlq.cli.dlq._interactive", lambda: True)
+    r = sbdlq("purge", "orders", "--reason", "poison", input="n\n")
+    assert r.exit_code == 1
+    assert r.stderr.splitlines() == [
+        "sbdlq: plan: delete 2 message(s) from orders/$DeadLetterQueue",
+        # CliRunner echoes the answer after the prompt.
+        "Delete 2 message(s) from orders/$DeadLetterQueue? [y/N]: n",
+        "sbdlq: purge cancelled; nothing was deleted",
+    ]
+    assert len(orders.dlq("orders")) == 5
+    r = sbdlq("purge", "orders", "--reason", "poison", input="y\n")
+    assert r.exit_code == 0
+    assert orders.dlq_ids("orders") == ["o0", "o1", "o2"]
+
+
+# ---------------------------------------------------------------- transfer-dlq
+
+
+@pytest.fixture
+def transfer(store: Store) -> Store:
+    """Queue fwd forwards to a missing queue: 3 messages in its transfer DLQ, 1 in its DLQ."""
+    store.engine.create_queue("fwd")
+    store.dead_letter("fwd", 1, prefix="d")
+    store.engine.create_queue("fwd", exist_ok=True, forward_to="gone")
+    store.engine.send("fwd", [OutboundMessage(body=f"x{i}".encode(), message_id=f"x{i}") for i in range(3)])
+    store.engine.create_queue("gone")
+    return store
+
+
+def test_transfer_dlq_count_and_fail_above(transfer: Store, sbdlq: Any) -> None:
+    r = sbdlq("transfer-dlq", "count", "fwd", "-o", "json")
+    assert json.loads(r.stdout) == [
+        {"entity": "fwd", "active": 0, "dead_letter": 1, "transfer_dead_letter": 3, "scheduled": 0}
+    ]
+    r = sbdlq("transfer-dlq", "count", "fwd", "--fail-above", "2", "-o", "json")
+    assert r.exit_code == 3
+    assert one_line(r) == "sbdlq: fwd: 3 messages in the transfer dead-letter queue, above 2"
+    # The DLQ command looks at the DLQ count: 1 is not above 2.
+    assert sbdlq("count", "fwd", "--fail-above", "2", "-o", "json").exit_code == 0
+
+
+def test_transfer_dlq_peek_and_inspect(transfer: Store, sbdlq: Any) -> None:
+    r = sbdlq("transfer-dlq", "peek", "fwd", "-o", "jsonl")
+    docs = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [d["message_id"] for d in docs] == ["x0", "x1", "x2"]
+    assert docs[0]["dead_letter_reason"] == "MessagingEntityNotFound"
+    r = sbdlq("transfer-dlq", "inspect-reason", "fwd", "-o", "json")
+    assert [(g["key"], g["count"]) for g in json.loads(r.stdout)] == [("MessagingEntityNotFound", 3)]
+    r = sbdlq("transfer-dlq", "peek", "fwd")
+    assert r.stdout.splitlines()[0].strip() == "fwd/$Transfer/$DeadLetterQueue: 3 message(s)"
+
+
+def test_transfer_dlq_resubmit_and_purge(transfer: Store, sbdlq: Any) -> None:
+    r = sbdlq("transfer-dlq", "resubmit", "fwd", "--to", "gone", "--max", "2")
+    assert r.exit_code == 0
+    assert r.stderr == "sbdlq: plan: resubmit 2 message(s) from fwd/$Transfer/$DeadLetterQueue to gone\n"
+    assert [m.message_id for m in transfer.active("gone")] == ["x0", "x1"]
+    r = sbdlq("transfer-dlq", "purge", "fwd", "--yes")
+    assert elapsed(r.stdout) == "purged 1 of 1 selected message(s) in X.XXs\n"
+    assert transfer.dlq("fwd", SubQueue.TRANSFER_DEAD_LETTER) == []
+    # The DLQ proper was not touched.
+    assert transfer.dlq_ids("fwd") == ["d0"]
+
+
+def test_peek_json_interrupted_is_still_one_document(store: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    store.engine.create_queue("q")
+    store.dead_letter("q", 300)
+    real_peek = EmulatorBackend.peek
+    pages = 0
+
+    async def peek_then_ctrl_c(self: EmulatorBackend, address: Address, start: int, n: int) -> list[Message]:
+        nonlocal pages
+        pages += 1
+        if pages == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+            await asyncio.sleep(1)
+        return await real_peek(self, address, start, n)
+
+    monkeypatch.setattr(EmulatorBackend, "peek", peek_then_ctrl_c)
+    r = sbdlq("peek", "q", "--all", "-o", "json")
+    assert r.exit_code == 130
+    # The first page, in a closed array; the exit status says the list is incomplete.
+    assert [d["sequence_number"] for d in json.loads(r.stdout)] == list(range(1, 251))
+
+
+def test_profile_sets_concurrency_and_batch_size(
+    orders: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"default_profile: local\nprofiles:\n  local:\n    emulator: {orders.path}\n    concurrency: 1\n")
+    sizes: list[int] = []
+    real_send = EmulatorBackend.send
+
+    async def record(self: EmulatorBackend, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
+        sizes.append(len(messages))
+        await real_send(self, entity, messages)
+
+    monkeypatch.setattr(EmulatorBackend, "send", record)
+    runner = CliRunner()
+    env = {**ENV, "SBDLQ_CONFIG": str(config)}
+    r = runner.invoke(app, ["resubmit", "orders", "--max", "3"], env=env)
+    assert r.exit_code == 0, r.output
+    # --concurrency 1 from the profile: one message per send.
+    assert sizes == [1, 1, 1]
+    r = runner.invoke(app, ["resubmit", "orders", "--concurrency", "8"], env=env)
+    assert r.exit_code == 0, r.output
+    # The option beats the profile: both left go in one send.
+    assert sizes == [1, 1, 1, 2]

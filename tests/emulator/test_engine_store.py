@@ -1,0 +1,111 @@
+"""The store under the engine: threads sharing one engine, schema upgrade, a busy store."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from sbdlq.emulator import store
+from sbdlq.emulator.engine import Engine
+from sbdlq.errors import SbdlqError, TransientError
+from sbdlq.models import OutboundMessage
+from sbdlq.paths import parse_address as A
+
+
+def test_threads_sharing_one_engine_never_share_a_message(tmp_path: Path) -> None:
+    # A backend may call the engine from worker threads: one connection, one transaction at a time.
+    engine = Engine(tmp_path / "t.db")
+    engine.create_queue("q", lock_duration_s=300)
+    engine.send("q", [OutboundMessage(body=b"x", message_id=f"m{i}") for i in range(1500)])
+    got: list[list[str]] = [[] for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def work(slot: int) -> None:
+        try:
+            while True:
+                batch = engine.receive(A("q"), 7 + slot)
+                if not batch:
+                    return
+                got[slot].extend(str(m.message_id) for m in batch)
+                assert engine.complete(A("q"), [str(m.lock_token) for m in batch]) == []
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    engine.close()
+    assert errors == []
+    everything = [i for ids in got for i in ids]
+    assert len(everything) == len(set(everything)) == 1500
+
+
+def test_a_version_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Engine(path) as engine:
+        engine.create_queue("q")
+        engine.send("q", [OutboundMessage(body=b"kept")])
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX message_due")
+    conn.execute("DROP INDEX message_locked")
+    conn.execute("PRAGMA user_version=1")
+    conn.commit()
+    conn.close()
+    with Engine(path) as engine:
+        assert engine.peek(A("q"), 0, 1)[0].body == b"kept"
+        names = {r[0] for r in engine.store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert {"message_due", "message_locked"} <= names
+        assert engine.store.conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
+
+
+def test_a_newer_store_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    Engine(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version={store.SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(SbdlqError, match="newer sbdlq"):
+        Engine(path)
+
+
+def test_a_store_held_too_long_is_a_transient_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "busy.db"
+    engine = Engine(path)
+    engine.create_queue("q")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.2)
+    try:
+        with pytest.raises(TransientError, match="busy"):
+            engine.send("q", [OutboundMessage(body=b"x")])
+        # Reads don't wait for a writer (WAL).
+        assert engine.counts("q").active == 0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    engine.send("q", [OutboundMessage(body=b"x")])
+    assert engine.counts("q").active == 1
+    engine.close()
+
+
+def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(SbdlqError, match="not an sbdlq emulator store"):
+        Engine(path)
+
+
+def test_a_failed_call_leaves_the_store_as_it_was(tmp_path: Path) -> None:
+    from sbdlq.errors import BadInput
+
+    with Engine(tmp_path / "a.db") as engine:
+        engine.create_queue("q")
+        with pytest.raises(BadInput):
+            engine.send("q", [OutboundMessage(body=b"ok"), OutboundMessage(body=b"bad", time_to_live_s=-1)])
+        assert engine.counts("q").active == 0
+        assert engine.send("q", [OutboundMessage(body=b"ok")]) == [1]  # the numbers were not used up
