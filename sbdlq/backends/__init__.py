@@ -47,5 +47,14 @@ def open_backend(
     from sbdlq.backends.servicebus import ServiceBusBackend
 
     if target.kind == "connection_string":
-        return ServiceBusBackend(connection_string=target.value, timeout_s=timeout_s, verbose=verbose)
+        raw_port = os.environ.get("SBDLQ_EMULATOR_HTTP_PORT")
+        if raw_port and not raw_port.isdigit():
+            raise BadInput(f"invalid SBDLQ_EMULATOR_HTTP_PORT {raw_port!r}: a port number")
+        return ServiceBusBackend(
+            connection_string=target.value,
+            timeout_s=timeout_s,
+            verbose=verbose,
+            # Where `sbdlq emulator serve --http-port` answers, for UseDevelopmentEmulator strings.
+            admin_port=int(raw_port) if raw_port else None,
+        )
     return ServiceBusBackend(namespace=target.value, timeout_s=timeout_s, verbose=verbose)

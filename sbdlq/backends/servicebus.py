@@ -81,6 +81,7 @@ class ServiceBusBackend(Backend):
         credential: Any | None = None,
         timeout_s: float = 30.0,
         verbose: Callable[[str], None] | None = None,
+        admin_port: int | None = None,
     ) -> None:
         if (connection_string is None) == (namespace is None):
             raise BadInput("give exactly one of a connection string or a namespace")
@@ -90,6 +91,8 @@ class ServiceBusBackend(Backend):
             raise BadInput("a credential is only used with a namespace, not with a connection string")
         self._timeout_s = float(timeout_s)
         self._verbose = verbose
+        # The emulator's admin (HTTP) port: 5300 as Microsoft's, unless told otherwise.
+        self._admin_port = admin_port or ADMIN_EMULATOR_PORT
         self._info: ConnectionInfo | None = None
         self._namespace: str | None = None
         if connection_string is not None:
@@ -281,14 +284,14 @@ class ServiceBusBackend(Backend):
     def _admin_endpoint(self) -> str:
         if self._emulator and self._info is not None:
             host = f"[{self._info.host}]" if ":" in self._info.host else self._info.host
-            return f"http://{host}:{ADMIN_EMULATOR_PORT}"
+            return f"http://{host}:{self._admin_port}"
         return f"https://{self._info.host if self._info else self._namespace}"
 
     def _admin_client(self) -> Any:
         if self._admin is None:
             from azure.servicebus.management import ServiceBusAdministrationClient
 
-            kwargs = admin_client_kwargs(self._timeout_s, emulator=self._emulator)
+            kwargs = admin_client_kwargs(self._timeout_s, emulator=self._emulator, port=self._admin_port)
             if self._info is not None:
                 self._admin = ServiceBusAdministrationClient.from_connection_string(
                     sdk_connection_string(self._info), **kwargs
@@ -726,7 +729,7 @@ def amqp_client_kwargs(timeout_s: float) -> dict[str, Any]:
     }
 
 
-def admin_client_kwargs(timeout_s: float, *, emulator: bool) -> dict[str, Any]:
+def admin_client_kwargs(timeout_s: float, *, emulator: bool, port: int = ADMIN_EMULATOR_PORT) -> dict[str, Any]:
     """Retry policy and transport for the (sync) admin client."""
     factor = min(0.8, timeout_s / 20)
     return {
@@ -736,18 +739,18 @@ def admin_client_kwargs(timeout_s: float, *, emulator: bool) -> dict[str, Any]:
         "retry_backoff_factor": factor,
         "retry_backoff_max": max(2 * factor, 0.01),
         "timeout": timeout_s,
-        "transport": admin_transport(timeout_s, emulator=emulator),
+        "transport": admin_transport(timeout_s, emulator=emulator, port=port),
     }
 
 
-def admin_transport(timeout_s: float, *, emulator: bool) -> Any:
-    """The admin HTTP transport: https as usual, or plain http on port 5300 for the emulator."""
+def admin_transport(timeout_s: float, *, emulator: bool, port: int = ADMIN_EMULATOR_PORT) -> Any:
+    """The admin HTTP transport: https as usual, or plain http on the emulator's port (5300)."""
     from azure.core.pipeline.transport import RequestsTransport
 
     options = {"connection_timeout": max(timeout_s / 4, 0.05), "read_timeout": max(timeout_s / 2, 0.05)}
     if not emulator:
         return RequestsTransport(**options)
-    return _plain_http_transport_class()(port=ADMIN_EMULATOR_PORT, **options)
+    return _plain_http_transport_class()(port=port, **options)
 
 
 def admin_http_url(url: str, port: int = ADMIN_EMULATOR_PORT) -> str:

@@ -1358,7 +1358,8 @@ class Engine:
             body=r[22] if type(r[22]) is bytes else bytes(r[22]),
             enqueued_time=_time(r[13]),
             message_id=r[3],
-            expires_at=_time(r[14]),
+            # The broker's DateTime.MaxValue means "never": shown as null, as the SDK does.
+            expires_at=_time(r[14]) if r[14] < MAX_TIME_MS else None,
             delivery_count=r[16] + 1 if delivered else r[16],
             subject=r[6],
             correlation_id=r[5],

@@ -66,7 +66,7 @@ def _servicebus_backend(store: Path) -> Iterator[Backend]:
         "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
     )
     try:
-        yield ServiceBusBackend(connection_string=conn, timeout_s=10)
+        yield ServiceBusBackend(connection_string=conn, timeout_s=10, admin_port=ports["http"])
     finally:
         stop.set()
         thread.join(10)
