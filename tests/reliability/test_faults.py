@@ -152,8 +152,9 @@ def test_resubmit_through_faults_accounts_for_every_message(store: Path, seed: i
     moved = Counter(_ids(store, "retry"))
     assert set(moved) == {f"m-{i}" for i in range(N)}
     assert retries > 0
-    # A duplicate only where a send's answer was lost after the broker took it (a chunk is <= 2 here).
-    assert sum(moved.values()) - N <= 2 * lost_answers
+    # A duplicate only where a send's answer was lost after the broker took it: at most one
+    # chunk, never more than --concurrency (8 here), per lost answer.
+    assert sum(moved.values()) - N <= 8 * lost_answers
 
 
 @pytest.mark.parametrize("seed", range(4))
