@@ -20,7 +20,9 @@ def iso(ts: datetime | None) -> str | None:
     """ISO 8601 in UTC with a Z, or None."""
     if ts is None:
         return None
-    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if ts.tzinfo is not UTC:
+        ts = ts.astimezone(UTC)
+    return ts.isoformat().replace("+00:00", "Z")
 
 
 def body_text(body: bytes) -> tuple[str, str]:
@@ -109,10 +111,15 @@ class Message:
             "reply_to": self.reply_to,
             "to": self.to,
             "time_to_live_s": self.time_to_live_s,
-            "application_properties": {k: _jsonable(v) for k, v in self.application_properties.items()},
+            "application_properties": {
+                k: v if type(v) in _PLAIN else _jsonable(v) for k, v in self.application_properties.items()
+            },
             "body": text,
             "body_encoding": encoding,
         }
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def _jsonable(value: Any) -> Any:

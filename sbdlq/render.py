@@ -10,6 +10,7 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from typing import IO, Any
 from sbdlq.errors import BadInput
 
 OUTPUTS = ("table", "json", "jsonl", "yaml")
+# One encoder for every record: json.dumps builds a new one per call when given options.
+_encode = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def check_output(fmt: str) -> str:
@@ -55,6 +58,7 @@ class Emitter:
         self.out = out or sys.stdout
         self.count = 0
         self.query = query
+        self._flushed = time.monotonic()
 
     def begin(self) -> None:
         if self.fmt == "json":
@@ -62,10 +66,14 @@ class Emitter:
 
     def item(self, record: dict[str, Any]) -> None:
         if self.fmt == "json":
-            self.out.write(("\n  " if self.count == 0 else ",\n  ") + json.dumps(record, ensure_ascii=False))
+            self.out.write(("\n  " if self.count == 0 else ",\n  ") + _encode(record))
         elif self.fmt == "jsonl":
-            self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
-            self.out.flush()
+            self.out.write(_encode(record) + "\n")
+            now = time.monotonic()
+            if now - self._flushed > 0.2:
+                # Streamed: a reader sees lines as they come, without a flush per line.
+                self.out.flush()
+                self._flushed = now
         elif self.fmt == "yaml":
             self.out.write(dump_yaml([record]))
         self.count += 1

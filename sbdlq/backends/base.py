@@ -70,6 +70,10 @@ class Backend(ABC):
     ) -> list[Message]:
         """Up to max_count messages; an empty list when none arrive within max_wait_s."""
 
+    async def discard(self, address: Address, max_count: int) -> int:
+        """Receive-and-delete up to max_count messages without keeping them; how many went."""
+        return len(await self.receive(address, max_count, mode=ReceiveMode.RECEIVE_AND_DELETE, max_wait_s=1.0))
+
     @abstractmethod
     async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         """Settle as done (removes them); returns the messages whose lock was lost."""

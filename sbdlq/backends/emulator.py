@@ -56,6 +56,10 @@ class EmulatorBackend(Backend):
         await self._round_trip()
         return self.engine.receive(address, max_count, mode=mode)
 
+    async def discard(self, address: Address, max_count: int) -> int:
+        await self._round_trip()
+        return self.engine.discard(address, max_count)
+
     async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         await self._round_trip()
         return _lost(messages, self.engine.complete(address, _tokens(messages)))

@@ -52,6 +52,7 @@ _STATE_NAMES = {0: "active", 1: "deferred", 2: "scheduled"}
 _CHUNK = 500  # bound on SQL variables per statement
 
 _NEVER_MS = int(MAX_TTL_S * 1000)
+_UPKEEP_EVERY_MS = 1000
 MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
 TTL_REASON = "TTLExpiredException"
 TTL_DESCRIPTION = "The message expired and was dead lettered."
@@ -251,6 +252,7 @@ class Engine:
         self.store = Store(self.path)
         self.clock = clock or time.time
         self._compiled: dict[tuple[str, str], Any] = {}
+        self._upkeep_at: dict[int, int] = {}
         self._dedup_pruned: dict[int, int] = {}
 
     def close(self) -> None:
@@ -880,7 +882,11 @@ class Engine:
         now = self._now()
         with self.store.read() as db:
             ent = self._queue_entity(db, address)
-        self._upkeep(ent, now)
+        # Paging through a DLQ asks again and again: the broker's timers are settled on the
+        # first page and then at most once a second, not on every page.
+        if from_sequence <= 0 or now - self._upkeep_at.get(ent.id, -_UPKEEP_EVERY_MS) >= _UPKEEP_EVERY_MS:
+            self._upkeep(ent, now)
+            self._upkeep_at[ent.id] = now
         with self.store.read() as db:
             rows = db.execute(
                 f"SELECT {_COLUMNS} FROM message WHERE entity_id = ? AND queue = ? AND seq >= ? ORDER BY seq LIMIT ?",
@@ -963,6 +969,26 @@ class Engine:
                     )
             self._expire_rows(db, ent, expired, now)
             return out
+
+    def discard(self, address: Address, max_count: int) -> int:
+        """Receive-and-delete without handing anything back: how many were deleted.
+
+        Dead-letter queues are deleted in one statement; the main queue goes through receive,
+        whose rules (expiry, lapsed locks) decide what a receiver may take.
+        """
+        if max_count <= 0:
+            return 0
+        if address.sub_queue is SubQueue.NONE:
+            return len(self.receive(address, max_count, mode=ReceiveMode.RECEIVE_AND_DELETE))
+        now = self._now()
+        with self.store.write() as db:
+            ent = self._queue_entity(db, address)
+            cur = db.execute(
+                "DELETE FROM message WHERE id IN (SELECT id FROM message WHERE entity_id = ? AND queue = ? "
+                "AND state = 0 AND (locked_until_ms IS NULL OR locked_until_ms <= ?) ORDER BY seq LIMIT ?)",
+                (ent.id, _QUEUE[address.sub_queue], now, max_count),
+            )
+            return max(cur.rowcount, 0)
 
     def receive_deferred(
         self, address: Address, sequence_numbers: Sequence[int], *, mode: ReceiveMode = ReceiveMode.PEEK_LOCK

@@ -11,7 +11,9 @@ from sbdlq.models import Counts, Message, ReasonGroup
 from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.selection import Selection
 
-PAGE = 250
+# Messages per peek: large for scans (fewer round trips), small for `peek --max 20`.
+PAGE = 1000
+MIN_PAGE = 100
 SAMPLES = 5
 
 
@@ -31,7 +33,8 @@ async def iter_messages(
     stop = sel.last_sequence
     found = 0
     while limit is None or found < limit:
-        page = await backend.peek(address, start, page_size)
+        size = page_size if limit is None else min(page_size, max(limit - found, MIN_PAGE))
+        page = await backend.peek(address, start, size)
         if not page:
             return
         if on_page:

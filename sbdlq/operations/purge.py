@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sbdlq.backends.base import Backend, ReceiveMode
+from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import Message, PurgeResult
 from sbdlq.operations.browse import dlq_count, iter_messages, queue_word
@@ -65,15 +65,12 @@ async def purge(
         # Nothing to keep and nothing to choose: delete on receive, in large batches.
         while result.purged < limit:
             want = min(batch_size, limit - result.purged)
-            got = await retrying(
-                lambda w=want: backend.receive(source, w, mode=ReceiveMode.RECEIVE_AND_DELETE, max_wait_s=1.0),  # type: ignore[misc]
-                stats,
-            )
-            if not got:
+            gone = await retrying(lambda w=want: backend.discard(source, w), stats)  # type: ignore[misc]
+            if not gone:
                 break
-            result.purged += len(got)
+            result.purged += gone
             if tick:
-                tick(len(got))
+                tick(gone)
         result.retries = stats.retries
         result.elapsed_s = time.monotonic() - started
         return result

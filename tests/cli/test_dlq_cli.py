@@ -808,8 +808,10 @@ def test_transfer_dlq_resubmit_and_purge(transfer: Store, sbdlq: Any) -> None:
 
 
 def test_peek_json_interrupted_is_still_one_document(store: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sbdlq.operations.browse import PAGE
+
     store.engine.create_queue("q")
-    store.dead_letter("q", 300)
+    store.dead_letter("q", PAGE + 50)
     real_peek = EmulatorBackend.peek
     pages = 0
 
@@ -825,7 +827,7 @@ def test_peek_json_interrupted_is_still_one_document(store: Store, sbdlq: Any, m
     r = sbdlq("peek", "q", "--all", "-o", "json")
     assert r.exit_code == 130
     # The first page, in a closed array; the exit status says the list is incomplete.
-    assert [d["sequence_number"] for d in json.loads(r.stdout)] == list(range(1, 251))
+    assert [d["sequence_number"] for d in json.loads(r.stdout)] == list(range(1, PAGE + 1))
 
 
 def test_profile_sets_concurrency_and_batch_size(

@@ -141,6 +141,18 @@ def test_receive_and_delete_removes_at_once(backend: Backend, seed: Seeder, aio:
     assert ids(seed.dlq("q")) == ["m2"]
 
 
+def test_discard_deletes_in_order_and_leaves_locked_messages(backend: Backend, seed: Seeder, aio: Any) -> None:
+    seed.queue("q", lock_duration_s=30)
+    seed.dead_letter("q", 5)
+    locked = aio(backend.receive(DLQ, 1))
+    assert aio(backend.discard(DLQ, 2)) == 2
+    assert ids(seed.dlq("q")) == ["m0", "m3", "m4"]
+    assert aio(backend.discard(DLQ, 10)) == 2
+    # The locked one is another receiver's: it stays.
+    assert ids(seed.dlq("q")) == ids(locked)
+    assert aio(backend.discard(DLQ, 10)) == 0
+
+
 def test_complete_removes_only_the_completed(backend: Backend, seed: Seeder, aio: Any) -> None:
     seed.queue("q")
     seed.dead_letter("q", 3)
