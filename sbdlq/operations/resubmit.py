@@ -23,7 +23,7 @@ from sbdlq.selection import Selection
 
 
 def make_copy(
-    m: Message, *, source: Address, new_message_id: bool = False, keep_dead_letter_properties: bool = False
+    m: Message, *, source: Address | str, new_message_id: bool = False, keep_dead_letter_properties: bool = False
 ) -> OutboundMessage:
     """A fresh message carrying what DESIGN §4 keeps, minus the dead-letter marks."""
     props = dict(m.application_properties)
@@ -113,12 +113,16 @@ async def resubmit(
 
     stats = LoopStats()
     limiter = RateLimiter(rate)
+    source_path = str(source)  # formatted once: it goes into every copy
 
     async def send(chunk: list[Message]) -> list[Message]:
         """Send copies of the chunk; returns the messages whose copy was not accepted."""
         copies = [
             make_copy(
-                m, source=source, new_message_id=new_message_id, keep_dead_letter_properties=keep_dead_letter_properties
+                m,
+                source=source_path,
+                new_message_id=new_message_id,
+                keep_dead_letter_properties=keep_dead_letter_properties,
             )
             for m in chunk
         ]
