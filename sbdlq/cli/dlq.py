@@ -67,8 +67,24 @@ Entity = Annotated[
 ]
 
 
-def _selection(**values: Any) -> Selection:
-    return build_selection(**values)
+# Each reading command's selection parameters, by name, as build_selection calls them.
+_SELECTION_PARAMS = {
+    "reason": "reasons",
+    "description_contains": "description_contains",
+    "subject": "subject",
+    "prop": "properties",
+    "enqueued_before": "enqueued_before",
+    "enqueued_after": "enqueued_after",
+    "sequence": "sequences",
+    "body_contains": "body_contains",
+    "body_regex": "body_regex",
+    "where": "where",
+}
+
+
+def _selection(params: dict[str, Any], **extra: Any) -> Selection:
+    """The selection from a command's parameters (a snapshot of its locals())."""
+    return build_selection(**{kw: params[name] for name, kw in _SELECTION_PARAMS.items()}, **extra)
 
 
 def _address(entity: str, sub_queue: SubQueue) -> Address:
@@ -141,23 +157,13 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
         output: Output = None,
     ) -> None:
         """Browse the queue without locking or changing anything."""
+        params = dict(locals())  # the selection options, read by _selection
         from sbdlq.operations.browse import iter_messages
         from sbdlq.render import Emitter, progress
 
         async def work(s: Settings) -> None:
             address = _address(entity, sub_queue)
-            sel = _selection(
-                reasons=reason,
-                description_contains=description_contains,
-                subject=subject,
-                properties=prop,
-                enqueued_before=enqueued_before,
-                enqueued_after=enqueued_after,
-                sequences=sequence,
-                body_contains=body_contains,
-                body_regex=body_regex,
-                where=where,
-            )
+            sel = _selection(params)
             fmt = output_format(s, output)
             limit = None if all_ else max_count
             async with open_target(s) as backend:
@@ -220,24 +226,14 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
         output: Output = None,
     ) -> None:
         """Group messages by why they failed: count, first and last enqueued, samples."""
+        params = dict(locals())  # the selection options, read by _selection
         from sbdlq.operations.browse import group_key, inspect_reasons
         from sbdlq.render import progress
 
         async def work(s: Settings) -> tuple[str, list[Any]]:
             address = _address(entity, sub_queue)
             group_key(by)  # reject a bad --by before any I/O
-            sel = _selection(
-                reasons=reason,
-                description_contains=description_contains,
-                subject=subject,
-                properties=prop,
-                enqueued_before=enqueued_before,
-                enqueued_after=enqueued_after,
-                sequences=sequence,
-                body_contains=body_contains,
-                body_regex=body_regex,
-                where=where,
-            )
+            sel = _selection(params)
             fmt = output_format(s, output)
             async with open_target(s) as backend:
                 await backend.get_entity(address.entity)
@@ -315,24 +311,14 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
         output: Output = None,
     ) -> None:
         """Send copies of DLQ messages back (send first, then complete the original)."""
+        params = dict(locals())  # the selection options, read by _selection
         from sbdlq.operations.resubmit import resubmit as do_resubmit
         from sbdlq.render import progress
 
         async def work(s: Settings) -> tuple[str, Any]:
             address = _address(entity, sub_queue)
             target = _resubmit_target(address, to)
-            sel = _selection(
-                reasons=reason,
-                description_contains=description_contains,
-                subject=subject,
-                properties=prop,
-                enqueued_before=enqueued_before,
-                enqueued_after=enqueued_after,
-                sequences=sequence,
-                body_contains=body_contains,
-                body_regex=body_regex,
-                where=where,
-            )
+            sel = _selection(params)
             fmt = output_format(s, output)
             async with open_target(s) as backend:
                 with progress(f"resubmit {address}") as bars:
@@ -389,24 +375,13 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
         output: Output = None,
     ) -> None:
         """Delete DLQ messages, optionally exporting each one first."""
+        params = dict(locals())  # the selection options, read by _selection
         from sbdlq.operations.purge import purge as do_purge
         from sbdlq.render import progress
 
         async def work(s: Settings) -> tuple[str, Any]:
             address = _address(entity, sub_queue)
-            sel = _selection(
-                reasons=reason,
-                description_contains=description_contains,
-                subject=subject,
-                properties=prop,
-                enqueued_before=enqueued_before,
-                enqueued_after=enqueued_after,
-                sequences=sequence,
-                body_contains=body_contains,
-                body_regex=body_regex,
-                where=where,
-                older_than=older_than,
-            )
+            sel = _selection(params, older_than=older_than)
             fmt = output_format(s, output)
             if export is not None:
                 _check_export_path(export)

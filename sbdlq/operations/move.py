@@ -22,6 +22,7 @@ from typing import TypeVar
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import SbdlqError, TransientError
 from sbdlq.models import Message
+from sbdlq.operations.browse import dlq_count, iter_messages
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
@@ -311,6 +312,34 @@ async def _release(backend: Backend, source: Address, messages: list[Message], s
     for i in range(0, len(messages), SETTLE_CHUNK):
         part = messages[i : i + SETTLE_CHUNK]
         await retrying(lambda p=part: backend.abandon(source, p), stats)  # type: ignore[misc]
+
+
+@dataclass
+class Plan:
+    """What a moving run will take: how many, and (after a scan) where the last match is."""
+
+    selected: int
+    last_sequence: int | None = None
+
+
+async def plan_run(
+    backend: Backend,
+    source: Address,
+    selection: Selection,
+    *,
+    max_count: int | None,
+    scan: bool,
+    progress: Callable[[int | None], Callable[[int], None]] | None = None,
+) -> Plan:
+    """Count what a run will take: a browse (no locks) when selecting, else the DLQ's count."""
+    if scan or not selection.is_empty:
+        plan = Plan(0)
+        tick = progress(None) if progress else None
+        async for m in iter_messages(backend, source, selection=selection, limit=max_count, on_page=tick):
+            plan.selected += 1
+            plan.last_sequence = m.sequence_number
+        return plan
+    return Plan(plan_limit(max_count, dlq_count(await backend.counts(source.entity), source.sub_queue)))
 
 
 def plan_limit(max_count: int | None, available: int) -> int:

@@ -9,9 +9,9 @@ from pathlib import Path
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import Message, PurgeResult
-from sbdlq.operations.browse import dlq_count, iter_messages, queue_word
+from sbdlq.operations.browse import queue_word
 from sbdlq.operations.export import Exporter
-from sbdlq.operations.move import LoopStats, locked_loop, plan_limit, retrying
+from sbdlq.operations.move import LoopStats, locked_loop, plan_run, retrying
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
@@ -41,16 +41,9 @@ async def purge(
         raise BadInput("--batch-size must be at least 1")
     info = await backend.get_entity(source.entity)
     result = PurgeResult(dry_run=dry_run)
-    last_sequence: int | None = None
-    if dry_run or not sel.is_empty:
-        tick = progress(None) if progress else None
-        async for m in iter_messages(backend, source, selection=sel, limit=max_count, on_page=tick):
-            result.selected += 1
-            last_sequence = m.sequence_number
-        limit = result.selected
-    else:
-        limit = plan_limit(max_count, dlq_count(await backend.counts(source.entity), source.sub_queue))
-        result.selected = limit
+    plan = await plan_run(backend, source, sel, max_count=max_count, scan=dry_run, progress=progress)
+    limit = result.selected = plan.selected
+    last_sequence = plan.last_sequence
     verb = "export and delete" if export else "delete"
     note(f"plan: {verb} {result.selected} message(s) from {source}" + (" (dry run)" if dry_run else ""))
     if dry_run or limit == 0:

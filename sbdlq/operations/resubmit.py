@@ -16,8 +16,8 @@ from sbdlq.models import (
     OutboundMessage,
     ResubmitResult,
 )
-from sbdlq.operations.browse import dlq_count, iter_messages, queue_word
-from sbdlq.operations.move import LoopStats, RateLimiter, locked_loop, plan_limit, retrying
+from sbdlq.operations.browse import queue_word
+from sbdlq.operations.move import LoopStats, RateLimiter, locked_loop, plan_run, retrying
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
@@ -87,18 +87,9 @@ async def resubmit(
         )
 
     result = ResubmitResult(dry_run=dry_run)
-    last_sequence: int | None = None
-    if dry_run or not sel.is_empty:
-        # A browse (no locks) finds how many match and where the last one is.
-        tick = progress(None) if progress else None
-        async for m in iter_messages(backend, source, selection=sel, limit=max_count, on_page=tick):
-            result.selected += 1
-            last_sequence = m.sequence_number
-        limit = result.selected
-    else:
-        available = dlq_count(await backend.counts(source.entity), source.sub_queue)
-        limit = plan_limit(max_count, available)
-        result.selected = limit
+    plan = await plan_run(backend, source, sel, max_count=max_count, scan=dry_run, progress=progress)
+    limit = result.selected = plan.selected
+    last_sequence = plan.last_sequence
     where = f"topic {target}" if target_info.kind == "topic" else str(target)
     note(f"plan: resubmit {result.selected} message(s) from {source} to {where}" + (" (dry run)" if dry_run else ""))
     if target_info.kind == "topic":
