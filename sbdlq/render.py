@@ -53,18 +53,28 @@ def note(text: str) -> None:
 class Emitter:
     """Writes a stream of records in one format; json becomes one array document, streamed."""
 
-    def __init__(self, fmt: str, out: IO[str] | None = None, query: Any = None) -> None:
+    def __init__(self, fmt: str, out: IO[str] | None = None, query: Query | None = None) -> None:
         self.fmt = check_output(fmt)
         self.out = out or sys.stdout
         self.count = 0
         self.query = query
         self._flushed = time.monotonic()
+        # A query over the whole list needs the whole list; jsonl applies it line by line.
+        self._held: list[dict[str, Any]] | None = [] if query is not None and fmt != "jsonl" else None
 
     def begin(self) -> None:
-        if self.fmt == "json":
+        if self.fmt == "json" and self._held is None:
             self.out.write("[")
 
     def item(self, record: dict[str, Any]) -> None:
+        if self._held is not None:
+            self._held.append(record)
+            self.count += 1
+            return
+        if self.query is not None:
+            self.out.write(_encode(self.query.apply(record)) + "\n")
+            self.count += 1
+            return
         if self.fmt == "json":
             self.out.write(("\n  " if self.count == 0 else ",\n  ") + _encode(record))
         elif self.fmt == "jsonl":
@@ -79,6 +89,9 @@ class Emitter:
         self.count += 1
 
     def end(self) -> None:
+        if self._held is not None:
+            write_document(self._held, self.fmt, self.out, query=self.query)
+            return
         if self.fmt == "json":
             self.out.write("\n]\n" if self.count else "]\n")
         elif self.fmt == "yaml" and self.count == 0:
@@ -92,10 +105,37 @@ def dump_yaml(data: Any) -> str:
     return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False))
 
 
-def write_document(data: Any, fmt: str, out: IO[str] | None = None) -> None:
-    """One document (a result or a list) in json / jsonl / yaml."""
+class Query:
+    """A JMESPath expression (`--query`, as in the az CLI), compiled once."""
+
+    def __init__(self, expression: str) -> None:
+        import jmespath
+        from jmespath.exceptions import JMESPathError
+
+        self.expression = expression
+        try:
+            self._compiled = jmespath.compile(expression)
+        except JMESPathError as exc:
+            detail = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(": ")
+            raise BadInput(f"invalid --query {expression!r}: {detail}")
+
+    def apply(self, data: Any) -> Any:
+        return self._compiled.search(data)
+
+
+def compile_query(expression: str | None) -> Query | None:
+    """The --query option, or None."""
+    return None if expression is None else Query(expression)
+
+
+def write_document(data: Any, fmt: str, out: IO[str] | None = None, *, query: Query | None = None) -> None:
+    """One document (a result or a list) in json / jsonl / yaml / table, after the query."""
     stream = out or sys.stdout
-    if fmt == "json":
+    if query is not None:
+        data = query.apply(data)
+    if fmt == "table":
+        auto_table(data, out=stream)
+    elif fmt == "json":
         stream.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
     elif fmt == "jsonl":
         for record in data if isinstance(data, list) else [data]:
@@ -247,3 +287,34 @@ def progress(description: str, *, enabled: bool = True) -> Iterator[Callable[[in
 
     with bar:
         yield start
+
+
+def auto_table(data: Any, *, out: IO[str] | None = None) -> None:
+    """A queried result as a person reads it: rows of objects, a list, or one value."""
+    stream = out or sys.stdout
+    if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
+        columns: list[str] = []
+        for r in data:
+            columns += [k for k in r if k not in columns]
+        rows = [[_cell(r.get(c)) for c in columns] for r in data]
+    elif isinstance(data, list):
+        columns, rows = ["value"], [[_cell(v)] for v in data]
+    elif isinstance(data, dict):
+        columns, rows = ["key", "value"], [[k, _cell(v)] for k, v in data.items()]
+    else:
+        stream.write(("" if data is None else _cell(data)) + "\n")
+        return
+    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
+    stream.write("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
+    for r in rows:
+        stream.write("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() + "\n")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return _encode(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

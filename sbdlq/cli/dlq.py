@@ -14,6 +14,7 @@ from sbdlq.cli.common import Settings, err, handled, open_target, output_format,
 from sbdlq.cli.complete import complete_destination, complete_entity
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
 from sbdlq.paths import Address, SubQueue, parse_address, parse_entity
+from sbdlq.render import Query
 from sbdlq.selection import Selection, build_selection
 
 SEL = "Selection"
@@ -60,6 +61,14 @@ Where = Annotated[
 Output = Annotated[
     str | None,
     typer.Option("--output", "-o", help="table, json, jsonl or yaml (default: table).", rich_help_panel=OUT),
+]
+QueryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--query",
+        help="JMESPath expression applied to the JSON output, as in the az CLI (jsonl: to each line).",
+        rich_help_panel=OUT,
+    ),
 ]
 Entity = Annotated[
     str,
@@ -112,8 +121,10 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
             int | None, typer.Option("--fail-above", help=f"Exit 3 when a {what} holds more than N.", min=0)
         ] = None,
         output: Output = None,
+        query: QueryOpt = None,
     ) -> None:
         """Count active, dead-letter, transfer dead-letter and scheduled messages."""
+        q = _query(ctx, query)
         from sbdlq.operations.browse import count_entities, dlq_count
 
         async def work(s: Settings) -> list[Any]:
@@ -124,7 +135,7 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
 
         fmt, counts = run(ctx, work)
         rows = [c.to_json() for c in counts]
-        _emit_list(rows, fmt, ["entity", "active", "dead_letter", "transfer_dead_letter", "scheduled"])
+        _emit_list(rows, fmt, ["entity", "active", "dead_letter", "transfer_dead_letter", "scheduled"], q)
         if fail_above is not None:
             over = [c for c in counts if dlq_count(c, sub_queue) > fail_above]
             if over:
@@ -155,9 +166,11 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
         body_regex: BodyRegex = None,
         where: Where = None,
         output: Output = None,
+        query: QueryOpt = None,
     ) -> None:
         """Browse the queue without locking or changing anything."""
         params = dict(locals())  # the selection options, read by _selection
+        q = _query(ctx, query)
         from sbdlq.operations.browse import iter_messages
         from sbdlq.render import Emitter, progress
 
@@ -168,7 +181,7 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
             limit = None if all_ else max_count
             async with open_target(s) as backend:
                 await backend.get_entity(address.entity)
-                if fmt == "table":
+                if fmt == "table" and q is None:
                     rows = []
                     # One more than shown tells whether to point at the rest.
                     async for m in iter_messages(
@@ -188,7 +201,7 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
                             f"{rows[-1].sequence_number + 1}, --max N or --all"
                         )
                     return
-                emitter = Emitter(fmt)
+                emitter = Emitter(fmt, query=q)
                 emitter.begin()
                 try:
                     # No bar when stdout is the same terminal: it would tear the output.
@@ -224,9 +237,11 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
         body_regex: BodyRegex = None,
         where: Where = None,
         output: Output = None,
+        query: QueryOpt = None,
     ) -> None:
         """Group messages by why they failed: count, first and last enqueued, samples."""
         params = dict(locals())  # the selection options, read by _selection
+        q = _query(ctx, query)
         from sbdlq.operations.browse import group_key, inspect_reasons
         from sbdlq.render import progress
 
@@ -242,8 +257,8 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
             return fmt, groups
 
         fmt, groups = run(ctx, work)
-        if fmt != "table":
-            _write([g.to_json() for g in groups], fmt)
+        if fmt != "table" or q is not None:
+            _write([g.to_json() for g in groups], fmt, q)
             return
         from sbdlq.render import Col, bar_chart, table
 
@@ -309,9 +324,11 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
         body_regex: BodyRegex = None,
         where: Where = None,
         output: Output = None,
+        query: QueryOpt = None,
     ) -> None:
         """Send copies of DLQ messages back (send first, then complete the original)."""
         params = dict(locals())  # the selection options, read by _selection
+        q = _query(ctx, query)
         from sbdlq.operations.resubmit import resubmit as do_resubmit
         from sbdlq.render import progress
 
@@ -340,7 +357,7 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
             return fmt, result
 
         fmt, result = run(ctx, work)
-        _report(fmt, result.to_json(), _resubmit_summary(result))
+        _report(fmt, result.to_json(), _resubmit_summary(result), q)
         _finish(ctx, result, "resubmitted")
 
     @app.command("purge")
@@ -373,9 +390,11 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
         body_regex: BodyRegex = None,
         where: Where = None,
         output: Output = None,
+        query: QueryOpt = None,
     ) -> None:
         """Delete DLQ messages, optionally exporting each one first."""
         params = dict(locals())  # the selection options, read by _selection
+        q = _query(ctx, query)
         from sbdlq.operations.purge import purge as do_purge
         from sbdlq.render import progress
 
@@ -407,7 +426,7 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
             return fmt, result
 
         fmt, result = run(ctx, work)
-        _report(fmt, result.to_json(), _purge_summary(result))
+        _report(fmt, result.to_json(), _purge_summary(result), q)
         _finish(ctx, result, "purged")
 
 
@@ -508,27 +527,36 @@ def _peek_table(messages: list[Any], title: str) -> None:
     )
 
 
-def _emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str]) -> None:
-    if fmt == "table":
+def _emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str], q: Query | None = None) -> None:
+    if fmt == "table" and q is None:
         from sbdlq.render import Col, table
 
         cols = [Col(c, min_width=10) if c == "entity" else c for c in columns]
         table(cols, [[r[c] for c in columns] for r in rows])
     else:
-        _write(rows, fmt)
+        _write(rows, fmt, q)
 
 
-def _write(data: Any, fmt: str) -> None:
+def _write(data: Any, fmt: str, q: Query | None = None) -> None:
     from sbdlq.render import write_document
 
-    write_document(data, fmt)
+    write_document(data, fmt, query=q)
 
 
-def _report(fmt: str, doc: dict[str, Any], summary: str) -> None:
-    if fmt == "table":
+def _report(fmt: str, doc: dict[str, Any], summary: str, q: Query | None = None) -> None:
+    if fmt == "table" and q is None:
         sys.stdout.write(summary + "\n")
     else:
-        _write(doc, fmt)
+        _write(doc, fmt, q)
+
+
+def _query(ctx: typer.Context, expression: str | None) -> Query | None:
+    """--query compiled before any work, a bad one reported on the one error path."""
+    from sbdlq.render import compile_query
+
+    with handled(ctx):
+        return compile_query(expression)
+    raise AssertionError("unreachable")
 
 
 def _resubmit_summary(r: Any) -> str:

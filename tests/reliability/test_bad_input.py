@@ -104,6 +104,7 @@ ROWS: list[tuple[str, list[str], list[str], dict[str, str], int, str]] = [
     ("bad-where-syntax", [], ["peek", "orders", "--where", "sys.Label = "], {}, 2, "--where"),
     ("bad-where-sys-property", [], ["peek", "orders", "--where", "sys.Nope = 1"], {}, 2, "--where"),
     ("bad-output", [], ["count", "orders", "-o", "xml"], {}, 2, "xml"),
+    ("bad-query", [], ["count", "orders", "-o", "json", "--query", "[?"], {}, 2, "--query"),
     ("bad-by", [], ["inspect-reason", "orders", "--by", "colour"], {}, 2, "--by"),
     ("bad-property", [], ["peek", "orders", "--property", "noequals"], {}, 2, "--property"),
     ("unknown-profile", ["--profile", "nope"], ["count", "orders"], {"SBDLQ_EMULATOR": ""}, 2, "nope"),
