@@ -245,8 +245,8 @@ def table(
 _NUMERIC = frozenset({"active", "dead_letter", "transfer_dead_letter", "scheduled", "count", "seq", "deliveries"})
 
 
-def bar_chart(items: Sequence[tuple[str, int]], *, width: int = 40) -> None:
-    """Horizontal bars, for a person at a terminal."""
+def bar_chart(items: Sequence[tuple[str, int]], *, width: int = 40, title: str | None = None) -> None:
+    """Horizontal bars, for a person at a terminal; a zero shows as no bar at all."""
     from rich.text import Text
 
     if not items:
@@ -254,8 +254,10 @@ def bar_chart(items: Sequence[tuple[str, int]], *, width: int = 40) -> None:
     top = max(n for _, n in items) or 1
     label_w = min(max(len(cell_text(k)) for k, _ in items), 48)
     con = stdout_console()
+    if title:
+        con.print(Text(title, style="bold"))
     for key, n in items:
-        bar = "█" * max(1, round(width * n / top))
+        bar = "█" * max(1, round(width * n / top)) if n else ""
         line = Text(f"{clip(cell_text(key), label_w):<{label_w}}  ")
         line.append(bar, style="cyan")
         line.append(f" {n}")

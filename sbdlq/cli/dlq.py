@@ -282,8 +282,13 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
             ],
             title=f"{sum(g.count for g in groups)} message(s) by {by}",
         )
-        if sys.stdout.isatty() and groups:
-            bar_chart([(g.key, g.count) for g in groups])
+        if _chart_wanted() and groups:
+            from sbdlq.operations.browse import timeline
+
+            if by in ("hour", "day"):
+                bar_chart(timeline(groups, by), title=f"messages per {by} (UTC)")
+            else:
+                bar_chart([(g.key, g.count) for g in groups], title=f"messages by {by}")
 
     @app.command("resubmit")
     def resubmit(
@@ -525,6 +530,11 @@ def _peek_table(messages: list[Any], title: str) -> None:
         rows,
         title=f"{title}: {len(rows)} message(s)",
     )
+
+
+def _chart_wanted() -> bool:
+    """Charts are for a person at a terminal, never for a pipe."""
+    return sys.stdout.isatty()
 
 
 def _emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str], q: Query | None = None) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput
@@ -153,3 +153,24 @@ def dlq_count(counts: Counts, sub_queue: SubQueue) -> int:
 def queue_word(address: Address) -> str:
     """`dead-letter queue` or `transfer dead-letter queue`, for messages to people."""
     return "transfer dead-letter queue" if address.sub_queue is SubQueue.TRANSFER_DEAD_LETTER else "dead-letter queue"
+
+
+_BUCKET = {"hour": ("%Y-%m-%dT%H:00Z", 3600), "day": ("%Y-%m-%d", 86400)}
+MAX_TIMELINE = 24 * 31  # buckets; a longer span is shown as it is, without the gaps filled
+
+
+def timeline(groups: list[ReasonGroup], by: str) -> list[tuple[str, int]]:
+    """Groups by hour or day as a continuous series: quiet hours show as zero, not as nothing."""
+    counts = [(g.key, g.count) for g in groups]
+    if by not in _BUCKET or not counts:
+        return counts
+    fmt, step = _BUCKET[by]
+    stamps = {datetime.strptime(k, fmt).replace(tzinfo=UTC): n for k, n in counts}
+    first, last = min(stamps), max(stamps)
+    span = int((last - first).total_seconds() // step) + 1
+    if span > MAX_TIMELINE:
+        return counts
+    return [
+        ((first + timedelta(seconds=i * step)).strftime(fmt), stamps.get(first + timedelta(seconds=i * step), 0))
+        for i in range(span)
+    ]
