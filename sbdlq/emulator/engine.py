@@ -74,6 +74,22 @@ _INSERT_SLIM = (
     "INSERT INTO message (entity_id, queue, seq, state, message_id, ttl_ms, enqueued_ms, expires_ms, "
     "delivery_count, hops, props, body, body_type) VALUES (?, 0, ?, 0, ?, ?, ?, ?, 0, 0, ?, ?, ?)"
 )
+_OPTIONAL_COLS = ("session_id", "correlation_id", "subject", "content_type", "reply_to", "reply_to_session_id",
+                  "to_", "partition_key")  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_shaped(shape: tuple[bool, ...]) -> str:
+    """The insert of a plain message that sets the optional columns marked in `shape`."""
+    cols = [c for c, present in zip(_OPTIONAL_COLS, shape, strict=True) if present]
+    names = "".join(f"{c}, " for c in cols)
+    marks = "?, " * len(cols)
+    return (
+        f"INSERT INTO message (entity_id, queue, seq, state, message_id, {names}ttl_ms, enqueued_ms, expires_ms, "
+        f"delivery_count, hops, props, body, body_type) VALUES (?, 0, ?, 0, ?, {marks}?, ?, ?, 0, 0, ?, ?, ?)"
+    )
+
+
 # What deciding a lock's end needs: see Engine._release.
 _RELEASE_COLS = "id, queue, state, delivery_count, expires_ms"
 _INSERT = (
@@ -519,6 +535,7 @@ class Engine:
         fresh_ids = _message_ids(sum(1 for m in messages if m.message_id is None))
         slim: list[tuple[Any, ...]] = []
         full: list[tuple[Any, ...]] = []
+        shaped: dict[tuple[bool, ...], list[tuple[Any, ...]]] = {}
         oversized: list[tuple[int, OutboundMessage, str]] = []
         seq = first - 1
         for m in messages:
@@ -562,7 +579,15 @@ class Engine:
                 if plain:
                     slim.append((eid, seq, message_id, ceiling, now, never, props_text, body, m.body_type))
                     continue
-                ttl, enqueued, expires, state, sched_ms = ceiling, now, never, 0, None
+                # Bind only the optional fields this message has: most are None, and binding
+                # is much of SQLite's cost. Messages of one shape share one statement.
+                optional = (sid, cid, subj, ctype, rto, rtsid, to, pkey)
+                shape = tuple(v is not None for v in optional)
+                shaped.setdefault(shape, []).append(
+                    (eid, seq, message_id, *(v for v in optional if v is not None), ceiling, now, never,
+                     props_text, body, m.body_type)
+                )  # fmt: skip
+                continue
             else:
                 ttl = ceiling if ttl_s is None else min(_ttl_ms(ttl_s), ceiling)
                 sched_ms = None if sched is None else to_epoch_ms(sched)
@@ -577,6 +602,8 @@ class Engine:
             )  # fmt: skip
         if slim:
             db.executemany(_INSERT_SLIM, slim)
+        for shape, rows in shaped.items():
+            db.executemany(_insert_shaped(shape), rows)
         if full:
             db.executemany(_INSERT, full)
         if oversized:
