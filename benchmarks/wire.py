@@ -65,9 +65,11 @@ def run(n: int = 1000) -> dict[str, Any]:
         wire = Path(d) / "wire.db"
         seed_dlq(wire, "orders", n)
         Engine(wire).create_queue("retry")
-        port, _http, stop, thread = _serve(wire)
+        port, http, stop, thread = _serve(wire)
         try:
-            backend = ServiceBusBackend(connection_string=CONN.format(port=port), timeout_s=30)
+            # The listener's HTTP side answers the admin client (entity properties, counts);
+            # without it the backend would fall back to paging with peek.
+            backend = ServiceBusBackend(connection_string=CONN.format(port=port), timeout_s=30, admin_port=http)
             t_wire, moved_wire = asyncio.run(_resubmit(backend))
         finally:
             stop.set()

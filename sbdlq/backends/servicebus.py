@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -53,19 +53,41 @@ _HELD_GRACE = timedelta(seconds=60)
 _UINT_MAX = 0xFFFFFFFF
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _STATES = {0: "active", 1: "deferred", 2: "scheduled"}
+# Expiry in the broker's last year (DateTime.MaxValue is 9999-12-31) means "never expires".
+_NEVER_YEAR = 9999
 _TOPIC_HINT = "a topic has no DLQ of its own; name a subscription: TOPIC/Subscriptions/SUB"
 _NAMESPACE_HOST = re.compile(
     r"^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*$"
 )
 
 
+@dataclass(eq=False)
+class _Link:
+    """A cached SDK sender or receiver, and the lock that keeps its requests one at a time.
+
+    azure-servicebus (pyamqp) numbers an outgoing transfer before it awaits the socket and
+    counts it after: two sends, or two `$management` requests (peek, renew), overlapped on
+    one handler can go out with the same delivery-id, and the broker then closes the
+    connection ("sequencing error"); the SDK shuts the handler down and every call sharing
+    it fails. So transfers on one handler never overlap; settlements (dispositions) may.
+    """
+
+    key: Any
+    handler: Any
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    opened: bool = False
+
+
 @dataclass(slots=True)
 class _Held:
-    """A locked SDK message and the receiver (link) its lock token is bound to."""
+    """A locked SDK message, the receiver its lock token is bound to, and the AMQP link it came on."""
 
-    receiver: Any
+    receiver: _Link
     sdk_message: Any
     locked_until: datetime | None
+    # The SDK's link object when the message arrived: a receiver that reopened since (after an
+    # error, inside the SDK's own retries) cannot settle it, as its lock went with the old link.
+    amqp_link: Any = None
 
 
 class ServiceBusBackend(Backend):
@@ -116,10 +138,8 @@ class ServiceBusBackend(Backend):
         self._admin_usable = True
         self._admin_error: SbdlqError | None = None
         self._said: set[str] = set()
-        self._receivers: dict[tuple[str, ReceiveMode], Any] = {}
-        self._senders: dict[str, Any] = {}
-        self._open_senders: set[str] = set()
-        self._sender_lock = asyncio.Lock()
+        self._receivers: dict[tuple[str, ReceiveMode], _Link] = {}
+        self._senders: dict[str, _Link] = {}
         self._held: dict[str, _Held] = {}
 
     # ----------------------------------------------------------------- admin (HTTP) side
@@ -189,7 +209,8 @@ class ServiceBusBackend(Backend):
                 active=int(props.active_message_count or 0),
                 dead_letter=int(props.dead_letter_message_count or 0),
                 transfer_dead_letter=int(props.transfer_dead_letter_message_count or 0),
-                scheduled=int(props.scheduled_message_count or 0),
+                # A subscription has no scheduled count of its own (they wait in the topic).
+                scheduled=int(getattr(props, "scheduled_message_count", 0) or 0),
             )
 
         hint = None if entity.is_subscription else _TOPIC_HINT
@@ -240,10 +261,9 @@ class ServiceBusBackend(Backend):
         if entity.subscription is not None:
             await self.peek(Address(entity, SubQueue.DEAD_LETTER), 1, 1)
             return EntityInfo(path=str(entity), kind="subscription")
-        # A sender link opens for a queue or a topic and fails for a missing entity; creating
-        # a batch opens it without sending anything.
-        sender = self._sender(entity)
-        await self._guard(sender.create_message_batch(), _describe(entity))
+        # A sender link opens for a queue or a topic and fails for a missing entity; opening
+        # it sends nothing.
+        await self._with_sender(entity, None)
         try:
             await self.peek(Address(entity), 1, 1)
         except (AuthError, ServiceUnavailable):
@@ -326,10 +346,12 @@ class ServiceBusBackend(Backend):
         """Browse without locking, from a sequence number."""
         if max_count <= 0:
             return []
-        receiver = self._receiver(address, ReceiveMode.PEEK_LOCK)
+        link = await self._live_receiver(address, ReceiveMode.PEEK_LOCK)
         # 0 would mean "continue after the last one this receiver saw": paging must be stateless.
         start = max(1, int(from_sequence))
-        found = await self._guard(receiver.peek_messages(max_count, sequence_number=start), str(address))
+        async with link.lock:
+            found = await self._on_receiver(link, link.handler.peek_messages(max_count, sequence_number=start), address)
+        link.opened = True
         return [from_sdk_message(m, locked=False) for m in found]
 
     async def receive(
@@ -343,20 +365,23 @@ class ServiceBusBackend(Backend):
         """Receive a batch; locked messages are remembered until settled."""
         if max_count <= 0:
             return []
-        receiver = self._receiver(address, mode)
+        link = await self._live_receiver(address, mode)
         wait = max(0.05, float(max_wait_s))
-        found = await self._guard(
-            receiver.receive_messages(max_message_count=max_count, max_wait_time=wait),
-            str(address),
-            timeout=self._timeout_s + wait,
-        )
+        # Not under the link's lock: a receive issues no transfer, and renewals must not wait
+        # behind a receive that waits for messages.
+        receiving = link.handler.receive_messages(max_message_count=max_count, max_wait_time=wait)
+        found = await self._on_receiver(link, receiving, address, timeout=self._timeout_s + wait)
+        link.opened = True
+        async with link.lock:
+            await _stop_credit(link.handler)
         self._prune_held()
         locked = mode is ReceiveMode.PEEK_LOCK
+        amqp_link = _amqp_link(link.handler)
         out: list[Message] = []
         for sdk_message in found:
-            message = from_sdk_message(sdk_message, locked=locked)
+            message = from_sdk_message(sdk_message, locked=locked, received=True)
             if locked and message.lock_token is not None:
-                self._held[message.lock_token] = _Held(receiver, sdk_message, message.locked_until)
+                self._held[message.lock_token] = _Held(link, sdk_message, message.locked_until, amqp_link)
             out.append(message)
         return out
 
@@ -380,8 +405,43 @@ class ServiceBusBackend(Backend):
         )
 
     async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:
-        """Renew each lock; updates locked_until."""
-        return await self._settle(address, messages, "renew", lambda r, m: r.renew_message_lock(m), keep=True)
+        """Renew the locks, one request per receiver; updates locked_until."""
+        what = str(address)
+        groups: dict[_Link, list[tuple[Message, _Held]]] = {}
+        lost: set[int] = set()
+        for message in messages:
+            token = _token(message, "renew", what)
+            held = self._held.get(token)
+            if held is None or not self._usable(held):
+                self._held.pop(token, None)
+                lost.add(id(message))
+            else:
+                groups.setdefault(held.receiver, []).append((message, held))
+        for link, items in groups.items():
+            async with link.lock:
+                untils = await self._renew_on(link, [held.sdk_message for _, held in items], what)
+            for (message, held), until in zip(items, untils, strict=True):
+                if until is None:
+                    self._held.pop(str(message.lock_token), None)
+                    lost.add(id(message))
+                else:
+                    message.locked_until = held.locked_until = until
+        return [m for m in messages if id(m) in lost]
+
+    async def _renew_on(self, link: _Link, sdk_messages: list[Any], what: str) -> list[datetime | None]:
+        """New lock expiries (None: lost) of messages held on one receiver; the caller holds its lock."""
+        if len(sdk_messages) > 1 and _can_renew_many(link.handler):
+            try:
+                return list(await self._on_receiver(link, _renew_many(link.handler, sdk_messages), what))
+            except LockLost:
+                pass  # one lost lock fails the whole request: renew one by one to tell them apart
+        untils: list[datetime | None] = []
+        for sdk_message in sdk_messages:
+            try:
+                untils.append(await self._on_receiver(link, link.handler.renew_message_lock(sdk_message), what))
+            except LockLost:
+                untils.append(None)
+        return untils
 
     async def _settle(
         self,
@@ -389,37 +449,37 @@ class ServiceBusBackend(Backend):
         messages: Sequence[Message],
         verb: str,
         action: Callable[[Any, Any], Awaitable[Any]],
-        *,
-        keep: bool = False,
     ) -> list[Message]:
-        """Run one settlement per message concurrently; lost locks are returned, not raised."""
+        """Settle each message concurrently (dispositions may overlap); lost locks are returned, not raised."""
         what = str(address)
+        tokens = [_token(m, verb, what) for m in messages]
+        links: set[_Link] = set()
 
-        async def one(message: Message) -> bool:
-            token = message.lock_token
-            if token is None:
-                raise InvalidOperation(
-                    f"cannot {verb} message {message.sequence_number} of {what}: it is not locked "
-                    "(peeked or received and deleted)"
-                )
-            # Settling releases the entry whatever happens; renewing keeps it.
-            held = self._held.get(token) if keep else self._held.pop(token, None)
+        async def one(token: str) -> bool:
+            # Settling releases the entry whatever happens.
+            held = self._held.pop(token, None)
             if held is None:
                 return True  # settled already, pruned after its lock expired, or not ours
+            if not self._usable(held):
+                return True  # its receiver died, and the lock with it
+            links.add(held.receiver)
             try:
-                result = await action(held.receiver, held.sdk_message)
+                await action(held.receiver.handler, held.sdk_message)
             except Exception as exc:
                 error = self._translate(exc, what)
                 if isinstance(error, LockLost):
-                    self._held.pop(token, None)
+                    return True
+                if not isinstance(error, _VERDICTS) and not self._usable(held):
+                    # Not about this message: the receiver was shut down under it (by another
+                    # settlement's error, say), and its lock is gone with it.
                     return True
                 raise error from exc
-            if keep and isinstance(result, datetime):
-                message.locked_until = result
-                held.locked_until = result
             return False
 
-        outcomes = await self._guard(asyncio.gather(*(one(m) for m in messages), return_exceptions=True), what)
+        outcomes = await self._guard(asyncio.gather(*(one(t) for t in tokens), return_exceptions=True), what)
+        for link in links:
+            if not _running(link.handler):
+                await self._drop(self._receivers, link)
         lost: list[Message] = []
         first_error: BaseException | None = None
         for message, outcome in zip(messages, outcomes, strict=True):
@@ -431,17 +491,27 @@ class ServiceBusBackend(Backend):
             raise first_error
         return lost
 
+    def _usable(self, held: _Held) -> bool:
+        """Whether the receiver that locked a message can still settle it."""
+        link = held.receiver
+        return (
+            self._receivers.get(link.key) is link
+            and _running(link.handler)
+            and _amqp_link(link.handler) is held.amqp_link
+        )
+
     async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
         """Send fresh copies in as few batches as fit."""
         if entity.is_subscription:
             raise BadInput(f"cannot send to subscription {entity}", hint="send to its topic")
         if not messages:
             return
-        what = _describe(entity)
         sdk_messages = [to_sdk_message(m) for m in messages]
+        await self._with_sender(entity, sdk_messages)
+
+    async def _send_batches(self, sender: Any, sdk_messages: list[Any], what: str) -> None:
         from azure.servicebus.exceptions import MessageSizeExceededError
 
-        sender = await self._open_sender(entity)
         batch = await self._guard(sender.create_message_batch(), what)
         for index, sdk_message in enumerate(sdk_messages):
             try:
@@ -461,15 +531,63 @@ class ServiceBusBackend(Backend):
         if len(batch):
             await self._guard(sender.send_messages(batch), what)
 
+    async def _with_sender(self, entity: EntityPath, sdk_messages: list[Any] | None) -> None:
+        """Open the entity's cached sender if need be, then send (None: only open), one call at a time.
+
+        A sender the SDK shut down, or whose call was cut short, is closed and replaced, so
+        no later call inherits a half-torn-down handler.
+        """
+        key = str(entity)
+        what = _describe(entity)
+        while True:
+            link = self._senders.get(key)
+            if link is None:
+                link = self._senders[key] = _Link(key, self._new_sender(entity))
+            async with link.lock:
+                if self._senders.get(key) is not link:
+                    continue  # replaced while we waited for it
+                if _half_torn(link.handler):
+                    await self._drop(self._senders, link)
+                    continue
+                try:
+                    if not link.opened:
+                        # Opening is the first batch: it attaches the link and learns its size limit.
+                        await self._guard(link.handler.create_message_batch(), what)
+                        link.opened = True
+                    if sdk_messages is not None:
+                        await self._send_batches(link.handler, sdk_messages, what)
+                except BaseException as exc:
+                    if _sender_broken(link.handler, exc):
+                        await self._drop(self._senders, link)
+                    raise
+                return
+
+    async def _on_receiver(
+        self, link: _Link, awaitable: Awaitable[T], what: object, *, timeout: float | None = None
+    ) -> T:
+        """Await a call on a receiver; a receiver the SDK shut down is replaced (its locks went with it)."""
+        try:
+            return await self._guard(awaitable, str(what), timeout=timeout)
+        except BaseException:
+            if not _running(link.handler):
+                await self._drop(self._receivers, link)
+            raise
+
+    async def _drop(self, table: dict[Any, _Link], link: _Link) -> None:
+        """Forget a sender or receiver and close it (a receiver releases what it had buffered)."""
+        if table.get(link.key) is link:
+            del table[link.key]
+            await self._quietly(link.handler.close())
+
     async def close(self) -> None:
         """Close receivers, senders, the clients and a credential made here."""
-        handlers = [*self._receivers.values(), *self._senders.values()]
+        links = [*self._receivers.values(), *self._senders.values()]
         self._receivers.clear()
         self._senders.clear()
-        self._open_senders.clear()
         self._held.clear()
-        for handler in handlers:
-            await self._quietly(handler.close())
+        # Together: each handler has a connection of its own, and closing one waits for the
+        # broker's detach, end and close replies.
+        await asyncio.gather(*(self._quietly(link.handler.close()) for link in links))
         if self._client is not None:
             await self._quietly(self._client.close())
             self._client = None
@@ -501,12 +619,22 @@ class ServiceBusBackend(Backend):
                 self._client = ServiceBusClient(self._host, self._async_credential(), **kwargs)
         return self._client
 
-    def _receiver(self, address: Address, mode: ReceiveMode) -> Any:
+    async def _live_receiver(self, address: Address, mode: ReceiveMode) -> _Link:
+        """The cached receiver of an address, replaced first if the SDK shut it down since it last worked."""
+        link = self._receivers.get((str(address), mode))
+        if link is not None and link.opened and (not _running(link.handler) or _half_torn(link.handler)):
+            # Reopening it in place would serve new messages on a link its held messages
+            # cannot settle on; and a handler marked running without its AMQP client fails
+            # every call. Its locks are gone either way.
+            await self._drop(self._receivers, link)
+        return self._receiver(address, mode)
+
+    def _receiver(self, address: Address, mode: ReceiveMode) -> _Link:
         """The cached receiver of an address: lock tokens only settle on the link that locked them."""
         key = (str(address), mode)
-        receiver = self._receivers.get(key)
-        if receiver is not None:
-            return receiver
+        link = self._receivers.get(key)
+        if link is not None:
+            return link
         try:
             from azure.servicebus import ServiceBusReceiveMode, ServiceBusSubQueue
 
@@ -539,34 +667,17 @@ class ServiceBusBackend(Backend):
             raise
         except Exception as exc:
             raise self._translate(exc, str(address)) from exc
-        self._receivers[key] = receiver
-        return receiver
+        link = self._receivers[key] = _Link(key, receiver)
+        return link
 
-    async def _open_sender(self, entity: EntityPath) -> Any:
-        """The cached sender, opened once: concurrent first sends on one link race inside the SDK."""
-        key = str(entity)
-        if key in self._open_senders:
-            return self._senders[key]
-        async with self._sender_lock:
-            sender = self._sender(entity)
-            if key not in self._open_senders:
-                await self._guard(sender.create_message_batch(), _describe(entity))
-                self._open_senders.add(key)
-        return sender
-
-    def _sender(self, entity: EntityPath) -> Any:
-        key = str(entity)
-        sender = self._senders.get(key)
-        if sender is None:
-            try:
-                # A queue sender and a topic sender differ only in name: both target the entity path.
-                sender = self._sb_client().get_queue_sender(entity.name, socket_timeout=SOCKET_TIMEOUT_S)
-            except SbdlqError:
-                raise
-            except Exception as exc:
-                raise self._translate(exc, _describe(entity)) from exc
-            self._senders[key] = sender
-        return sender
+    def _new_sender(self, entity: EntityPath) -> Any:
+        try:
+            # A queue sender and a topic sender differ only in name: both target the entity path.
+            return self._sb_client().get_queue_sender(entity.name, socket_timeout=SOCKET_TIMEOUT_S)
+        except SbdlqError:
+            raise
+        except Exception as exc:
+            raise self._translate(exc, _describe(entity)) from exc
 
     def _async_credential(self) -> Any:
         if self._credential is None:
@@ -640,6 +751,85 @@ class ServiceBusBackend(Backend):
         if text not in self._said:
             self._said.add(text)
             self._say(text)
+
+
+# ---------------------------------------------------------------------- SDK handlers
+
+
+def _token(message: Message, verb: str, what: str) -> str:
+    """A message's lock token; InvalidOperation for one that was never locked."""
+    if message.lock_token is None:
+        raise InvalidOperation(
+            f"cannot {verb} message {message.sequence_number} of {what}: it is not locked "
+            "(peeked or received and deleted)"
+        )
+    return message.lock_token
+
+
+def _running(handler: Any) -> bool:
+    """Whether an SDK sender/receiver is open (the SDK clears the flag when it shuts one down)."""
+    return bool(getattr(handler, "_running", True))
+
+
+def _amqp_link(handler: Any) -> Any:
+    """The SDK handler's AMQP client of the moment: a new object each time the handler reopens."""
+    return getattr(handler, "_handler", None)
+
+
+def _half_torn(handler: Any) -> bool:
+    """Whether an SDK handler is marked open but has lost its AMQP client: every call on it would fail."""
+    return _running(handler) and hasattr(handler, "_handler") and handler._handler is None
+
+
+def _sender_broken(sender: Any, exc: BaseException) -> bool:
+    """Whether a sender must be replaced after exc: the SDK shut it down, or a send was cut short.
+
+    A send cancelled inside its socket write may have gone out without the SDK counting its
+    delivery-id, so the next one would repeat it. (Receivers are replaced only once the SDK
+    shut them down: a new one would lose every lock the old one holds.)
+    """
+    cause = exc.__cause__ if isinstance(exc, SbdlqError) else exc
+    if isinstance(exc, asyncio.CancelledError) or isinstance(cause, (TimeoutError, asyncio.CancelledError)):
+        return True
+    return not _running(sender)
+
+
+async def _stop_credit(receiver: Any) -> None:
+    """Take back the link credit a receive call left unused, so the broker locks nothing more for us."""
+    # With prefetch 0 the SDK grants max_message_count for each call and leaves what was not
+    # used: the broker would go on locking (and counting deliveries of) messages nobody asked
+    # for, abandoned ones included, until the receiver closes. The link is pyamqp's own.
+    link = getattr(_amqp_link(receiver), "_link", None)
+    credit = getattr(link, "current_link_credit", None)
+    if link is None or not isinstance(credit, int) or credit <= 0:
+        return
+    try:
+        await link.flow(link_credit=0)
+    except Exception:
+        pass  # the next receive call sets the credit again anyway
+
+
+def _can_renew_many(receiver: Any) -> bool:
+    """Whether the SDK receiver has the batch form of renew_message_lock."""
+    return inspect.iscoroutinefunction(getattr(receiver, "_renew_locks", None))
+
+
+async def _renew_many(receiver: Any, sdk_messages: list[Any]) -> list[datetime]:
+    """New lock expiries of several messages, renewed in one `$management` request."""
+    # renew_message_lock sends one request per message; its private batch form (the package
+    # is pinned below 8) takes every token at once: one round trip instead of hundreds.
+    if not _running(receiver):
+        raise ValueError("Failed to renew the locks as the handler has already been shutdown.")
+    response = await receiver._renew_locks(*[m.lock_token for m in sdk_messages])
+    stamps = list(response[b"expirations"])
+    if len(stamps) != len(sdk_messages):
+        raise ValueError(f"renew-lock answered {len(stamps)} expiries for {len(sdk_messages)} locks")
+    untils = [_EPOCH + timedelta(milliseconds=int(ms)) for ms in stamps]
+    for sdk_message, until in zip(sdk_messages, untils, strict=True):
+        # What renew_message_lock records: the SDK refuses to settle a message whose lock it
+        # believes expired, and goes by this.
+        sdk_message._expiry = until
+    return untils
 
 
 # ---------------------------------------------------------------------- credentials
@@ -787,20 +977,27 @@ def _plain_http_transport_class() -> type:
 # ---------------------------------------------------------------------- conversions
 
 
-def from_sdk_message(sdk: Any, *, locked: bool = True) -> Message:
-    """An SDK ServiceBusReceivedMessage as a plain Message."""
+def from_sdk_message(sdk: Any, *, locked: bool = True, received: bool | None = None) -> Message:
+    """An SDK ServiceBusReceivedMessage as a plain Message.
+
+    received (default: locked) says the message was delivered to us rather than peeked: its
+    delivery count then includes this delivery, as sbdlq counts (.NET's DeliveryCount); the
+    header, which the Python SDK shows as is, holds the earlier deliveries only.
+    """
     raw = sdk.raw_amqp_message
     body, body_type = _body_of(raw)
-    ttl = sdk.time_to_live
     state = sdk.state
     token = sdk.lock_token if locked else None
+    delivered = locked if received is None else received
+    enqueued = sdk.enqueued_time_utc
+    expires_at, ttl_s = _expiry(raw, enqueued)
     return Message(
         sequence_number=int(sdk.sequence_number or 0),
         body=body,
-        enqueued_time=sdk.enqueued_time_utc or _EPOCH,
+        enqueued_time=enqueued or _EPOCH,
         message_id=_text(sdk.message_id),
-        expires_at=sdk.expires_at_utc,
-        delivery_count=int(sdk.delivery_count or 0),
+        expires_at=expires_at,
+        delivery_count=int(sdk.delivery_count or 0) + (1 if delivered else 0),
         subject=_text(sdk.subject),
         correlation_id=_text(sdk.correlation_id),
         content_type=_text(sdk.content_type),
@@ -809,7 +1006,7 @@ def from_sdk_message(sdk: Any, *, locked: bool = True) -> Message:
         reply_to_session_id=_text(sdk.reply_to_session_id),
         to=_text(sdk.to),
         partition_key=_text(sdk.partition_key),
-        time_to_live_s=ttl.total_seconds() if ttl else None,
+        time_to_live_s=ttl_s,
         application_properties={str(_texts(k)): _texts(v) for k, v in (sdk.application_properties or {}).items()},
         dead_letter_source=_text(sdk.dead_letter_source),
         scheduled_enqueue_time=sdk.scheduled_enqueue_time_utc,
@@ -818,6 +1015,35 @@ def from_sdk_message(sdk: Any, *, locked: bool = True) -> Message:
         locked_until=sdk.locked_until_utc if token else None,
         body_type=body_type,
     )
+
+
+def _expiry(raw: Any, enqueued: datetime | None) -> tuple[datetime | None, float | None]:
+    """When a received message expires and its time to live; (None, None) when it never does.
+
+    The header's ttl (a uint of milliseconds) from the enqueued time, as the SDK's
+    expires_at_utc; past ~49.7 days only the absolute expiry time can say. The broker's
+    DateTime.MaxValue (year 9999) means "never".
+    """
+    header_ttl = getattr(raw.header, "time_to_live", None) if raw.header is not None else None
+    props = raw.properties
+    absolute = getattr(props, "absolute_expiry_time", None) if props is not None else None
+    created = getattr(props, "creation_time", None) if props is not None else None
+    ttl: timedelta | None
+    try:
+        if header_ttl and enqueued is not None:
+            ttl = timedelta(milliseconds=int(header_ttl))
+            expires = enqueued + ttl
+        elif absolute:
+            expires = _EPOCH + timedelta(milliseconds=int(absolute))
+            start = _EPOCH + timedelta(milliseconds=int(created)) if created else enqueued
+            ttl = expires - start if start is not None else None
+        else:
+            return None, None
+    except (OverflowError, ValueError):
+        return None, None  # beyond what datetime holds: never, for any practical purpose
+    if expires.year >= _NEVER_YEAR or (ttl is not None and ttl.total_seconds() >= MAX_TTL_S):
+        return None, None
+    return expires, ttl.total_seconds() if ttl is not None else None
 
 
 def to_sdk_message(out: OutboundMessage) -> Any:
@@ -1035,11 +1261,17 @@ def translate_error(
     from azure.servicebus import exceptions as sb
 
     detail = _first_line(exc)
+    condition = _condition_of(exc)
+    said = _broker_words(detail)
     unreachable_hint = (
         f"is the emulator running (sbdlq emulator serve) on {host}?"
         if emulator
         else "check the namespace name, the network and firewalls (AMQP 5671, HTTPS 443), or raise --timeout"
     )
+    if _sdk_internal(exc, condition):
+        # The SDK's handler broke under the call (torn down by another call's error, a link
+        # no longer attached): nothing the broker said about it; a new link may well work.
+        return TransientError(f"{what}: the SDK's link to {host} was reset ({said})", hint="try again")
     if isinstance(exc, (sb.MessageLockLostError, sb.SessionLockLostError)):
         return LockLost(f"lock lost on {what}: {detail}")
     if isinstance(exc, (sb.MessagingEntityNotFoundError, core.ResourceNotFoundError)):
@@ -1077,12 +1309,60 @@ def translate_error(
     if isinstance(exc, sb.MessageNotFoundError):
         return MessageNotFound(f"{what}: {detail}")
     if isinstance(exc, sb.MessagingEntityDisabledError):
-        return EntityDisabled(f"{what} is disabled: {detail}")
+        # The broker's own words name the entity, as the emulator backend reports it.
+        return EntityDisabled(said)
     if isinstance(exc, sb.ServiceBusQuotaExceededError):
         return QuotaExceeded(f"{what} is full: {detail}")
     if isinstance(exc, (sb.MessageSizeExceededError, sb.MessageAlreadySettled, sb.SessionCannotBeLockedError)):
         return InvalidOperation(f"{what}: {detail}")
+    # The SDK raises a plain ServiceBusError for these: the condition tells a refusal of this
+    # operation or message (dead-lettering a DLQ message, no session id for a session
+    # entity) from a failure, as the emulator backend raises them.
+    if condition in _REFUSED:
+        return InvalidOperation(said)
+    if condition in _BAD_ARGUMENT:
+        return BadInput(said)
     return OperationFailed(f"{what}: {detail}")
+
+
+# AMQP error conditions (azure-servicebus _common/constants.py, AMQP 1.0 §2.8.15).
+_REFUSED = frozenset({"amqp:not-allowed", "amqp:not-implemented"})
+_BAD_ARGUMENT = frozenset({"com.microsoft:argument-error", "com.microsoft:argument-out-of-range", "amqp:decode-error"})
+# Raised by the SDK itself when its handler is no longer usable.
+_CLIENT_ERROR = "amqp:client-error"
+# Errors that are the broker's answer about the message or operation itself (not about the
+# link that carried it).
+_VERDICTS = (InvalidOperation, BadInput, MessageNotFound, EntityDisabled, QuotaExceeded, EntityNotFound, AuthError)
+_SDK_SUFFIX = re.compile(r"(?:\s*Error condition: \S+?\.)?(?:\s*Status Code: \S+?\.)?\s*$")
+
+
+def _condition_of(exc: BaseException) -> str | None:
+    """The AMQP error condition an SDK exception carries, as text (`amqp:not-allowed`)."""
+    for source in (exc, getattr(exc, "inner_exception", None)):
+        raw = getattr(source, "_condition", None) or getattr(source, "condition", None)
+        if raw is None:
+            continue
+        raw = getattr(raw, "value", raw)  # pyamqp's ErrorCondition enum holds bytes
+        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return None
+
+
+def _broker_words(detail: str) -> str:
+    """The broker's error description, without the suffixes the SDK appends to it."""
+    return _SDK_SUFFIX.sub("", detail) or detail
+
+
+def _sdk_internal(exc: BaseException, condition: str | None) -> bool:
+    """Whether exc is the SDK failing inside its own handler rather than a broker's answer."""
+    if condition == _CLIENT_ERROR:
+        return True
+    # "Unexpected error occurred (...). Handler shutting down.": the SDK wraps anything that
+    # is not an AMQP error this way, and closes the handler; a handler already torn down
+    # shows as None where its session or link was.
+    inner = getattr(exc, "inner_exception", None)
+    if str(exc).startswith("Handler failed:") and isinstance(inner, (AttributeError, TypeError, IndexError)):
+        return True
+    return isinstance(exc, AttributeError) and str(exc).startswith("'NoneType' object has no attribute")
 
 
 def _auth_error(host: str, what: str, detail: str) -> AuthError:

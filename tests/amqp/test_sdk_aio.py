@@ -73,3 +73,31 @@ def test_aio_entity_not_found(emulator: Any) -> None:
                     await sender.send_messages(ServiceBusMessage("x"))
 
     asyncio.run(scenario())
+
+
+def test_aio_closing_a_receiver_releases_what_it_buffered_without_counting_a_delivery(emulator: Any) -> None:
+    from sbdlq.paths import Address, EntityPath
+
+    q = emulator.queue()
+    emulator.seed(q, *(f"m{i}" for i in range(5)))
+    buffered: list[int] = []
+
+    async def scenario() -> None:
+        client = ServiceBusClient.from_connection_string(emulator.conn_str(), keep_alive=None)
+        # Prefetch: the SDK asks for 5 and hands out 1; closing releases the 4 it kept.
+        async with client, client.get_queue_receiver(q, prefetch_count=5) as receiver:
+            (first,) = await receiver.receive_messages(max_message_count=1, max_wait_time=1.0)
+            queue = receiver._handler._received_messages  # the SDK's buffer (private)
+            for _ in range(50):
+                if queue.qsize() >= 4:
+                    break
+                await receiver.peek_messages(max_message_count=1)  # lets the SDK read its socket
+            buffered.append(queue.qsize())
+            await receiver.complete_message(first)
+
+    asyncio.run(scenario())
+    assert buffered == [4]
+    left = emulator.engine.peek(Address(EntityPath(q)), 0, 10)
+    # `released`: unlocked at once, and no delivery attempt counted (an abandon would count 1).
+    assert [(m.body, m.delivery_count) for m in left] == [(f"m{i}".encode(), 0) for i in range(1, 5)]
+    assert len(emulator.engine.receive(Address(EntityPath(q)), 10)) == 4

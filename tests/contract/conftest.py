@@ -1,19 +1,23 @@
 """Contract fixtures: the same tests run against every backend over one emulator store.
 
-`backend` is parametrized over BACKEND_FACTORIES. Each factory gets a fresh store path and
-yields a Backend that reads and writes that store; the `seed` helper sets up entities and
-dead-letters messages through the engine of the same store, so a test sees exactly what a
-broker would show a client.
+`backend` is parametrized over BACKEND_FACTORIES. Each test gets a store of its own (an
+empty one) and a Backend that reads and writes that store; the `seed` helper sets up
+entities and dead-letters messages through the engine of the same store, so a test sees
+exactly what a broker would show a client.
 
-Adding the real SDK backend: `_servicebus_backend` below starts `sbdlq emulator serve` on
-the store and points ServiceBusBackend at it. It is registered only when
-SBDLQ_CONTRACT_BACKENDS names it (e.g. `SBDLQ_CONTRACT_BACKENDS=emulator,servicebus`),
-until the AMQP listener passes the suite.
+The real SDK backend, `servicebus`, runs ServiceBusBackend (azure-servicebus) against
+`sbdlq emulator serve` on the store. It runs by default wherever proton is importable (CI
+builds it); SBDLQ_CONTRACT_BACKENDS picks the backends explicitly
+(`SBDLQ_CONTRACT_BACKENDS=emulator` or `=emulator,servicebus`). Opening an SDK link costs
+about half a second (its handshake polls every 50 ms), so one listener, one event loop and
+one ServiceBusBackend serve the whole session and keep their links: each test's store is
+the same file emptied first (`Engine.reset`), which to a client is a fresh namespace.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -31,6 +35,7 @@ from sbdlq.paths import Address, EntityPath, SubQueue, parse_address, parse_enti
 T = TypeVar("T")
 
 BackendFactory = Callable[[Path], AbstractContextManager[Backend]]
+SERVICEBUS = "servicebus"
 
 
 @contextmanager
@@ -41,17 +46,17 @@ def _emulator_backend(store: Path) -> Iterator[Backend]:
 
 
 @contextmanager
-def _servicebus_backend(store: Path) -> Iterator[Backend]:
-    """ServiceBusBackend over the AMQP listener (`emulator serve`) on the same store."""
-    from sbdlq.backends.servicebus import ServiceBusBackend
+def _listener(store: Path) -> Iterator[tuple[int, int]]:
+    """`sbdlq emulator serve` on the store, in a thread on free ports; yields its AMQP and HTTP ports."""
     from sbdlq.emulator.amqp.server import serve
 
     stop = threading.Event()
     ready = threading.Event()
-    ports: dict[str, int | None] = {}
+    ports: list[tuple[int, int]] = []
 
     def on_ready(amqp_port: int, http_port: int | None) -> None:
-        ports.update(amqp=amqp_port, http=http_port)
+        assert http_port is not None
+        ports.append((amqp_port, http_port))
         ready.set()
 
     thread = threading.Thread(
@@ -61,26 +66,72 @@ def _servicebus_backend(store: Path) -> Iterator[Backend]:
     )
     thread.start()
     assert ready.wait(10), "the emulator listener did not start"
-    conn = (
-        f"Endpoint=sb://127.0.0.1:{ports['amqp']};SharedAccessKeyName=RootManageSharedAccessKey;"
-        "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
-    )
     try:
-        yield ServiceBusBackend(connection_string=conn, timeout_s=10, admin_port=ports["http"])
+        yield ports[0]
     finally:
         stop.set()
         thread.join(10)
+
+
+def _servicebus(amqp: int, http: int) -> Backend:
+    """ServiceBusBackend on a listener's AMQP and HTTP (admin) ports."""
+    from sbdlq.backends.servicebus import ServiceBusBackend
+
+    conn = (
+        f"Endpoint=sb://127.0.0.1:{amqp};SharedAccessKeyName=RootManageSharedAccessKey;"
+        "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+    )
+    return ServiceBusBackend(connection_string=conn, timeout_s=10, admin_port=http)
+
+
+@contextmanager
+def _servicebus_backend(store: Path) -> Iterator[Backend]:
+    """ServiceBusBackend over a listener of its own on the store (the fixtures share one instead)."""
+    with _listener(store) as (amqp, http):
+        yield _servicebus(amqp, http)
+
+
+class ServiceBusSession:
+    """One listener, event loop and ServiceBusBackend for every servicebus test of the session."""
+
+    def __init__(self, root: Path) -> None:
+        self.store = root / "contract.db"
+        Engine(self.store).close()
+        self._listening = _listener(self.store)
+        amqp, http = self._listening.__enter__()
+        self.loop = asyncio.new_event_loop()
+        self.backend = _servicebus(amqp, http)
+
+    def fresh_store(self) -> Path:
+        """The store, emptied: no entity, no message, as a new namespace."""
+        with Engine(self.store) as engine:
+            engine.reset()
+        return self.store
+
+    def close(self) -> None:
+        try:
+            self.loop.run_until_complete(self.backend.close())
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        finally:
+            self.loop.close()
+            self._listening.__exit__(None, None, None)
+
+
+def _proton_available() -> bool:
+    """Whether `sbdlq emulator serve` can run here (python-qpid-proton is an optional extra)."""
+    return importlib.util.find_spec("proton") is not None
 
 
 #: The backends the contract runs on. Add one here (a factory from a store path to a
 #: Backend on that store) and every contract test runs on it too.
 ALL_BACKEND_FACTORIES: dict[str, BackendFactory] = {
     "emulator": _emulator_backend,
-    "servicebus": _servicebus_backend,
+    SERVICEBUS: _servicebus_backend,
 }
+DEFAULT_BACKENDS = "emulator,servicebus" if _proton_available() else "emulator"
 BACKEND_FACTORIES: dict[str, BackendFactory] = {
-    name: ALL_BACKEND_FACTORIES[name]
-    for name in os.environ.get("SBDLQ_CONTRACT_BACKENDS", "emulator").split(",")
+    name.strip(): ALL_BACKEND_FACTORIES[name.strip()]
+    for name in os.environ.get("SBDLQ_CONTRACT_BACKENDS", DEFAULT_BACKENDS).split(",")
     if name.strip()
 }
 
@@ -159,8 +210,28 @@ class Seeder:
         return self.engine.counts(entity)
 
 
+def _param(request: pytest.FixtureRequest) -> str | None:
+    """The backend a test runs on (None for a test without the `backend` parameter)."""
+    callspec = getattr(request.node, "callspec", None)
+    return callspec.params.get("backend") if callspec is not None else None
+
+
+@pytest.fixture(scope="session")
+def servicebus_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusSession]:
+    """The shared listener and ServiceBusBackend, started by the first servicebus test."""
+    session = ServiceBusSession(tmp_path_factory.mktemp("servicebus"))
+    try:
+        yield session
+    finally:
+        session.close()
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Path:
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """An empty store for the test."""
+    if _param(request) == SERVICEBUS:
+        session: ServiceBusSession = request.getfixturevalue("servicebus_session")
+        return session.fresh_store()
     return tmp_path / "contract.db"
 
 
@@ -180,8 +251,12 @@ def seed(engine: Engine) -> Seeder:
 
 
 @pytest.fixture
-def aio() -> Iterator[Callable[[Awaitable[T]], T]]:
+def aio(request: pytest.FixtureRequest) -> Iterator[Callable[[Awaitable[T]], T]]:
     """Run coroutines on one event loop for the whole test (SDK clients are bound to theirs)."""
+    if _param(request) == SERVICEBUS:
+        session: ServiceBusSession = request.getfixturevalue("servicebus_session")
+        yield session.loop.run_until_complete  # type: ignore[misc]
+        return
     loop = asyncio.new_event_loop()
     try:
         yield loop.run_until_complete  # type: ignore[misc]
@@ -193,6 +268,10 @@ def aio() -> Iterator[Callable[[Awaitable[T]], T]]:
 @pytest.fixture(params=sorted(BACKEND_FACTORIES))
 def backend(request: pytest.FixtureRequest, store: Path, engine: Engine, aio: Any) -> Iterator[Backend]:
     """A backend on the test's store (the engine fixture creates the store first)."""
+    if request.param == SERVICEBUS:
+        session: ServiceBusSession = request.getfixturevalue("servicebus_session")
+        yield session.backend  # closed with the session: its links serve the next test too
+        return
     with BACKEND_FACTORIES[request.param](store) as b:
         try:
             yield b

@@ -537,7 +537,8 @@ def test_received_message_conversion(sdk: SimpleNamespace) -> None:
     assert message.enqueued_time == enqueued
     assert message.expires_at == enqueued + timedelta(seconds=90)
     assert message.time_to_live_s == 90
-    assert message.delivery_count == 3
+    # The header counts earlier deliveries (3); a received message's count includes this one.
+    assert message.delivery_count == 4
     assert message.dead_letter_reason == "MaxDeliveryCountExceeded"
     assert message.dead_letter_error_description == "Message could not be consumed after 10 delivery attempts."
     assert message.dead_letter_source == "orders"
@@ -585,6 +586,8 @@ def test_peek_pages_by_sequence_number_and_never_locks(sdk: SimpleNamespace) -> 
         (message,) = await b.peek(ORDERS_DLQ, 7, 20)
         receiver.peek_messages.assert_awaited_with(20, sequence_number=7)
         assert message.lock_token is None and message.locked_until is None
+        # Peeked, not delivered: the earlier deliveries only, as the header says.
+        assert message.delivery_count == 3
         await b.peek(ORDERS_DLQ, 0, 5)
         # 0 would make the SDK continue from its own cursor: we always send an explicit start.
         receiver.peek_messages.assert_awaited_with(5, sequence_number=1)
@@ -927,9 +930,9 @@ def test_counts_fall_back_to_peek_paging_without_an_admin_endpoint(sdk: SimpleNa
         sdk.admin.get_queue_runtime_properties.side_effect = core.ServiceRequestError("Connection refused")
         active = [received(i, state=2 if i % 30 == 0 else (1 if i == 7 else None)) for i in range(1, 601)]
         dead = [received(i) for i in range(1000, 1007)]
-        b._receiver(Address(ORDERS), ReceiveMode.PEEK_LOCK).peek_messages.side_effect = _pages(active)
-        b._receiver(ORDERS_DLQ, ReceiveMode.PEEK_LOCK).peek_messages.side_effect = _pages(dead)
-        tdlq = b._receiver(Address(ORDERS, SubQueue.TRANSFER_DEAD_LETTER), ReceiveMode.PEEK_LOCK)
+        b._receiver(Address(ORDERS), ReceiveMode.PEEK_LOCK).handler.peek_messages.side_effect = _pages(active)
+        b._receiver(ORDERS_DLQ, ReceiveMode.PEEK_LOCK).handler.peek_messages.side_effect = _pages(dead)
+        tdlq = b._receiver(Address(ORDERS, SubQueue.TRANSFER_DEAD_LETTER), ReceiveMode.PEEK_LOCK).handler
         counts = await b.counts(ORDERS)
         assert counts.to_json() == {
             "entity": "orders",
@@ -938,7 +941,7 @@ def test_counts_fall_back_to_peek_paging_without_an_admin_endpoint(sdk: SimpleNa
             "transfer_dead_letter": 0,
             "scheduled": 20,
         }
-        active_peek = b._receiver(Address(ORDERS), ReceiveMode.PEEK_LOCK).peek_messages
+        active_peek = b._receiver(Address(ORDERS), ReceiveMode.PEEK_LOCK).handler.peek_messages
         starts = [c.kwargs["sequence_number"] for c in active_peek.await_args_list]
         assert starts == [1, 251, 501, 601]
         tdlq.peek_messages.assert_awaited_with(250, sequence_number=1)
@@ -989,11 +992,11 @@ def test_get_entity_without_admin_uses_amqp(sdk: SimpleNamespace) -> None:
         sdk.senders["orders"].create_message_batch.assert_awaited()
         b._receiver(
             Address(EntityPath("events")), ReceiveMode.PEEK_LOCK
-        ).peek_messages.side_effect = sb.ServiceBusError("cannot receive from a topic")
+        ).handler.peek_messages.side_effect = sb.ServiceBusError("cannot receive from a topic")
         assert (await b.get_entity(EntityPath("events"))).kind == "topic"
         b._receiver(
             Address(EntityPath("news")), ReceiveMode.PEEK_LOCK
-        ).peek_messages.side_effect = sb.MessagingEntityNotFoundError(message="no receive side")
+        ).handler.peek_messages.side_effect = sb.MessagingEntityNotFoundError(message="no receive side")
         assert (await b.get_entity(EntityPath("news"))).kind == "topic"
         assert (await b.get_entity(SUB)).kind == "subscription"
         sdk.client.get_queue_sender.side_effect = lambda name, **kw: _missing_sender()
@@ -1008,6 +1011,226 @@ def _missing_sender() -> MagicMock:
     sender = fake_sender()
     sender.create_message_batch.side_effect = sb.MessagingEntityNotFoundError(message="not found")
     return sender
+
+
+# ------------------------------------------------------------------ broker refusals, broken handlers
+
+
+@pytest.mark.parametrize(
+    ("condition", "expected"),
+    [
+        (b"amqp:not-allowed", InvalidOperation),
+        (b"amqp:not-implemented", InvalidOperation),
+        (b"com.microsoft:argument-error", BadInput),
+        (b"com.microsoft:argument-out-of-range", BadInput),
+        (b"amqp:client-error", TransientError),
+        (b"amqp:internal-error", OperationFailed),
+    ],
+)
+def test_a_plain_service_bus_error_is_mapped_by_its_condition(condition: bytes, expected: type[SbdlqError]) -> None:
+    text = "Cannot dead-letter a message that is already in a dead-letter queue."
+    error = translate_error(sb.ServiceBusError(text, condition=condition), host=HOST, what="q", timeout_s=30)
+    assert type(error) is expected
+    if expected in (InvalidOperation, BadInput):
+        # The broker's words, without the suffix the SDK appends (as the emulator backend says it).
+        assert error.message == text
+
+
+def test_entity_disabled_says_what_the_broker_said() -> None:
+    raw = sb.MessagingEntityDisabledError(
+        message="Messaging entity 'q' is currently disabled.", condition=b"com.microsoft:entity-disabled"
+    )
+    error = translate_error(raw, host=HOST, what="q", timeout_s=30)
+    assert type(error) is EntityDisabled and error.message == "Messaging entity 'q' is currently disabled."
+
+
+def test_a_handler_torn_down_inside_the_sdk_is_transient_not_an_attribute_error() -> None:
+    torn = AttributeError("'NoneType' object has no attribute 'create_sender_link'")
+    wrapped = sb.ServiceBusError(message=f"Handler failed: {torn}.", error=torn)
+    for exc in (torn, wrapped):
+        error = translate_error(exc, host=HOST, what="q", timeout_s=30)
+        assert type(error) is TransientError and "\n" not in error.line()
+
+
+def _sdk_message(*, header_ttl: int | None, absolute: int | None, created: int | None) -> ServiceBusReceivedMessage:
+    enqueued = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+    message = AmqpMessage(
+        header=Header(delivery_count=0, ttl=header_ttl),
+        message_annotations={b"x-opt-sequence-number": 1, b"x-opt-enqueued-time": int(enqueued.timestamp() * 1000)},
+        properties=Properties(message_id=b"m", absolute_expiry_time=absolute, creation_time=created),
+        data=[b"x"],
+    )
+    return ServiceBusReceivedMessage(message, receiver=None)
+
+
+def test_expiry_never_long_and_short() -> None:
+    enqueued_ms = int(datetime(2024, 5, 1, 12, 0, tzinfo=UTC).timestamp() * 1000)
+    never = from_sdk_message(_sdk_message(header_ttl=None, absolute=None, created=None), locked=False)
+    assert (never.expires_at, never.time_to_live_s) == (None, None)
+    year_9999 = int(datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp() * 1000)
+    maxed = from_sdk_message(_sdk_message(header_ttl=None, absolute=year_9999, created=enqueued_ms), locked=False)
+    assert (maxed.expires_at, maxed.time_to_live_s) == (None, None)
+    # Past the header's uint of milliseconds (~49.7 days): only the absolute expiry says it.
+    days_60 = 60 * 86400 * 1000
+    long = from_sdk_message(_sdk_message(header_ttl=None, absolute=enqueued_ms + days_60, created=enqueued_ms))
+    assert long.time_to_live_s == 60 * 86400
+    assert long.expires_at == datetime(2024, 6, 30, 12, 0, tzinfo=UTC)
+    short = from_sdk_message(_sdk_message(header_ttl=1500, absolute=None, created=None))
+    assert short.time_to_live_s == 1.5
+
+
+def test_received_and_deleted_messages_count_this_delivery(sdk: SimpleNamespace) -> None:
+    async def go() -> list[Message]:
+        b = backend()
+        await b.receive(ORDERS_DLQ, 1, mode=ReceiveMode.RECEIVE_AND_DELETE)
+        key = ("orders", ServiceBusSubQueue.DEAD_LETTER, "ServiceBusReceiveMode.RECEIVE_AND_DELETE")
+        sdk.receivers[key].receive_messages.return_value = [received(1)]
+        got = await b.receive(ORDERS_DLQ, 1, mode=ReceiveMode.RECEIVE_AND_DELETE)
+        await b.close()
+        return got
+
+    (message,) = run(go())
+    assert message.lock_token is None and message.delivery_count == 4
+
+
+class _GuardedSender:
+    """An SDK sender that fails when two transfers overlap on it, as pyamqp's numbering does."""
+
+    def __init__(self, refuse: Callable[[Any], bool] = lambda batch: False) -> None:
+        self._running = False
+        self.busy = False
+        self.refuse = refuse
+        self.sent: list[int] = []
+        self.closed = False
+
+    async def create_message_batch(self) -> ServiceBusMessageBatch:
+        self._running = True
+        return ServiceBusMessageBatch(max_size_in_bytes=1024 * 1024)
+
+    async def send_messages(self, batch: Any) -> None:
+        assert not self.busy, "two transfers overlapped on one sender"
+        self.busy = True
+        try:
+            await asyncio.sleep(0.01)
+            if self.refuse(batch):
+                self._running = False  # the SDK shuts its handler down on a refused message
+                raise sb.ServiceBusError("The SessionId was not set on a message.", condition=b"amqp:not-allowed")
+            self.sent.append(len(batch))
+        finally:
+            self.busy = False
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def test_sends_on_one_sender_never_overlap_and_a_shut_down_sender_is_replaced(sdk: SimpleNamespace) -> None:
+    senders: list[_GuardedSender] = []
+
+    def new_sender(name: str, **kwargs: Any) -> _GuardedSender:
+        # The first sender refuses its third batch; the ones after it take everything.
+        calls = {"n": 0}
+
+        def refuse(batch: Any) -> bool:
+            calls["n"] += 1
+            return not senders.index(sender) and calls["n"] == 3
+
+        sender = _GuardedSender(refuse)
+        senders.append(sender)
+        return sender
+
+    async def go() -> None:
+        b = backend()
+        sdk.client.get_queue_sender.side_effect = new_sender
+        outcomes = await asyncio.gather(
+            *(b.send(ORDERS, [OutboundMessage(body=b"x")]) for _ in range(6)), return_exceptions=True
+        )
+        assert [type(o) for o in outcomes].count(InvalidOperation) == 1
+        assert [o for o in outcomes if o is not None and not isinstance(o, InvalidOperation)] == []
+        assert len(senders) == 2 and senders[0].closed and not senders[1].closed
+        assert sum(s.sent.count(1) for s in senders) == 5
+        await b.close()
+        assert senders[1].closed
+
+    run(go())
+
+
+def test_a_sender_whose_send_was_cut_short_is_replaced(sdk: SimpleNamespace) -> None:
+    async def go() -> None:
+        b = backend(timeout_s=0.2)
+        first = fake_sender()
+
+        async def hang(batch: Any) -> None:
+            await asyncio.sleep(30)
+
+        first.send_messages.side_effect = hang
+        second = fake_sender()
+        sdk.client.get_queue_sender.side_effect = [first, second]
+        with pytest.raises(ServiceUnavailable):
+            await b.send(ORDERS, [OutboundMessage(body=b"x")])
+        first.close.assert_awaited()
+        await b.send(ORDERS, [OutboundMessage(body=b"x")])
+        second.send_messages.assert_awaited_once()
+        await b.close()
+
+    run(go())
+
+
+def test_renewal_is_one_request_per_receiver_and_feeds_the_sdk_lock_check(sdk: SimpleNamespace) -> None:
+    new_until = datetime(2030, 1, 1, tzinfo=UTC)
+    stamp = int(new_until.timestamp() * 1000)
+
+    async def go() -> None:
+        b = backend()
+        messages = await _receive_n(sdk, b, 3)
+        receiver = dlq_receiver(sdk)
+        receiver._renew_locks = AsyncMock(return_value={b"expirations": [stamp, stamp, stamp]})
+        assert await b.renew_locks(ORDERS_DLQ, messages) == []
+        receiver._renew_locks.assert_awaited_once()
+        assert len(receiver._renew_locks.await_args.args) == 3
+        assert all(m.locked_until == new_until for m in messages)
+        held = [b._held[str(m.lock_token)].sdk_message for m in messages]
+        assert all(h.locked_until_utc == new_until for h in held)
+        # One lost lock fails the request: then one by one, to name it.
+        receiver._renew_locks.side_effect = sb.MessageLockLostError(message="expired")
+        receiver.renew_message_lock.side_effect = [new_until, sb.MessageLockLostError(message="x"), new_until]
+        assert await b.renew_locks(ORDERS_DLQ, messages) == [messages[1]]
+        await b.close()
+
+    run(go())
+
+
+def test_receive_takes_back_the_credit_it_did_not_use(sdk: SimpleNamespace) -> None:
+    async def go() -> None:
+        b = backend()
+        await b.peek(ORDERS_DLQ, 1, 1)
+        receiver = dlq_receiver(sdk)
+        link = receiver._handler._link
+        link.current_link_credit = 7
+        link.flow = AsyncMock(return_value=None)
+        await b.receive(ORDERS_DLQ, 10)
+        link.flow.assert_awaited_once_with(link_credit=0)
+        await b.close()
+
+    run(go())
+
+
+def test_messages_of_a_receiver_that_reopened_or_died_are_lost_not_settled(sdk: SimpleNamespace) -> None:
+    async def go() -> None:
+        b = backend()
+        messages = await _receive_n(sdk, b, 2)
+        receiver = dlq_receiver(sdk)
+        receiver._handler = MagicMock(name="a new AMQP link")  # the SDK reopened it after an error
+        assert await b.complete(ORDERS_DLQ, messages[:1]) == messages[:1]
+        receiver.complete_message.assert_not_awaited()
+        again = await _receive_n(sdk, b, 1)
+        receiver._running = False  # shut down by the SDK: replaced, its locks gone with it
+        assert await b.renew_locks(ORDERS_DLQ, again) == again
+        await b.peek(ORDERS_DLQ, 1, 1)
+        receiver.close.assert_awaited()
+        assert sdk.client.get_queue_receiver.call_count == 2
+        await b.close()
+
+    run(go())
 
 
 # ------------------------------------------------------------------ lazy imports

@@ -453,25 +453,20 @@ class Broker:
 
     def _apply(self, address: Address, token: str, state: int, remote: Any) -> list[str]:
         """The engine call for one outcome; returns the tokens whose lock was lost."""
-        properties = _modified_properties(remote) if state == Delivery.MODIFIED else None
         if state == Delivery.ACCEPTED:
             return self.engine.complete(address, [token])
         if state == Delivery.REJECTED:
             reason, description = _dead_letter_details(remote.condition)
             return self.engine.dead_letter(address, [token], reason, description)
-        if state == Delivery.MODIFIED and remote.undeliverable:
-            return self.engine.defer(address, [token], properties)
-        if state == Delivery.MODIFIED and remote.failed:
+        if state == Delivery.MODIFIED and (remote.failed or remote.undeliverable):
+            properties = _modified_properties(remote)
+            if remote.undeliverable:
+                return self.engine.defer(address, [token], properties)
             return self.engine.abandon(address, [token], properties)
-        return self._release(address, token, properties)
-
-    def _release(self, address: Address, token: str, properties: dict[str, Any] | None) -> list[str]:
-        # A release hands the message back without counting a failed delivery, when the engine can.
-        release = getattr(self.engine, "release", None)
-        if release is not None:
-            lost: list[str] = release(address, [token])
-            return lost
-        return self.engine.abandon(address, [token], properties)
+        # released (or modified without delivery-failed): handed back unprocessed, e.g. what
+        # a closing SDK receiver had buffered; not a delivery attempt, so the count taken when
+        # it was locked is given back.
+        return self.engine.release(address, [token])
 
     # ------------------------------------------------------------------ request / response
 
