@@ -616,6 +616,19 @@ def test_resubmit_bad_targets(orders: Store, sbdlq: Any, args: list[str], status
     assert orders.snapshot("orders") == before
 
 
+@pytest.fixture
+def ctrl_c_delivered() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt even where SIGINT was inherited as ignored (CI jobs
+    started in the background), as it does at an operator's terminal."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+
+@pytest.mark.usefixtures("ctrl_c_delivered")
 def test_resubmit_interrupted_exits_130_and_loses_nothing(
     orders: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -807,6 +820,7 @@ def test_transfer_dlq_resubmit_and_purge(transfer: Store, sbdlq: Any) -> None:
     assert transfer.dlq_ids("fwd") == ["d0"]
 
 
+@pytest.mark.usefixtures("ctrl_c_delivered")
 def test_peek_json_interrupted_is_still_one_document(store: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from sbdlq.operations.browse import PAGE
 
