@@ -264,18 +264,19 @@ def register(app: typer.Typer, sub_queue: SubQueue) -> None:
 
         table(
             [
-                Col("key", min_width=10),
+                # The reason is what the operator came for: room for MaxDeliveryCountExceeded.
+                Col("key", min_width=24),
                 Col("count", numeric=True),
-                Col("first_enqueued", min_width=20),
-                Col("last_enqueued", min_width=20),
+                Col("first_enqueued", min_width=16),
+                Col("last_enqueued", min_width=16),
                 Col("samples", min_width=7, drop=1),
             ],
             [
                 (
                     g.key,
                     g.count,
-                    _time(g.first_enqueued),
-                    _time(g.last_enqueued),
+                    _time(g.first_enqueued, seconds=False),
+                    _time(g.last_enqueued, seconds=False),
                     ", ".join(str(n) for n in g.sample_sequence_numbers),
                 )
                 for g in groups
@@ -488,11 +489,13 @@ def _confirm(address: Address, n: int, export: Path | None) -> None:
         raise OperationFailed("purge cancelled; nothing was deleted")
 
 
-def _time(ts: Any) -> str:
-    """A table's time: UTC to the second (json keeps the milliseconds)."""
+def _time(ts: Any, *, seconds: bool = True) -> str:
+    """A table's time: UTC to the second, or the minute where room is short (json keeps it all)."""
     from datetime import UTC
 
-    return "" if ts is None else ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if ts is None:
+        return ""
+    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ" if seconds else "%Y-%m-%d %H:%M")
 
 
 def _peek_table(messages: list[Any], title: str) -> None:
