@@ -8,11 +8,10 @@ others need it to exist.
 import dataclasses
 import re
 import shlex
-import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
+from sbdlq.emulator.signals import stop_on_signals
 from sbdlq.errors import BadInput, OperationFailed
 
 app = typer.Typer(
@@ -523,7 +523,7 @@ def serve(
             sys.stdout.write(f"listening on amqp://{host}:{amqp_port}{http}\n")
             sys.stdout.flush()
 
-        with _stop_on_signals(stop):
+        with stop_on_signals(stop):
             server.serve(path, host=host, port=port, key=key, http_port=http_port, ready=ready, stop_event=stop)
 
 
@@ -551,24 +551,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-@contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGINT/SIGTERM set stop, so the listener shuts down cleanly (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -5,15 +5,15 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import nullcontext
 
 from proton import Transport
 
 from sbdlq.emulator.engine import Engine
+from sbdlq.emulator.signals import stop_on_signals
 from sbdlq.errors import BadInput, ServiceUnavailable
 
 from .broker import Broker
@@ -45,24 +45,6 @@ def listen(host: str, port: int) -> socket.socket:
 def _configure_sasl(transport: Transport) -> None:
     # Service Bus SDKs authenticate with a CBS token after an ANONYMOUS SASL exchange.
     transport.sasl().allowed_mechs("ANONYMOUS")
-
-
-@contextmanager
-def _signals(stop: threading.Event, install: bool) -> Iterator[None]:
-    """Set stop on SIGINT/SIGTERM while serving (only from the main thread, only when asked)."""
-    if not install or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def serve(
@@ -101,7 +83,8 @@ def serve(
         log.info("emulator: AMQP on %s:%d%s", host, amqp_port, f", HTTP on {web.port}" if web else "")
         if ready is not None:
             ready(amqp_port, web.port if web else None)
-        with _signals(stop, install=stop_event is None):
+        # The caller that passes its own stop_event handles signals itself.
+        with stop_on_signals(stop) if stop_event is None else nullcontext():
             Driver(listener, Broker(engine, key=key), configure=_configure_sasl).run(stop)
     finally:
         if web is not None:
