@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
@@ -114,6 +113,8 @@ def handled(ctx: typer.Context) -> Iterator[Settings]:
 def run(ctx: typer.Context, work: Callable[[Settings], Awaitable[T]]) -> T:
     """Open → call → map errors: run an async operation under the error path."""
     with handled(ctx) as s:
+        import asyncio  # here, not at start-up: `--help` and usage errors don't pay for it
+
         return asyncio.run(_run(work, s))
     raise AssertionError("unreachable")
 

@@ -8,6 +8,7 @@ from typing import Any
 import click
 from typer.core import TyperGroup
 
+from sbdlq.connstr import redact
 from sbdlq.errors import ExitStatus
 
 
@@ -33,10 +34,11 @@ class SbdlqGroup(TyperGroup):
             hint = ""
             if exc.ctx is not None:
                 hint = f" (see '{exc.ctx.command_path} --help')"
-            sys.stderr.write(f"sbdlq: {exc.format_message()}{hint}\n")
+            # A connection string typed where a command or value belongs lands in the message.
+            sys.stderr.write(redact(f"sbdlq: {exc.format_message()}{hint}") + "\n")
             sys.exit(int(ExitStatus.USAGE))
         except click.ClickException as exc:
-            sys.stderr.write(f"sbdlq: {exc.format_message()}\n")
+            sys.stderr.write(redact(f"sbdlq: {exc.format_message()}") + "\n")
             sys.exit(exc.exit_code)
         except click.Abort:
             sys.stderr.write("sbdlq: interrupted\n")

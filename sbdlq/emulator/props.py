@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,13 +38,30 @@ def _decode(obj: dict[str, Any]) -> Any:
         return uuid.UUID(v)
     if kind == "timedelta":
         return timedelta(seconds=v)
+    if kind == "float":
+        return float(v)
     return obj
 
 
 # Built once: json.dumps with options builds a new encoder on every call, which is a third
 # of the cost of sending a small message with properties.
-_ENCODER = json.JSONEncoder(default=_encode, separators=(",", ":"), ensure_ascii=False)
-encode_props = _ENCODER.encode
+# allow_nan=False: NaN and infinities are not JSON, and SQLite's JSON functions reject them.
+_ENCODER = json.JSONEncoder(default=_encode, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def encode_props(props: dict[str, Any]) -> str:
+    """JSON text of non-empty properties (the hot path of send)."""
+    try:
+        return _ENCODER.encode(props)
+    except ValueError:
+        # A non-finite float: tagged, like the other types JSON lacks.
+        return _ENCODER.encode({k: _finite(v) for k, v in props.items()})
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return {_TAG: "float", "v": repr(value)}
+    return value
 
 
 def dump_props(props: dict[str, Any]) -> str | None:

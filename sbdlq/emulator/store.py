@@ -96,7 +96,7 @@ def translate(exc: sqlite3.Error, path: str) -> Exception:
     text = str(exc).lower()
     if "locked" in text or "busy" in text:
         return TransientError(f"emulator store {path} is busy", hint="another sbdlq process holds it; try again")
-    if "not a database" in text or "malformed" in text:
+    if "not a database" in text or "database disk image is malformed" in text:
         return BadInput(f"{path} is not an sbdlq emulator store")
     if "unable to open" in text or "readonly" in text or "read-only" in text:
         return BadInput(f"cannot open emulator store {path}", hint="check the path and its permissions")

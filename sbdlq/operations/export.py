@@ -16,11 +16,27 @@ class Exporter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        created = not path.exists()
         try:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         except OSError as exc:
             raise BadInput(f"cannot write export file {path}: {exc.strerror or exc}")
+        if created:
+            self._sync_directory()
         self._repair()
+
+    def _sync_directory(self) -> None:
+        """Make the new file's name durable: fsyncing the file alone doesn't survive an OS crash."""
+        try:
+            dir_fd = os.open(self.path.parent if str(self.path.parent) else ".", os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(dir_fd)
+        except OSError:
+            pass  # not every filesystem syncs directories; the file's own fsync still holds
+        finally:
+            os.close(dir_fd)
 
     def _repair(self) -> None:
         """Drop a partial last line: its message was never completed, so it is still in the DLQ."""

@@ -342,6 +342,16 @@ async def plan_run(
     return Plan(plan_limit(max_count, dlq_count(await backend.counts(source.entity), source.sub_queue)))
 
 
+def report_unreceived(selected: int, accounted: int, source: Address, note: Callable[[str], None]) -> None:
+    """Say so when selected messages never came: another receiver took or holds them, or they went."""
+    missing = selected - accounted
+    if missing > 0:
+        note(
+            f"note: {missing} of the {selected} selected message(s) were not received (taken by another "
+            f"receiver, locked elsewhere, or gone); any still in {source} are untouched"
+        )
+
+
 def plan_limit(max_count: int | None, available: int) -> int:
     """How many messages a run may take: --max, bounded by what was there at the start."""
     bound = max(available, 0)

@@ -11,7 +11,7 @@ from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import Message, PurgeResult
 from sbdlq.operations.browse import queue_word
 from sbdlq.operations.export import Exporter
-from sbdlq.operations.move import LoopStats, locked_loop, plan_run, retrying
+from sbdlq.operations.move import LoopStats, locked_loop, plan_run, report_unreceived, retrying
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
@@ -64,6 +64,7 @@ async def purge(
             result.purged += gone
             if tick:
                 tick(gone)
+        report_unreceived(result.selected, result.purged, source, note)
         result.retries = stats.retries
         result.elapsed_s = time.monotonic() - started
         return result
@@ -122,5 +123,6 @@ async def purge(
     result.retries = stats.retries
     result.lock_lost = stats.lock_lost
     result.errors = stats.errors
+    report_unreceived(result.selected, result.purged + result.failed + result.lock_lost, source, note)
     result.elapsed_s = time.monotonic() - started
     return result

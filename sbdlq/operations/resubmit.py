@@ -17,7 +17,7 @@ from sbdlq.models import (
     ResubmitResult,
 )
 from sbdlq.operations.browse import queue_word
-from sbdlq.operations.move import LoopStats, RateLimiter, locked_loop, plan_run, retrying
+from sbdlq.operations.move import LoopStats, RateLimiter, locked_loop, plan_run, report_unreceived, retrying
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
@@ -79,11 +79,13 @@ async def resubmit(
     if target_info.kind == "subscription":
         raise BadInput(f"cannot send to subscription {target}: resubmit to its topic with --to TOPIC")
     if target_info.requires_duplicate_detection and not new_message_id:
-        # A copy that keeps its id inside the detection window is dropped by the broker
-        # without an error, while its original is completed: say so before it happens.
-        note(
-            f"warning: {target} has duplicate detection: a copy whose message id was seen within the "
-            "detection window is dropped; use --new-message-id to avoid that"
+        # A copy that keeps its id inside the detection window is accepted and silently dropped
+        # by the broker, and its original would then be completed: the message would be gone.
+        # Neither the SDK nor the protocol reports the drop, so refuse before anything moves.
+        raise BadInput(
+            f"{target} has duplicate detection: copies that keep their message id may be dropped by the broker "
+            "while their originals are completed",
+            hint="rerun with --new-message-id",
         )
 
     result = ResubmitResult(dry_run=dry_run)
@@ -106,7 +108,7 @@ async def resubmit(
     limiter = RateLimiter(rate)
     source_path = str(source)  # formatted once: it goes into every copy
 
-    async def send(chunk: list[Message]) -> list[Message]:
+    async def send(chunk: list[Message], *, charged: bool = False) -> list[Message]:
         """Send copies of the chunk; returns the messages whose copy was not accepted."""
         copies = [
             make_copy(
@@ -117,7 +119,8 @@ async def resubmit(
             )
             for m in chunk
         ]
-        await limiter.take(len(chunk))
+        if not charged:
+            await limiter.take(len(chunk))
         try:
             await retrying(lambda: backend.send(target, copies), stats)
         except _PER_MESSAGE as exc:
@@ -128,7 +131,8 @@ async def resubmit(
             # A batch is all or nothing: one bad message must not hold back the others.
             refused: list[Message] = []
             for m in chunk:
-                refused += await send([m])
+                # Already counted against --rate when the batch was tried.
+                refused += await send([m], charged=True)
             return refused
         except SbdlqError as exc:
             # The target takes nothing (disabled, missing, full, unreachable): stop the run.
@@ -178,5 +182,6 @@ async def resubmit(
     result.retries = stats.retries
     result.errors = stats.errors
     result.lock_lost = stats.lock_lost
+    report_unreceived(result.selected, result.resubmitted + result.failed, source, note)
     result.elapsed_s = time.monotonic() - started
     return result

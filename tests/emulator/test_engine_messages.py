@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
 from sbdlq.paths import parse_address as A
@@ -189,3 +191,18 @@ def test_a_mixed_batch_keeps_its_order_and_fields(engine: Engine, clock: Clock) 
     assert [m.time_to_live_s for m in got] == [3600, 3600, 3600, 60, 3600, 3600]
     assert [m.state for m in got] == ["active"] * 4 + ["scheduled", "active"]
     assert got[4].expires_at == clock.at(30 + 3600)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_float_properties_round_trip_and_dead_letter(engine: Engine, value: float) -> None:
+    """JSON has no NaN or infinity: they are stored tagged, and dead-lettering still works."""
+    import math
+
+    engine.create_queue("q")
+    engine.send("q", [OutboundMessage(body=b"x", application_properties={"f": value, "n": 1})])
+    (m,) = engine.receive(A("q"), 1)
+    got = m.application_properties["f"]
+    assert (math.isnan(got) if math.isnan(value) else got == value) and m.application_properties["n"] == 1
+    assert engine.dead_letter(A("q"), [m.lock_token or ""], "Bad", "nan") == []
+    (d,) = engine.peek(A("q/$DeadLetterQueue"), 0, 1)
+    assert d.dead_letter_reason == "Bad"

@@ -29,6 +29,7 @@ def store(tmp_path: Path) -> Path:
     eng = Engine(path)
     eng.create_queue("orders")
     eng.create_queue("retry")
+    eng.create_queue("dedup", requires_duplicate_detection=True)
     eng.create_topic("events")
     eng.create_subscription("events", "audit")
     eng.send("orders", [OutboundMessage(body=b'{"n": %d}' % i, message_id=f"m-{i}") for i in range(6)])
@@ -123,6 +124,7 @@ ROWS: list[tuple[str, list[str], list[str], dict[str, str], int, str]] = [
     ("resubmit-to-subscription", [], ["resubmit", "orders", "--to", "events/Subscriptions/audit"], {}, 2, "subscription"),
     ("resubmit-to-dlq", [], ["resubmit", "orders", "--to", "retry/$DeadLetterQueue"], {}, 2, "dead-letter"),
     ("resubmit-unknown-target", [], ["resubmit", "orders", "--to", "nosuch"], {}, 4, "nosuch"),
+    ("resubmit-into-duplicate-detection", [], ["resubmit", "orders", "--to", "dedup"], {}, 2, "--new-message-id"),
     ("zero-concurrency", [], ["resubmit", "orders", "--concurrency", "0"], {}, 2, "concurrency"),
     ("zero-max", [], ["peek", "orders", "--max", "0"], {}, 2, "--max"),
     ("store-not-a-database", ["--emulator", "{notadb}"], ["count", "orders"], {}, 2, "not an sbdlq emulator store"),

@@ -96,3 +96,19 @@ def test_serve_refuses_public_bind_without_key(tmp_path: Path) -> None:
     result = _sbdlq(["--emulator", str(tmp_path / "e.db"), "emulator", "serve", "--host", "0.0.0.0", "--port", "0"])
     assert result.returncode == 2
     assert "key" in result.stderr.lower()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["{conn}", "count"],  # the option name forgotten: click takes it for a command
+        ["peek", "orders", "{conn}"],  # an extra argument
+        ["peek", "orders", "--max", "{conn}"],  # an invalid value
+    ],
+)
+def test_usage_errors_never_echo_a_misplaced_connection_string(args: list[str]) -> None:
+    conn = f"Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey={KEY}"
+    result = _sbdlq([a.replace("{conn}", conn) for a in args])
+    assert result.returncode == 2
+    assert KEY not in result.stdout + result.stderr
+    assert len(result.stderr.splitlines()) == 1
