@@ -1547,8 +1547,7 @@ def _row_draft(r: tuple[Any, ...]) -> _Draft:
 
 @functools.lru_cache(maxsize=4096)
 def _time(ms: int) -> datetime:
-    """An epoch-ms stamp as an aware datetime; memoised, as a batch shares a few stamps
-    (datetimes are immutable, so sharing them is safe)."""
+    """An epoch-ms stamp as an aware UTC datetime."""
     return datetime.fromtimestamp(ms / 1000.0, UTC)
 
 

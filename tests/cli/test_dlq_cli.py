@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import Result
+from json_shapes import MESSAGE_KEYS
 from typer.testing import CliRunner
 
 from sbdlq.backends.emulator import EmulatorBackend
@@ -43,26 +44,6 @@ ENV: dict[str, str | None] = {
     "SBDLQ_EMULATOR_LATENCY": None,
     "SBDLQ_TIMEOUT": None,
 }
-MESSAGE_KEYS = [
-    "sequence_number",
-    "message_id",
-    "enqueued_time",
-    "expires_at",
-    "delivery_count",
-    "dead_letter_reason",
-    "dead_letter_error_description",
-    "dead_letter_source",
-    "subject",
-    "correlation_id",
-    "content_type",
-    "session_id",
-    "reply_to",
-    "to",
-    "time_to_live_s",
-    "application_properties",
-    "body",
-    "body_encoding",
-]
 
 
 class Store:
@@ -623,7 +604,6 @@ def ctrl_c_delivered() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-
 
 
 @pytest.mark.usefixtures("ctrl_c_delivered")

@@ -14,31 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from json_shapes import MESSAGE_KEYS
 
 from sbdlq.emulator.engine import Engine
 
 EXAMPLE = "/work/shared/reference/emulator-config.example.jsonc"
 SUBS = [f"topic.1/Subscriptions/subscription.{i}" for i in range(1, 5)]
-MESSAGE_KEYS = [
-    "sequence_number",
-    "message_id",
-    "enqueued_time",
-    "expires_at",
-    "delivery_count",
-    "dead_letter_reason",
-    "dead_letter_error_description",
-    "dead_letter_source",
-    "subject",
-    "correlation_id",
-    "content_type",
-    "session_id",
-    "reply_to",
-    "to",
-    "time_to_live_s",
-    "application_properties",
-    "body",
-    "body_encoding",
-]
 
 
 @pytest.fixture

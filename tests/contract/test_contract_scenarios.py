@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from json_shapes import MESSAGE_KEYS
 
 from sbdlq.backends.base import Backend
 from sbdlq.models import RESUBMITTED_FROM, Message, OutboundMessage
@@ -24,26 +25,6 @@ if TYPE_CHECKING:
 
 Q = EntityPath("q")
 DLQ = Address(Q, SubQueue.DEAD_LETTER)
-MESSAGE_KEYS = [
-    "sequence_number",
-    "message_id",
-    "enqueued_time",
-    "expires_at",
-    "delivery_count",
-    "dead_letter_reason",
-    "dead_letter_error_description",
-    "dead_letter_source",
-    "subject",
-    "correlation_id",
-    "content_type",
-    "session_id",
-    "reply_to",
-    "to",
-    "time_to_live_s",
-    "application_properties",
-    "body",
-    "body_encoding",
-]
 
 
 def ids(messages: Sequence[Any]) -> list[str]:
