@@ -222,90 +222,148 @@ async def locked_loop(
     run into a queue whose consumer keeps failing still ends); `last_sequence`, when known
     from a scan, ends the run once the loop is past the last match.
     """
-    concurrency = max(1, concurrency)
-    # One chunk of `concurrency` messages: against a far broker the throughput is the same as
-    # several smaller chunks (the bound on messages in flight is what limits it), and nearby
-    # it takes a quarter of the round trips.
-    chunk = max(1, min(chunk_size or concurrency, concurrency))
-    # chunk * calls <= concurrency: the bound on messages between action and settlement.
-    calls = asyncio.Semaphore(max(1, concurrency // chunk))
-    keeper = LockKeeper(backend, source, stats, lock_duration_s)
-    taken = 0
-    pending: set[asyncio.Task[None]] = set()
+    loop = _LockedLoop(
+        backend,
+        source,
+        selection=selection,
+        action=action,
+        stats=stats,
+        lock_duration_s=lock_duration_s,
+        batch_size=batch_size,
+        concurrency=concurrency,
+        chunk_size=chunk_size,
+        on_done=on_done,
+    )
+    await loop.run(limit, last_sequence)
 
-    broken = False  # a chunk raised: dispatch no more, the error surfaces when waited for
 
-    async def run_chunk(items: list[Message]) -> None:
-        nonlocal broken
+class _LockedLoop:
+    """One run of `locked_loop`: its steps, and the state they share."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        source: Address,
+        *,
+        selection: Selection,
+        action: Action,
+        stats: LoopStats,
+        lock_duration_s: float,
+        batch_size: int,
+        concurrency: int,
+        chunk_size: int | None,
+        on_done: Callable[[int], None] | None,
+    ) -> None:
+        self.backend = backend
+        self.source = source
+        self.selection = selection
+        self.action = action
+        self.stats = stats
+        self.on_done = on_done
+        self.batch_size = batch_size
+        concurrency = max(1, concurrency)
+        # One chunk of `concurrency` messages: against a far broker the throughput is the same as
+        # several smaller chunks (the bound on messages in flight is what limits it), and nearby
+        # it takes a quarter of the round trips.
+        self.chunk = max(1, min(chunk_size or concurrency, concurrency))
+        # chunk * calls <= concurrency: the bound on messages between action and settlement.
+        self.calls = asyncio.Semaphore(max(1, concurrency // self.chunk))
+        self.keeper = LockKeeper(backend, source, stats, lock_duration_s)
+        self.taken = 0
+        self.pending: set[asyncio.Task[None]] = set()
+        self.broken = False  # a chunk raised: dispatch no more, the error surfaces when waited for
+
+    async def run(self, limit: int, last_sequence: int | None) -> None:
+        """Take up to `limit` matches, batch by batch, until the DLQ or the scan's last match ends."""
+        try:
+            while self.taken < limit and self.stats.aborted is None:
+                batch = await self._receive(limit)
+                if not batch:
+                    break
+                self.keeper.hold(batch)
+                chosen, beyond = self._sort(batch, limit, last_sequence)
+                if beyond:
+                    # Past the last match the scan found: release them now, they are not ours.
+                    self.keeper.release(beyond)
+                    await _release(self.backend, self.source, beyond, self.stats)
+                await self._dispatch(chosen)
+                if beyond:
+                    break
+        finally:
+            await self._wind_down()
+
+    async def _receive(self, limit: int) -> list[Message]:
+        """The next batch, under lock."""
+        want = min(self.batch_size, limit - self.taken) if self.selection.is_empty else self.batch_size
+        return await retrying(
+            lambda: self.backend.receive(self.source, want, mode=ReceiveMode.PEEK_LOCK, max_wait_s=1.0),
+            self.stats,
+        )
+
+    def _sort(self, batch: list[Message], limit: int, last_sequence: int | None) -> tuple[list[Message], list[Message]]:
+        """Split a batch into the matches to act on and those past the scan's last match."""
+        chosen: list[Message] = []
+        beyond: list[Message] = []
+        for m in batch:
+            if last_sequence is not None and m.sequence_number > last_sequence:
+                beyond.append(m)
+            elif self.taken < limit and self.selection.matches(m):
+                chosen.append(m)
+                self.taken += 1
+            else:
+                self.stats.skipped += 1
+        return chosen, beyond
+
+    async def _dispatch(self, chosen: list[Message]) -> None:
+        """Run the action on the chunks of a batch, at most `calls` at once; wait for them all."""
+        for i in range(0, len(chosen), self.chunk):
+            await self.calls.acquire()
+            if self.stats.aborted is not None or self.broken:
+                self.calls.release()
+                break
+            # Kept until waited for: a chunk that failed early must still raise here.
+            self.pending.add(asyncio.create_task(self._run_chunk(chosen[i : i + self.chunk])))
+        try:
+            await _wait_all(self.pending)
+        finally:
+            self.pending = {t for t in self.pending if not t.done()}
+
+    async def _run_chunk(self, items: list[Message]) -> None:
+        """Act on one chunk; stop renewing what it settled."""
+        keeper = self.keeper
         try:
             lost = [m for m in items if keeper.is_lost(m)]
             if lost:
                 # Someone else may hold these now: acting on them would duplicate work.
                 # Not handled, still in their queue: failed, for this run.
-                stats.failed += len(lost)
-                stats.error(f"{len(lost)} message(s) lost their lock before they were handled")
+                self.stats.failed += len(lost)
+                self.stats.error(f"{len(lost)} message(s) lost their lock before they were handled")
                 items = [m for m in items if not keeper.is_lost(m)]
-            unsettled = await action(items) if items else []
+            unsettled = await self.action(items) if items else []
             # Settled ones need no more renewal; unsettled ones stay held until the end.
             keep = {m.lock_token for m in unsettled}
             keeper.release(m for m in items if m.lock_token not in keep)
         except BaseException:
-            broken = True
+            self.broken = True
             raise
         finally:
-            calls.release()
-            if on_done:
-                on_done(len(items))
+            self.calls.release()
+            if self.on_done:
+                self.on_done(len(items))
 
-    try:
-        while taken < limit and stats.aborted is None:
-            want = min(batch_size, limit - taken) if selection.is_empty else batch_size
-            batch = await retrying(
-                lambda w=want: backend.receive(source, w, mode=ReceiveMode.PEEK_LOCK, max_wait_s=1.0),  # type: ignore[misc]
-                stats,
-            )
-            if not batch:
-                break
-            keeper.hold(batch)
-            chosen: list[Message] = []
-            beyond: list[Message] = []
-            for m in batch:
-                if last_sequence is not None and m.sequence_number > last_sequence:
-                    beyond.append(m)
-                elif taken < limit and selection.matches(m):
-                    chosen.append(m)
-                    taken += 1
-                else:
-                    stats.skipped += 1
-            if beyond:
-                # Past the last match the scan found: release them now, they are not ours.
-                keeper.release(beyond)
-                await _release(backend, source, beyond, stats)
-            for i in range(0, len(chosen), chunk):
-                await calls.acquire()
-                if stats.aborted is not None or broken:
-                    calls.release()
-                    break
-                # Kept until waited for: a chunk that failed early must still raise here.
-                pending.add(asyncio.create_task(run_chunk(chosen[i : i + chunk])))
-            try:
-                await _wait_all(pending)
-            finally:
-                pending = {t for t in pending if not t.done()}
-            if beyond:
-                break
-    finally:
+    async def _wind_down(self) -> None:
+        """Let chunks in flight finish, stop renewing, release what is still held."""
         # Let chunks in flight finish (even on Ctrl-C): cutting one between send and
         # complete would leave a copy sent and its original still in the DLQ.
         with contextlib.suppress(BaseException):
-            await _wait_all(pending)
-        await keeper.stop()
+            await _wait_all(self.pending)
+        await self.keeper.stop()
         # Skipped, failed and never-started messages: released, not completed, so they are
         # available again at once instead of after their lock lapses.
-        rest = [m for m in keeper.held.values() if not keeper.is_lost(m)]
-        keeper.release(rest)
+        rest = [m for m in self.keeper.held.values() if not self.keeper.is_lost(m)]
+        self.keeper.release(rest)
         with contextlib.suppress(SbdlqError):
-            await _release(backend, source, rest, stats)
+            await _release(self.backend, self.source, rest, self.stats)
 
 
 async def _release(backend: Backend, source: Address, messages: list[Message], stats: LoopStats) -> None:
