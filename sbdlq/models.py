@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 # Application property names the broker sets on dead-lettered messages.
 DEAD_LETTER_REASON = "DeadLetterReason"
@@ -188,9 +188,21 @@ class ReasonGroup:
 
 
 @dataclass(slots=True)
-class ResubmitResult:
+class RunResult:
+    """What a moving run (resubmit, purge) did: the fields they share, their JSON and summary.
+
+    A subclass names its own counts: `done` (the count the summary leads with),
+    `JSON_COUNTS` (the fields between `selected` and `dry_run` in its JSON shape, DESIGN §4)
+    and `SUMMARY_COUNTS` (the non-zero ones go in brackets after the summary line, an
+    underscore read as a space).
+    """
+
+    VERB: ClassVar[str] = ""
+    DRY_RUN_VERB: ClassVar[str] = ""
+    JSON_COUNTS: ClassVar[tuple[str, ...]] = ()
+    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ()
+
     selected: int = 0
-    resubmitted: int = 0
     failed: int = 0
     skipped: int = 0
     dry_run: bool = False
@@ -199,35 +211,65 @@ class ResubmitResult:
     lock_lost: int = 0
     errors: list[str] = field(default_factory=list)
 
+    @property
+    def done(self) -> int:
+        """Messages the run moved or deleted."""
+        raise NotImplementedError
+
+    @done.setter
+    def done(self, n: int) -> None:
+        raise NotImplementedError
+
     def to_json(self) -> dict[str, Any]:
+        """The result's JSON shape of DESIGN §4."""
         return {
             "selected": self.selected,
-            "resubmitted": self.resubmitted,
-            "failed": self.failed,
-            "skipped": self.skipped,
+            **{name: getattr(self, name) for name in self.JSON_COUNTS},
             "dry_run": self.dry_run,
             "elapsed_s": round(self.elapsed_s, 3),
         }
+
+    def summary(self) -> str:
+        """The one line a table-format run prints."""
+        if self.dry_run:
+            return f"dry run: {self.selected} message(s) would be {self.DRY_RUN_VERB}"
+        text = f"{self.VERB} {self.done} of {self.selected} selected message(s) in {self.elapsed_s:.2f}s"
+        extras = [f"{n} {name.replace('_', ' ')}" for name in self.SUMMARY_COUNTS if (n := getattr(self, name))]
+        return text + (f" ({', '.join(extras)})" if extras else "")
 
 
 @dataclass(slots=True)
-class PurgeResult:
-    selected: int = 0
+class ResubmitResult(RunResult):
+    VERB: ClassVar[str] = "resubmitted"
+    DRY_RUN_VERB: ClassVar[str] = "resubmitted"
+    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("resubmitted", "failed", "skipped")
+    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "skipped", "retries")
+
+    resubmitted: int = 0
+
+    @property
+    def done(self) -> int:
+        return self.resubmitted
+
+    @done.setter
+    def done(self, n: int) -> None:
+        self.resubmitted = n
+
+
+@dataclass(slots=True)
+class PurgeResult(RunResult):
+    VERB: ClassVar[str] = "purged"
+    DRY_RUN_VERB: ClassVar[str] = "deleted"
+    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("purged", "exported")
+    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("exported", "failed", "skipped", "retries")
+
     purged: int = 0
     exported: int = 0
-    dry_run: bool = False
-    elapsed_s: float = 0.0
-    retries: int = 0
-    failed: int = 0
-    skipped: int = 0
-    lock_lost: int = 0
-    errors: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "selected": self.selected,
-            "purged": self.purged,
-            "exported": self.exported,
-            "dry_run": self.dry_run,
-            "elapsed_s": round(self.elapsed_s, 3),
-        }
+    @property
+    def done(self) -> int:
+        return self.purged
+
+    @done.setter
+    def done(self, n: int) -> None:
+        self.purged = n

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
-from sbdlq.models import Message, PurgeResult
+from sbdlq.models import EntityInfo, Message, PurgeResult
 from sbdlq.operations.browse import queue_word
 from sbdlq.operations.export import Exporter
-from sbdlq.operations.move import LoopStats, locked_loop, plan_run, report_unreceived, retrying
+from sbdlq.operations.move import Plan, retrying
+from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
@@ -27,7 +28,7 @@ async def purge(
     concurrency: int = 32,
     dry_run: bool = False,
     note: Callable[[str], None] = lambda _: None,
-    progress: Callable[[int | None], Callable[[int], None]] | None = None,
+    progress: Progress | None = None,
     confirm: Callable[[int], None] | None = None,
 ) -> PurgeResult:
     """Delete matching messages of a DLQ (or transfer DLQ).
@@ -35,55 +36,83 @@ async def purge(
     `confirm(n)` is called once the plan is known and before anything is deleted; it
     raises to cancel.
     """
-    started = time.monotonic()
-    sel = selection or Selection()
-    if batch_size < 1:
-        raise BadInput("--batch-size must be at least 1")
-    info = await backend.get_entity(source.entity)
-    result = PurgeResult(dry_run=dry_run)
-    plan = await plan_run(backend, source, sel, max_count=max_count, scan=dry_run, progress=progress)
-    limit = result.selected = plan.selected
-    last_sequence = plan.last_sequence
-    verb = "export and delete" if export else "delete"
-    note(f"plan: {verb} {result.selected} message(s) from {source}" + (" (dry run)" if dry_run else ""))
-    if dry_run or limit == 0:
-        result.elapsed_s = time.monotonic() - started
-        return result
-    if confirm is not None:
-        confirm(result.selected)
+    options = RunOptions(selection or Selection(), max_count, batch_size, concurrency, dry_run, note, progress)
+    return await Purge(backend, source, options, export=export, confirm=confirm).run()
 
-    stats = LoopStats()
-    tick = progress(limit) if progress else None
-    if export is None and sel.is_empty:
-        # Nothing to keep and nothing to choose: delete on receive, in large batches.
-        while result.purged < limit:
-            want = min(batch_size, limit - result.purged)
-            gone = await retrying(lambda w=want: backend.discard(source, w), stats)  # type: ignore[misc]
+
+class Purge(MovingRun[PurgeResult]):
+    """Export each message (when asked), then complete it."""
+
+    LOST_ARE_DONE = False
+
+    def __init__(
+        self,
+        backend: Backend,
+        source: Address,
+        options: RunOptions,
+        *,
+        export: Path | None,
+        confirm: Callable[[int], None] | None,
+    ) -> None:
+        super().__init__(backend, source, PurgeResult(dry_run=options.dry_run), options)
+        self.export = export
+        self.confirm = confirm
+        self.exporter: Exporter | None = None
+        if export is not None:
+            # One writer takes whole batches: one fsync per batch, lines in order. Without an
+            # export, deletes overlap like resubmit's sends.
+            self.concurrency = self.chunk_size = options.batch_size
+
+    async def check(self) -> EntityInfo:
+        if self.options.batch_size < 1:
+            raise BadInput("--batch-size must be at least 1")
+        return await self.backend.get_entity(self.source.entity)
+
+    def plan_line(self) -> str:
+        verb = "export and delete" if self.export else "delete"
+        return f"plan: {verb} {self.result.selected} message(s) from {self.source}"
+
+    def before_moving(self) -> None:
+        if self.confirm is not None:
+            self.confirm(self.result.selected)
+
+    async def move(self, plan: Plan, info: EntityInfo, tick: Callable[[int], None] | None) -> None:
+        if self.export is None and self.selection.is_empty:
+            await self.discard(plan.selected, tick)
+            return
+        self.exporter = Exporter(self.export) if self.export is not None else None
+        try:
+            await super().move(plan, info, tick)
+        finally:
+            if self.exporter is not None:
+                self.exporter.close()
+
+    async def discard(self, limit: int, tick: Callable[[int], None] | None) -> None:
+        """Nothing to keep and nothing to choose: delete on receive, in large batches."""
+        stats = self.stats
+        while stats.handled < limit:
+            want = min(self.options.batch_size, limit - stats.handled)
+            gone = await retrying(partial(self.backend.discard, self.source, want), stats)
             if not gone:
                 break
-            result.purged += gone
+            stats.handled += gone
             if tick:
                 tick(gone)
-        report_unreceived(result.selected, result.purged, source, note)
-        result.retries = stats.retries
-        result.elapsed_s = time.monotonic() - started
-        return result
 
-    exporter = Exporter(export) if export is not None else None
-
-    async def settle(chunk: list[Message]) -> list[Message]:
+    async def settle(self, chunk: list[Message]) -> list[Message]:
         """Export (when asked) then complete; returns what it left in the DLQ."""
-        if exporter is not None:
+        stats = self.stats
+        if self.exporter is not None:
             try:
-                exporter.write(chunk)
+                self.exporter.write(chunk)
             except SbdlqError as exc:
                 # Not exported, so not deleted; a full disk won't get better for the next chunk.
                 stats.failed += len(chunk)
                 stats.abort(exc.message)
                 return chunk
-            result.exported += len(chunk)
+            self.result.exported += len(chunk)
         try:
-            lost = await retrying(lambda: backend.complete(source, chunk), stats)
+            lost = await retrying(lambda: self.backend.complete(self.source, chunk), stats)
         except SbdlqError as exc:
             stats.failed += len(chunk)
             stats.abort(f"delete failed: {exc.message}")
@@ -91,38 +120,5 @@ async def purge(
         stats.handled += len(chunk) - len(lost)
         if lost:
             stats.lock_lost += len(lost)
-            stats.error(f"{len(lost)} message(s) stayed in the {queue_word(source)} (lock lost before delete)")
+            stats.error(f"{len(lost)} message(s) stayed in the {queue_word(self.source)} (lock lost before delete)")
         return lost
-
-    try:
-        await locked_loop(
-            backend,
-            source,
-            selection=sel,
-            limit=limit,
-            last_sequence=last_sequence,
-            batch_size=batch_size,
-            # With an export, one writer takes whole batches: one fsync per batch, lines in
-            # order. Without, deletes overlap like resubmit's sends.
-            concurrency=batch_size if exporter else concurrency,
-            chunk_size=batch_size if exporter else None,
-            action=settle,
-            stats=stats,
-            lock_duration_s=info.lock_duration_s,
-            on_done=tick,
-        )
-    finally:
-        if exporter is not None:
-            exporter.close()
-    result.purged = stats.handled
-    result.failed = stats.failed
-    if stats.aborted is not None:
-        # Not attempted after the stop: still in the DLQ, so they count as failed.
-        result.failed = max(stats.failed, result.selected - stats.handled - stats.lock_lost)
-    result.skipped = stats.skipped
-    result.retries = stats.retries
-    result.lock_lost = stats.lock_lost
-    result.errors = stats.errors
-    report_unreceived(result.selected, result.purged + result.failed + result.lock_lost, source, note)
-    result.elapsed_s = time.monotonic() - started
-    return result

@@ -17,7 +17,7 @@ import pytest
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, EntityDisabled, OperationFailed, TransientError
-from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
+from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, PurgeResult, ResubmitResult
 from sbdlq.operations import move
 from sbdlq.operations.browse import group_key
 from sbdlq.operations.export import Exporter
@@ -254,6 +254,30 @@ def test_make_copy_keeps_what_a_producer_set_and_marks_the_source() -> None:
     assert kept.message_id not in (None, "id-1")
     # The original's properties are not touched.
     assert "sbdlq-resubmitted-from" not in m.application_properties
+
+
+# ---------------------------------------------------------------- results
+
+
+def test_run_results_share_one_json_shape_and_summary() -> None:
+    r = ResubmitResult(selected=9, failed=2, skipped=4, retries=1, lock_lost=1, elapsed_s=1.23456)
+    r.done = 7
+    assert r.resubmitted == 7
+    assert json.dumps(r.to_json()) == (
+        '{"selected": 9, "resubmitted": 7, "failed": 2, "skipped": 4, "dry_run": false, "elapsed_s": 1.235}'
+    )
+    assert r.summary() == "resubmitted 7 of 9 selected message(s) in 1.23s (2 failed, 4 skipped, 1 retries)"
+    p = PurgeResult(selected=5, purged=5, exported=5, elapsed_s=0.5)
+    assert json.dumps(p.to_json()) == (
+        '{"selected": 5, "purged": 5, "exported": 5, "dry_run": false, "elapsed_s": 0.5}'
+    )
+    assert p.summary() == "purged 5 of 5 selected message(s) in 0.50s (5 exported)"
+    assert PurgeResult(selected=3).summary() == "purged 0 of 3 selected message(s) in 0.00s"
+
+
+def test_a_dry_run_summary_says_what_would_happen() -> None:
+    assert ResubmitResult(selected=4, dry_run=True).summary() == "dry run: 4 message(s) would be resubmitted"
+    assert PurgeResult(selected=4, dry_run=True).summary() == "dry run: 4 message(s) would be deleted"
 
 
 # ---------------------------------------------------------------- export file

@@ -1,0 +1,136 @@
+"""The one skeleton of a moving run (resubmit, purge): check, plan, note, dry run, loop, result.
+
+A run subclasses `MovingRun` and fills in what is its own: the checks before anything is
+read, the plan line, and `settle`, the action on a chunk of locked messages (send then
+complete, export then complete). The order of the steps, the dry-run return and the
+accounting of `LoopStats` into the result are written here once.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar, Generic, TypeVar
+
+from sbdlq.backends.base import Backend
+from sbdlq.models import EntityInfo, Message, RunResult
+from sbdlq.operations.move import LoopStats, Plan, locked_loop, plan_run, report_unreceived
+from sbdlq.paths import Address
+from sbdlq.selection import Selection
+
+R = TypeVar("R", bound=RunResult)
+
+#: Called with the total (None while it is unknown); returns the tick called with each step done.
+Progress = Callable[[int | None], Callable[[int], None]]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """The knobs every moving run takes."""
+
+    selection: Selection = field(default_factory=Selection)
+    max_count: int | None = None
+    batch_size: int = 100
+    concurrency: int = 32
+    dry_run: bool = False
+    note: Callable[[str], None] = lambda _: None
+    progress: Progress | None = None
+
+
+class MovingRun(ABC, Generic[R]):
+    """Takes matching DLQ messages under lock and settles each after its action succeeded."""
+
+    #: Whether a message whose lock was lost at settlement counts as done: resubmit counts it
+    #: (its copy went out), purge does not (it was not deleted).
+    LOST_ARE_DONE: ClassVar[bool]
+
+    def __init__(self, backend: Backend, source: Address, result: R, options: RunOptions) -> None:
+        self.backend = backend
+        self.source = source
+        self.result = result
+        self.options = options
+        self.selection = options.selection
+        self.note = options.note
+        # Messages per action call; None: `concurrency` (see locked_loop).
+        self.chunk_size: int | None = None
+        self.concurrency = options.concurrency
+        self.stats = LoopStats()
+
+    @abstractmethod
+    async def check(self) -> EntityInfo:
+        """Refuse a run that cannot go well before anything is read; returns the source entity."""
+
+    @abstractmethod
+    def plan_line(self) -> str:
+        """`plan: ...`, without the dry-run mark."""
+
+    def explain(self) -> None:
+        """Notes after the plan line (none by default)."""
+
+    def before_moving(self) -> None:
+        """Called once the plan is known and before anything moves; raises to cancel."""
+
+    @abstractmethod
+    async def settle(self, chunk: list[Message]) -> list[Message]:
+        """Act on a chunk and settle what succeeded; returns the messages it left unsettled."""
+
+    async def run(self) -> R:
+        """Check, plan, say so, and unless it is a dry run, move and account."""
+        started = time.monotonic()
+        try:
+            info = await self.check()
+            dry_run, progress = self.options.dry_run, self.options.progress
+            plan = await plan_run(
+                self.backend,
+                self.source,
+                self.selection,
+                max_count=self.options.max_count,
+                scan=dry_run,
+                progress=progress,
+            )
+            self.result.selected = plan.selected
+            self.note(self.plan_line() + (" (dry run)" if dry_run else ""))
+            self.explain()
+            if dry_run or plan.selected == 0:
+                return self.result
+            self.before_moving()
+            tick = progress(plan.selected) if progress else None
+            await self.move(plan, info, tick)
+            self.account()
+            return self.result
+        finally:
+            self.result.elapsed_s = time.monotonic() - started
+
+    async def move(self, plan: Plan, info: EntityInfo, tick: Callable[[int], None] | None) -> None:
+        """The batched peek-lock loop with `settle` as its action."""
+        await locked_loop(
+            self.backend,
+            self.source,
+            selection=self.selection,
+            limit=plan.selected,
+            last_sequence=plan.last_sequence,
+            batch_size=self.options.batch_size,
+            concurrency=self.concurrency,
+            chunk_size=self.chunk_size,
+            action=self.settle,
+            stats=self.stats,
+            lock_duration_s=info.lock_duration_s,
+            on_done=tick,
+        )
+
+    def account(self) -> None:
+        """Copy what the loop did into the result; say so when selected messages never came."""
+        r, stats = self.result, self.stats
+        left_behind = 0 if self.LOST_ARE_DONE else stats.lock_lost
+        r.done = stats.handled
+        r.failed = stats.failed
+        if stats.aborted is not None:
+            # Not attempted after the stop: still in the DLQ, so they count as failed.
+            r.failed = max(stats.failed, r.selected - stats.handled - left_behind)
+        r.skipped = stats.skipped
+        r.retries = stats.retries
+        r.lock_lost = stats.lock_lost
+        r.errors = stats.errors
+        report_unreceived(r.selected, r.done + r.failed + left_behind, self.source, self.note)
