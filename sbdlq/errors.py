@@ -93,9 +93,3 @@ class EntityDisabled(OperationFailed):
 
 class QuotaExceeded(OperationFailed):
     """The entity is full."""
-
-
-class Interrupted(SbdlqError):
-    """Ctrl-C (exit 130)."""
-
-    exit_status = ExitStatus.INTERRUPTED

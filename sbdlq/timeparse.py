@@ -37,19 +37,6 @@ def parse_duration(text: str, *, what: str = "duration") -> float:
     raise BadInput(f"invalid {what} {text!r}", hint="use e.g. 250ms, 30s, 5m, 2h, 3d or ISO 8601 like PT1M")
 
 
-def format_duration(seconds: float) -> str:
-    """A short human form: `90s` → `1m30s`."""
-    if seconds < 1:
-        return f"{int(seconds * 1000)}ms"
-    s = int(round(seconds))
-    out = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if s >= size:
-            out.append(f"{s // size}{unit}")
-            s %= size
-    return "".join(out) or "0s"
-
-
 def parse_time(text: str, *, what: str = "time", now: datetime | None = None) -> datetime:
     """An ISO 8601 time (naive = UTC), or a duration meaning that long ago."""
     raw = (text or "").strip()

@@ -25,10 +25,6 @@ class Prop:
     name: str
     pos: int
 
-    def display(self) -> str:
-        """The property as an error message names it."""
-        return f"{self.scope}.{self.name}" if self.scope == SYS else self.name
-
 
 @dataclass(frozen=True, slots=True)
 class Func:
