@@ -191,12 +191,13 @@ class ReasonGroup:
 class RunResult:
     """What a moving run (resubmit, purge) did: the fields they share, their JSON and summary.
 
-    A subclass names its own counts: `done` (the count the summary leads with),
+    A subclass names its own counts: `VERB` (the count the summary leads with),
     `JSON_COUNTS` (the fields between `selected` and `dry_run` in its JSON shape, DESIGN §4)
     and `SUMMARY_COUNTS` (the non-zero ones go in brackets after the summary line, an
     underscore read as a space).
     """
 
+    #: What the summary says was done (`resubmitted`); also the name of the field counting it.
     VERB: ClassVar[str] = ""
     DRY_RUN_VERB: ClassVar[str] = ""
     JSON_COUNTS: ClassVar[tuple[str, ...]] = ()
@@ -213,12 +214,12 @@ class RunResult:
 
     @property
     def done(self) -> int:
-        """Messages the run moved or deleted."""
-        raise NotImplementedError
+        """Messages the run moved or deleted: the field named by VERB."""
+        return int(getattr(self, self.VERB))
 
     @done.setter
     def done(self, n: int) -> None:
-        raise NotImplementedError
+        setattr(self, self.VERB, n)
 
     def to_json(self) -> dict[str, Any]:
         """The result's JSON shape of DESIGN §4."""
@@ -240,6 +241,8 @@ class RunResult:
 
 @dataclass(slots=True)
 class ResubmitResult(RunResult):
+    """What a resubmit run did."""
+
     VERB: ClassVar[str] = "resubmitted"
     DRY_RUN_VERB: ClassVar[str] = "resubmitted"
     JSON_COUNTS: ClassVar[tuple[str, ...]] = ("resubmitted", "failed", "skipped")
@@ -247,17 +250,11 @@ class ResubmitResult(RunResult):
 
     resubmitted: int = 0
 
-    @property
-    def done(self) -> int:
-        return self.resubmitted
-
-    @done.setter
-    def done(self, n: int) -> None:
-        self.resubmitted = n
-
 
 @dataclass(slots=True)
 class PurgeResult(RunResult):
+    """What a purge run did."""
+
     VERB: ClassVar[str] = "purged"
     DRY_RUN_VERB: ClassVar[str] = "deleted"
     JSON_COUNTS: ClassVar[tuple[str, ...]] = ("purged", "exported")
@@ -265,11 +262,3 @@ class PurgeResult(RunResult):
 
     purged: int = 0
     exported: int = 0
-
-    @property
-    def done(self) -> int:
-        return self.purged
-
-    @done.setter
-    def done(self, n: int) -> None:
-        self.purged = n

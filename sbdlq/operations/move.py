@@ -201,44 +201,13 @@ async def _wait_all(tasks: set[asyncio.Task[None]]) -> None:
         raise failure
 
 
-async def locked_loop(
-    backend: Backend,
-    source: Address,
-    *,
-    selection: Selection,
-    limit: int,
-    last_sequence: int | None,
-    batch_size: int,
-    concurrency: int,
-    action: Action,
-    stats: LoopStats,
-    lock_duration_s: float = 60.0,
-    chunk_size: int | None = None,
-    on_done: Callable[[int], None] | None = None,
-) -> None:
+class LockedLoop:
     """Receive batches under lock; run `action` on chunks of matches; release the rest at the end.
 
-    `limit` bounds how many matches are taken (the count at the start of the run, so a
-    run into a queue whose consumer keeps failing still ends); `last_sequence`, when known
-    from a scan, ends the run once the loop is past the last match.
+    `run(limit, last_sequence)`: `limit` bounds how many matches are taken (the count at the
+    start of the run, so a run into a queue whose consumer keeps failing still ends);
+    `last_sequence`, when known from a scan, ends the run once the loop is past the last match.
     """
-    loop = _LockedLoop(
-        backend,
-        source,
-        selection=selection,
-        action=action,
-        stats=stats,
-        lock_duration_s=lock_duration_s,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        chunk_size=chunk_size,
-        on_done=on_done,
-    )
-    await loop.run(limit, last_sequence)
-
-
-class _LockedLoop:
-    """One run of `locked_loop`: its steps, and the state they share."""
 
     def __init__(
         self,
@@ -248,11 +217,11 @@ class _LockedLoop:
         selection: Selection,
         action: Action,
         stats: LoopStats,
-        lock_duration_s: float,
+        lock_duration_s: float = 60.0,
         batch_size: int,
         concurrency: int,
-        chunk_size: int | None,
-        on_done: Callable[[int], None] | None,
+        chunk_size: int | None = None,
+        on_done: Callable[[int], None] | None = None,
     ) -> None:
         self.backend = backend
         self.source = source

@@ -16,7 +16,7 @@ from typing import ClassVar, Generic, TypeVar
 
 from sbdlq.backends.base import Backend
 from sbdlq.models import EntityInfo, Message, RunResult
-from sbdlq.operations.move import LoopStats, Plan, locked_loop, plan_run, report_unreceived
+from sbdlq.operations.move import LockedLoop, LoopStats, Plan, plan_run, report_unreceived
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
@@ -53,7 +53,7 @@ class MovingRun(ABC, Generic[R]):
         self.options = options
         self.selection = options.selection
         self.note = options.note
-        # Messages per action call; None: `concurrency` (see locked_loop).
+        # Messages per action call; None: `concurrency` (see LockedLoop).
         self.chunk_size: int | None = None
         self.concurrency = options.concurrency
         self.stats = LoopStats()
@@ -105,20 +105,19 @@ class MovingRun(ABC, Generic[R]):
 
     async def move(self, plan: Plan, info: EntityInfo, tick: Callable[[int], None] | None) -> None:
         """The batched peek-lock loop with `settle` as its action."""
-        await locked_loop(
+        loop = LockedLoop(
             self.backend,
             self.source,
             selection=self.selection,
-            limit=plan.selected,
-            last_sequence=plan.last_sequence,
-            batch_size=self.options.batch_size,
-            concurrency=self.concurrency,
-            chunk_size=self.chunk_size,
             action=self.settle,
             stats=self.stats,
             lock_duration_s=info.lock_duration_s,
+            batch_size=self.options.batch_size,
+            concurrency=self.concurrency,
+            chunk_size=self.chunk_size,
             on_done=tick,
         )
+        await loop.run(limit=plan.selected, last_sequence=plan.last_sequence)
 
     def account(self) -> None:
         """Copy what the loop did into the result; say so when selected messages never came."""

@@ -10,7 +10,8 @@ from uuid import UUID
 from sbdlq.sqlfilter.errors import FilterEvaluationError
 from sbdlq.sqlfilter.values import net_type, parse_datetime, parse_timespan, utc
 
-SYSTEM_PROPERTIES = (
+# The system properties SET may change to a string ("SET performs implicit conversion if possible").
+_SETTABLE_STRINGS = (
     "MessageId",
     "CorrelationId",
     "Label",
@@ -19,6 +20,10 @@ SYSTEM_PROPERTIES = (
     "ReplyToSessionId",
     "SessionId",
     "ContentType",
+    "PartitionKey",
+)
+SYSTEM_PROPERTIES = (
+    *_SETTABLE_STRINGS,
     "DeliveryCount",
     "SequenceNumber",
     "EnqueuedTimeUtc",
@@ -27,7 +32,6 @@ SYSTEM_PROPERTIES = (
     "TimeToLive",
     "Size",
     "DeadLetterSource",
-    "PartitionKey",
     "EnqueuedSequenceNumber",
     "LockToken",
     "LockedUntilUtc",
@@ -84,17 +88,7 @@ def _to_datetime(value: Any) -> datetime:
 
 # The publicly settable properties of a message and how SET converts a value for each
 # ("SET performs implicit conversion if possible"); broker-set ones are read-only.
-SETTABLE: dict[str, Callable[[Any], Any]] = {
-    name: _to_string(name)
-    for name in (
-        "MessageId",
-        "CorrelationId",
-        "Label",
-        "To",
-        "ReplyTo",
-        "ReplyToSessionId",
-        "SessionId",
-        "ContentType",
-        "PartitionKey",
-    )
-} | {"TimeToLive": _to_timespan, "ScheduledEnqueueTimeUtc": _to_datetime}
+SETTABLE: dict[str, Callable[[Any], Any]] = {name: _to_string(name) for name in _SETTABLE_STRINGS} | {
+    "TimeToLive": _to_timespan,
+    "ScheduledEnqueueTimeUtc": _to_datetime,
+}
