@@ -36,6 +36,7 @@ async def purge(
     `confirm(n)` is called once the plan is known and before anything is deleted; it
     raises to cancel.
     """
+    # In RunOptions' field order.
     options = RunOptions(selection or Selection(), max_count, batch_size, concurrency, dry_run, note, progress)
     return await Purge(backend, source, options, export=export, confirm=confirm).run()
 

@@ -71,6 +71,7 @@ async def resubmit(
     progress: Progress | None = None,
 ) -> ResubmitResult:
     """Move matching DLQ messages to the target: send the copy, then complete the original."""
+    # In RunOptions' field order.
     options = RunOptions(selection or Selection(), max_count, batch_size, concurrency, dry_run, note, progress)
     run = Resubmit(
         backend,
@@ -88,6 +89,7 @@ class Resubmit(MovingRun[ResubmitResult]):
     """Send a copy of each message to the target, then complete the original."""
 
     LOST_ARE_DONE = True
+    target_info: EntityInfo  # read by check()
 
     def __init__(
         self,
