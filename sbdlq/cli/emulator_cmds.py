@@ -169,13 +169,29 @@ def reset(
     async def work(s: Settings) -> tuple[str, int]:
         local = emulator_settings(s)
         path = store_path(local)
-        if not yes:
+        if not yes and not _interactive():
+            # Before any I/O: a script without --yes must not delete, nor wait for an answer.
             raise BadInput(f"reset deletes every entity and message in {path}; pass --yes to confirm")
         async with open_store(local) as store:
+            if not yes:
+                _confirm_reset(path, store.entity_count())
             return path, store.reset()
 
     path, n = run(ctx, work)
     typer.echo(f"reset {path}: deleted {_plural(n, 'entity', 'entities')} and their messages")
+
+
+def _interactive() -> bool:
+    """Whether a person can answer a prompt (stdin is a terminal)."""
+    return sys.stdin.isatty()
+
+
+def _confirm_reset(path: str, entities: int) -> None:
+    """Ask on the terminal, with the number of entities that would go."""
+    if not typer.confirm(
+        f"Delete {_plural(entities, 'entity', 'entities')} and their messages in {path}?", default=False, err=True
+    ):
+        raise OperationFailed("reset cancelled; nothing was deleted")
 
 
 # ---------------------------------------------------------------------- send
@@ -233,6 +249,8 @@ def send(
         from sbdlq.emulator.property_args import parse_properties
 
         path = parse_entity(entity)
+        if path.is_subscription:
+            raise BadInput(f"cannot send to subscription {str(path)!r}", hint=f"send to its topic {path.name!r}")
         if body is not None and body_file is not None:
             raise BadInput("give --body or --body-file, not both")
         payload = _read_body(body_file) if body_file is not None else (body or "").encode("utf-8")
