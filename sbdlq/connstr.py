@@ -170,3 +170,15 @@ def redact(text: str) -> str:
         if secret in text:
             text = text.replace(secret, _MASK)
     return text
+
+
+def is_loopback(host: str) -> bool:
+    """Whether host names this machine only (so serving without a key exposes nothing)."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from sbdlq.backends.base import Backend, ReceiveMode
+from sbdlq.emulator.admin import EmulatorAdmin
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
 from sbdlq.paths import Address, EntityPath
@@ -24,6 +25,10 @@ class EmulatorBackend(Backend):
         self.engine = Engine(path, clock=clock)
         self.latency_s = latency_s
         self.description = f"emulator store {path}" + (f" with {latency_s * 1000:.0f} ms latency" if latency_s else "")
+
+    def admin(self) -> EmulatorAdmin:
+        """The store's admin operations (`sbdlq emulator ...`), on this backend's engine."""
+        return EmulatorAdmin(self.engine)
 
     async def _round_trip(self) -> None:
         # Always yield: a caller's loop of calls must let other tasks (lock renewal) run.
@@ -69,10 +74,16 @@ class EmulatorBackend(Backend):
         return _lost(messages, self.engine.abandon(address, _tokens(messages)))
 
     async def dead_letter(
-        self, address: Address, messages: Sequence[Message], reason: str, description: str
+        self, address: Address, messages: Sequence[Message], reason: str | None, description: str | None
     ) -> list[Message]:
+        # None: no reason at all, as a consumer that dead-letters without one leaves it.
         await self._round_trip()
         return _lost(messages, self.engine.dead_letter(address, _tokens(messages), reason, description))
+
+    async def defer(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Set messages aside (only a receive by sequence number returns them); the ones whose lock was lost."""
+        await self._round_trip()
+        return _lost(messages, self.engine.defer(address, _tokens(messages)))
 
     async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         await self._round_trip()

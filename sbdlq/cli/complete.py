@@ -40,7 +40,9 @@ def _complete(ctx: click.Context, incomplete: str, kinds: tuple[str, ...]) -> li
         store = _emulator_store(ctx)
         if store is None:
             return []
-        names = _within_deadline(lambda: _entity_names(store, kinds))
+        from sbdlq.emulator.admin import entity_names
+
+        names = _within_deadline(lambda: entity_names(store, kinds))
     except Exception:
         return []
     return _matching(names, incomplete)
@@ -73,13 +75,6 @@ def _emulator_store(ctx: click.Context) -> str | None:
 
     # Never create a store just because someone pressed TAB.
     return target.value if Path(target.value).is_file() else None
-
-
-def _entity_names(store: str, kinds: tuple[str, ...]) -> list[str]:
-    from sbdlq.emulator.engine import Engine
-
-    with Engine(store) as engine:
-        return [e.path for e in engine.list_entities() if e.kind in kinds]
 
 
 def _within_deadline(work: Callable[[], list[str]]) -> list[str]:

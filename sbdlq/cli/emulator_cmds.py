@@ -6,7 +6,6 @@ others need it to exist.
 """
 
 import dataclasses
-import re
 import shlex
 import sys
 import threading
@@ -14,13 +13,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
+from sbdlq.connstr import is_loopback as _is_loopback
 from sbdlq.emulator.signals import stop_on_signals
 from sbdlq.errors import BadInput, OperationFailed
+
+if TYPE_CHECKING:
+    from sbdlq.emulator.admin import EmulatorAdmin
+    from sbdlq.paths import Address
 
 app = typer.Typer(
     name="emulator",
@@ -74,10 +78,10 @@ def store_path(s: Settings) -> str:
 
 
 @asynccontextmanager
-async def open_engine(s: Settings, *, create: bool = False) -> AsyncIterator[Any]:
-    """The engine of the emulator store (created with create=True; else it must exist)."""
+async def open_store(s: Settings, *, create: bool = False) -> AsyncIterator["EmulatorAdmin"]:
+    """The admin operations of the emulator store (created with create=True; else it must exist)."""
     async with open_target(s, create=create) as backend:
-        yield backend.engine
+        yield backend.admin()
 
 
 # ---------------------------------------------------------------------- init / list / reset
@@ -94,7 +98,8 @@ def init(
     ] = None,
 ) -> None:
     """Create the store; with --config, create or update its entities (messages are kept)."""
-    from sbdlq.emulator.config import Applied, EmulatorConfig, apply_config, check_against, load_config
+    from sbdlq.emulator.admin import check_new_config
+    from sbdlq.emulator.config import Applied, EmulatorConfig, load_config
 
     async def work(s: Settings) -> tuple[str, bool, EmulatorConfig | None, list[Applied], int]:
         cfg = load_config(config) if config is not None else None
@@ -102,10 +107,10 @@ def init(
         path = store_path(local)
         existed = Path(path).exists()
         if cfg is not None and not existed:
-            check_against(cfg, [])  # a bad file leaves no empty store behind
-        async with open_engine(local, create=True) as engine:
-            applied = apply_config(engine, cfg) if cfg is not None else []
-            return path, existed, cfg, applied, len(engine.list_entities())
+            check_new_config(cfg)
+        async with open_store(local, create=True) as store:
+            applied = store.apply_config(cfg) if cfg is not None else []
+            return path, existed, cfg, applied, store.entity_count()
 
     path, existed, cfg, applied, total = run(ctx, work)
     if cfg is None:
@@ -127,29 +132,18 @@ def init(
     )
 
 
-LIST_COLUMNS = ["entity", "kind", "active", "dead_letter", "transfer_dead_letter", "scheduled", "subscriptions"]
-
-
 @app.command("list")
 def list_(ctx: typer.Context, output: Output = None) -> None:
     """Every queue, topic and subscription with its message counts (topics: subscription count)."""
 
+    from sbdlq.emulator.admin import LIST_COLUMNS
+
     async def work(s: Settings) -> tuple[str, str, list[dict[str, Any]]]:
         fmt = output_format(s, output)
         local = emulator_settings(s)
-        rows = []
-        async with open_engine(local) as engine:
-            for e in engine.list_entities():
-                if e.kind == "topic":
-                    # A topic keeps no messages of its own: counts are per subscription.
-                    counts: dict[str, Any] = dict.fromkeys(
-                        ("active", "dead_letter", "transfer_dead_letter", "scheduled")
-                    )
-                    rows.append({"entity": e.path, "kind": e.kind, **counts, "subscriptions": e.subscription_count})
-                else:
-                    c = engine.counts(e.path).to_json()
-                    rows.append({**c, "kind": e.kind, "subscriptions": None})
-        return fmt, store_path(local), [{k: r[k] for k in LIST_COLUMNS} for r in rows]
+        async with open_store(local) as store:
+            rows = store.list_entities()
+        return fmt, store_path(local), [r.to_json() for r in rows]
 
     fmt, path, rows = run(ctx, work)
     if fmt != "table":
@@ -175,15 +169,29 @@ def reset(
     async def work(s: Settings) -> tuple[str, int]:
         local = emulator_settings(s)
         path = store_path(local)
-        if not yes:
+        if not yes and not _interactive():
+            # Before any I/O: a script without --yes must not delete, nor wait for an answer.
             raise BadInput(f"reset deletes every entity and message in {path}; pass --yes to confirm")
-        async with open_engine(local) as engine:
-            n = len(engine.list_entities())
-            engine.reset()
-        return path, n
+        async with open_store(local) as store:
+            if not yes:
+                _confirm_reset(path, store.entity_count())
+            return path, store.reset()
 
     path, n = run(ctx, work)
     typer.echo(f"reset {path}: deleted {_plural(n, 'entity', 'entities')} and their messages")
+
+
+def _interactive() -> bool:
+    """Whether a person can answer a prompt (stdin is a terminal)."""
+    return sys.stdin.isatty()
+
+
+def _confirm_reset(path: str, entities: int) -> None:
+    """Ask on the terminal, with the number of entities that would go."""
+    if not typer.confirm(
+        f"Delete {_plural(entities, 'entity', 'entities')} and their messages in {path}?", default=False, err=True
+    ):
+        raise OperationFailed("reset cancelled; nothing was deleted")
 
 
 # ---------------------------------------------------------------------- send
@@ -236,39 +244,39 @@ def send(
     """Send messages to a queue or topic, as a producer would."""
     from sbdlq.models import OutboundMessage
     from sbdlq.paths import parse_entity
-    from sbdlq.timeparse import parse_duration
 
     async def work(s: Settings) -> tuple[str, int, datetime | None]:
+        from sbdlq.emulator.property_args import parse_properties
+
         path = parse_entity(entity)
+        if path.is_subscription:
+            raise BadInput(f"cannot send to subscription {str(path)!r}", hint=f"send to its topic {path.name!r}")
         if body is not None and body_file is not None:
             raise BadInput("give --body or --body-file, not both")
         payload = _read_body(body_file) if body_file is not None else (body or "").encode("utf-8")
         props = parse_properties(prop or [])
-        ttl_s = None
-        if ttl is not None:
-            ttl_s = parse_duration(ttl, what="--ttl")
-            if ttl_s <= 0:
-                raise BadInput(f"--ttl must be positive, got {ttl!r}")
+        ttl_s = _parse_ttl(ttl) if ttl is not None else None
         when = parse_schedule(scheduled_at) if scheduled_at is not None else None
-        messages = [
-            OutboundMessage(
-                body=payload,
-                message_id=message_id if message_id is None or count == 1 else f"{message_id}-{i}",
-                subject=subject,
-                session_id=session_id,
-                content_type=content_type,
-                correlation_id=correlation_id,
-                time_to_live_s=ttl_s,
-                scheduled_enqueue_time=when,
-                application_properties=dict(props),
-            )
-            for i in range(1, count + 1)
-        ]
-        async with open_engine(emulator_settings(s)) as engine:
-            accepted = engine.send(path, messages)
-        return str(path), len(accepted), when
+        message = OutboundMessage(
+            body=payload,
+            message_id=message_id,
+            subject=subject,
+            session_id=session_id,
+            content_type=content_type,
+            correlation_id=correlation_id,
+            time_to_live_s=ttl_s,
+            scheduled_enqueue_time=when,
+            application_properties=props,
+        )
+        async with open_store(emulator_settings(s)) as store:
+            accepted = store.send(path, message, count=count)
+        return str(path), accepted, when
 
     path, accepted, when = run(ctx, work)
+    typer.echo(_sent_line(path, count, accepted, when))
+
+
+def _sent_line(path: str, count: int, accepted: int, when: datetime | None) -> str:
     line = f"sent {count} message(s) to {path}"
     notes = []
     if when is not None:
@@ -277,34 +285,16 @@ def send(
         notes.append(f"scheduled for {iso(when)}")
     if accepted < count:
         notes.append(f"{count - accepted} dropped as duplicates")
-    typer.echo(line + (f" ({'; '.join(notes)})" if notes else ""))
+    return line + (f" ({'; '.join(notes)})" if notes else "")
 
 
-_INT = re.compile(r"^[+-]?\d+$")
-_FLOAT = re.compile(r"^[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?$")
+def _parse_ttl(text: str) -> float:
+    from sbdlq.timeparse import parse_duration
 
-
-def parse_properties(items: list[str]) -> dict[str, Any]:
-    """`K=V` pairs; V typed as int, float, true/false, else string ("quoted" stays a string)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise BadInput(f"--property {item!r}: expected KEY=VALUE")
-        out[key.strip()] = _typed(raw)
-    return out
-
-
-def _typed(raw: str) -> Any:
-    if len(raw) >= 2 and raw[0] == raw[-1] == '"':
-        return raw[1:-1]
-    if _INT.match(raw):
-        return int(raw)
-    if _FLOAT.match(raw):
-        return float(raw)
-    if raw.lower() in ("true", "false"):
-        return raw.lower() == "true"
-    return raw
+    seconds = parse_duration(text, what="--ttl")
+    if seconds <= 0:
+        raise BadInput(f"--ttl must be positive, got {text!r}")
+    return seconds
 
 
 def parse_schedule(text: str, *, now: datetime | None = None) -> datetime:
@@ -363,6 +353,7 @@ def receive(
     output: Output = None,
 ) -> None:
     """Receive with a peek-lock and settle, as a consumer would (exactly one action)."""
+    from sbdlq.emulator.admin import Settle, receive_and_settle
     from sbdlq.models import Message
 
     chosen = [flag for flag, on in zip(_ACTIONS, (complete, abandon, dead_letter, defer), strict=True) if on]
@@ -377,21 +368,10 @@ def receive(
             raise BadInput("--reason and --description go with --dead-letter")
         address = _receive_address(entity, sub_queue)
         fmt = output_format(s, output)
-        async with open_engine(emulator_settings(s)) as engine:
-            got: list[Message] = engine.receive(address, max_count)
-            tokens = [m.lock_token for m in got if m.lock_token]
-            if not tokens:
-                return fmt, str(address), action, got
-            if action == "--complete":
-                lost = engine.complete(address, tokens)
-            elif action == "--abandon":
-                lost = engine.abandon(address, tokens)
-            elif action == "--defer":
-                lost = engine.defer(address, tokens)
-            else:
-                lost = engine.dead_letter(address, tokens, reason, description)
-        if lost:
-            raise OperationFailed(f"{len(lost)} lock(s) lost before settling; those messages stay in {address}")
+        async with open_target(emulator_settings(s)) as backend:
+            got = await receive_and_settle(
+                backend, address, max_count, Settle(action.removeprefix("--")), reason=reason, description=description
+            )
         return fmt, str(address), action, got
 
     fmt, where, action, got = run(ctx, work)
@@ -419,7 +399,7 @@ def receive(
     typer.echo(summary)
 
 
-def _receive_address(entity: str, sub_queue: str | None) -> Any:
+def _receive_address(entity: str, sub_queue: str | None) -> "Address":
     from sbdlq.paths import Address, SubQueue, parse_address
 
     address = parse_address(entity)
@@ -450,12 +430,12 @@ def _preview(body: bytes, n: int = 40) -> str:
 @app.command("demo")
 def demo(ctx: typer.Context) -> None:
     """Fill the store with a realistic namespace whose DLQs hold every kind of failure."""
-    from sbdlq.emulator.demo import ORDERS, DemoSummary, populate
+    from sbdlq.emulator.demo import ORDERS, DemoSummary
 
     async def work(s: Settings) -> tuple[str, str, DemoSummary]:
         local = emulator_settings(s)
-        async with open_engine(local, create=True) as engine:
-            summary = populate(engine)
+        async with open_store(local, create=True) as store:
+            summary = store.demo()
         target = local.target()
         return store_path(local), target.source, summary
 
@@ -540,17 +520,6 @@ def _server_module() -> Any:
                 "`sbdlq emulator serve` needs python-qpid-proton", hint="pip install 'sbdlq[amqp]'"
             ) from None
         raise
-
-
-def _is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 # ---------------------------------------------------------------------- helpers

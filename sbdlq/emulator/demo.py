@@ -25,7 +25,6 @@ from sbdlq.paths import Address, EntityPath, SubQueue
 ORDERS = "orders"
 EVENTS = "events"
 HOPS = tuple(f"hop{i}" for i in range(1, 7))
-SUBSCRIPTIONS = ("billing", "eu-audit", "bulk-orders", "notifications")
 DEMO_ENTITIES = (ORDERS, EVENTS, *HOPS)
 
 HOURS = 6

@@ -276,6 +276,12 @@ def test_send_to_a_topic_fans_out(cli: Any) -> None:
         "",
     )
     assert [counts(cli, s)["active"] for s in SUBS] == [1, 0, 1, 0]
+    # A subscription only receives: naming one is a usage error (exit 2), whatever the store holds.
+    assert cli("emulator", "send", SUBS[0]) == (
+        2,
+        "",
+        f"sbdlq: cannot send to subscription '{SUBS[0]}' (send to its topic 'topic.1')\n",
+    )
 
 
 @pytest.mark.parametrize(
@@ -296,7 +302,11 @@ def test_send_to_a_topic_fans_out(cli: Any) -> None:
             2,
             "invalid --scheduled-at 'someday' (use ISO 8601 like 2026-01-31T12:00:00Z or a duration like 10m)",
         ),
-        (["orders/Subscriptions/x"], 4, "The messaging entity 'orders/Subscriptions/x' could not be found."),
+        (
+            ["orders/Subscriptions/x"],
+            2,
+            "cannot send to subscription 'orders/Subscriptions/x' (send to its topic 'orders')",
+        ),
         (
             ["bad name"],
             2,
@@ -512,6 +522,22 @@ def test_reset(cli: Any) -> None:
     )
     assert cli("emulator", "reset", "--yes") == (0, f"reset {cli.store}: deleted 6 entities and their messages\n", "")
     assert cli("emulator", "list", "-o", "json") == (0, "[]\n", "")
+
+
+def test_reset_asks_a_person(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli("emulator", "init", "--config", EXAMPLE)
+    monkeypatch.setattr("sbdlq.cli.emulator_cmds._interactive", lambda: True)
+    # CliRunner echoes the answer after the prompt.
+    assert cli("emulator", "reset", input="n\n") == (
+        1,
+        "",
+        f"Delete 6 entities and their messages in {cli.store}? [y/N]: n\nsbdlq: reset cancelled; nothing was deleted\n",
+    )
+    assert cli("emulator", "reset", input="y\n") == (
+        0,
+        f"reset {cli.store}: deleted 6 entities and their messages\n",
+        f"Delete 6 entities and their messages in {cli.store}? [y/N]: y\n",
+    )
 
 
 def test_reset_without_a_store(cli: Any) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import socket
@@ -12,6 +11,7 @@ from contextlib import nullcontext
 
 from proton import Transport
 
+from sbdlq.connstr import is_loopback
 from sbdlq.emulator.engine import Engine
 from sbdlq.emulator.signals import stop_on_signals
 from sbdlq.errors import BadInput, ServiceUnavailable
@@ -20,16 +20,6 @@ from .broker import Broker
 from .driver import Driver
 
 log = logging.getLogger(__name__)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether host names this machine only (so serving without a key exposes nothing)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -1,0 +1,165 @@
+"""The emulator store's admin operations: what `sbdlq emulator ...` does, as a typed library.
+
+The CLI parses its options, calls one of these and renders the result, as the DLQ commands
+do with `sbdlq.operations`. Everything here speaks to the engine through its public methods;
+receive-and-settle goes through any consumer with the Backend's settle primitives, so the
+emulator backend's `dead_letter` is what `emulator receive --dead-letter` calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sbdlq.emulator.engine import Engine
+from sbdlq.errors import OperationFailed
+from sbdlq.models import Message, OutboundMessage
+from sbdlq.paths import Address, EntityPath
+
+if TYPE_CHECKING:
+    from sbdlq.emulator.config import Applied, EmulatorConfig
+    from sbdlq.emulator.demo import DemoSummary
+
+
+@dataclass(frozen=True, slots=True)
+class EntityRow:
+    """One line of `emulator list`: a queue or subscription with its counts, or a topic (counts None)."""
+
+    entity: str
+    kind: str
+    active: int | None
+    dead_letter: int | None
+    transfer_dead_letter: int | None
+    scheduled: int | None
+    subscriptions: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as a dict, keys in column order."""
+        return asdict(self)
+
+
+LIST_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(EntityRow))
+
+
+class Settle(Enum):
+    """What receive-and-settle does with the messages it locked."""
+
+    COMPLETE = "complete"
+    ABANDON = "abandon"
+    DEAD_LETTER = "dead-letter"
+    DEFER = "defer"
+
+
+class Consumer(Protocol):
+    """The broker primitives receive-and-settle needs (the emulator Backend has them all)."""
+
+    async def receive(self, address: Address, max_count: int) -> list[Message]: ...
+
+    async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]: ...
+
+    async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]: ...
+
+    async def dead_letter(
+        self, address: Address, messages: Sequence[Message], reason: str | None, description: str | None
+    ) -> list[Message]: ...
+
+    async def defer(self, address: Address, messages: Sequence[Message]) -> list[Message]: ...
+
+
+class EmulatorAdmin:
+    """Admin operations on one open emulator store."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def entity_count(self) -> int:
+        """How many queues, topics and subscriptions the store holds."""
+        return len(self._engine.list_entities())
+
+    def apply_config(self, cfg: EmulatorConfig) -> list[Applied]:
+        """Create or update the entities of a Config.json (messages kept), all or nothing."""
+        from sbdlq.emulator.config import apply_config
+
+        return apply_config(self._engine, cfg)
+
+    def list_entities(self) -> list[EntityRow]:
+        """Every entity with its message counts; a topic keeps none of its own, so its counts are None."""
+        rows = []
+        for e in self._engine.list_entities():
+            if e.kind == "topic":
+                rows.append(EntityRow(e.path, e.kind, None, None, None, None, e.subscription_count))
+                continue
+            c = self._engine.counts(e.path)
+            rows.append(EntityRow(c.entity, e.kind, c.active, c.dead_letter, c.transfer_dead_letter, c.scheduled, None))
+        return rows
+
+    def send(self, entity: EntityPath | str, message: OutboundMessage, *, count: int = 1) -> int:
+        """Send count copies of message; how many the broker accepted (duplicate detection drops some)."""
+        return len(self._engine.send(entity, copies(message, count)))
+
+    def reset(self) -> int:
+        """Delete every entity and message; how many entities went."""
+        n = self.entity_count()
+        self._engine.reset()
+        return n
+
+    def demo(self) -> DemoSummary:
+        """Fill the store with the demo namespace (demo entities that exist are recreated)."""
+        from sbdlq.emulator.demo import populate
+
+        return populate(self._engine)
+
+
+def copies(message: OutboundMessage, count: int) -> list[OutboundMessage]:
+    """count copies of message; with a message id and count > 1 they are numbered ID-1 … ID-N."""
+    numbered = count > 1 and message.message_id is not None
+    return [
+        replace(
+            message,
+            message_id=f"{message.message_id}-{i}" if numbered else message.message_id,
+            application_properties=dict(message.application_properties),
+        )
+        for i in range(1, count + 1)
+    ]
+
+
+def check_new_config(cfg: EmulatorConfig) -> None:
+    """Check a Config.json on its own, before a new store is created for it (a bad file leaves none)."""
+    from sbdlq.emulator.config import check_against
+
+    check_against(cfg, [])
+
+
+async def receive_and_settle(
+    consumer: Consumer,
+    address: Address,
+    max_count: int,
+    action: Settle,
+    *,
+    reason: str | None = None,
+    description: str | None = None,
+) -> list[Message]:
+    """Receive up to max_count with a peek-lock and settle them all one way; OperationFailed on lost locks."""
+    got = await consumer.receive(address, max_count)
+    locked = [m for m in got if m.lock_token]
+    if not locked:
+        return got
+    if action is Settle.COMPLETE:
+        lost = await consumer.complete(address, locked)
+    elif action is Settle.ABANDON:
+        lost = await consumer.abandon(address, locked)
+    elif action is Settle.DEFER:
+        lost = await consumer.defer(address, locked)
+    else:
+        lost = await consumer.dead_letter(address, locked, reason, description)
+    if lost:
+        raise OperationFailed(f"{len(lost)} lock(s) lost before settling; those messages stay in {address}")
+    return got
+
+
+def entity_names(store: str, kinds: Collection[str]) -> list[str]:
+    """Paths of the store's entities of these kinds (`queue`, `topic`, `subscription`), for completion."""
+    with Engine(store) as engine:
+        return [e.path for e in engine.list_entities() if e.kind in kinds]
