@@ -109,6 +109,23 @@ def test_renew_many_feeds_the_expiry_the_sdk_checks_locks_by() -> None:
     assert message._lock_expired  # ...and refuses to settle by it
 
 
+def test_no_retry_on_refusal_raises_from_the_sdk_retry_judge(receiver: Any) -> None:
+    from azure.servicebus._pyamqp.error import AuthenticationException, ErrorCondition
+
+    judge = receiver._handle_exception
+    assert inspect.iscoroutinefunction(judge)
+    refused = AuthenticationException(ErrorCondition.ClientError, description="CBS Token authentication failed.")
+    # Unwrapped, the SDK's judge hands the refusal back to its retry loop: retry it.
+    assert isinstance(asyncio.run(judge(refused)), sb.ServiceBusAuthenticationError)
+    assert sdk_compat.no_retry_on_refusal(receiver) is receiver
+    with pytest.raises(sb.ServiceBusAuthenticationError):
+        asyncio.run(receiver._handle_exception(refused))
+    # Anything else still goes back to the retry loop as the SDK decides.
+    busy = sb.ServiceBusServerBusyError(message="busy")
+    busy._retryable = True
+    assert asyncio.run(receiver._handle_exception(busy)) is busy
+
+
 def test_stop_credit_uses_pyamqp_link_flow() -> None:
     assert inspect.iscoroutinefunction(Link.flow)
     assert "link_credit" in inspect.signature(Link.flow).parameters

@@ -68,11 +68,11 @@ def translate_error(
     detail = first_line(exc)
     condition = error_condition(exc)
     said = _broker_words(detail)
-    unreachable_hint = (
-        f"is the emulator running (sbdlq emulator serve) on {host}?"
-        if emulator
-        else "check the namespace name, the network and firewalls (AMQP 5671, HTTPS 443), or raise --timeout"
-    )
+    # Before the SDK-glitch check: the SDK reports a refused token with condition
+    # amqp:client-error, which would otherwise read as a link to retry.
+    refused = _refusal(exc, host=host, what=what, detail=detail, condition=condition)
+    if refused is not None:
+        return refused
     if _sdk_internal(exc, condition):
         # The SDK's handler broke under the call (torn down by another call's error, a link
         # no longer attached): nothing the broker said about it; a new link may well work.
@@ -81,10 +81,6 @@ def translate_error(
         return LockLost(f"lock lost on {what}: {detail}")
     if isinstance(exc, (sb.MessagingEntityNotFoundError, core.ResourceNotFoundError)):
         return EntityNotFound(f"{what} not found in {host}", hint=hint)
-    if isinstance(
-        exc, (sb.ServiceBusAuthenticationError, sb.ServiceBusAuthorizationError, core.ClientAuthenticationError)
-    ):
-        return _auth_error(host, what, detail)
     if isinstance(exc, core.HttpResponseError):
         status = getattr(exc, "status_code", None)
         if status in (401, 403):
@@ -110,7 +106,7 @@ def translate_error(
             OSError,
         ),
     ):
-        return ServiceUnavailable(f"cannot reach {host} after {timeout_s:g}s", hint=unreachable_hint)
+        return _unreachable(host, timeout_s, emulator)
     if isinstance(exc, sb.MessageNotFoundError):
         return MessageNotFound(f"{what}: {detail}")
     if isinstance(exc, sb.MessagingEntityDisabledError):
@@ -133,6 +129,8 @@ def translate_error(
 # AMQP error conditions (azure-servicebus _common/constants.py, AMQP 1.0 §2.8.15).
 _REFUSED = frozenset({"amqp:not-allowed", "amqp:not-implemented"})
 _BAD_ARGUMENT = frozenset({"com.microsoft:argument-error", "com.microsoft:argument-out-of-range", "amqp:decode-error"})
+# The broker's refusal of a link or request for want of rights (a missing Listen/Send claim).
+_UNAUTHORIZED = "amqp:unauthorized-access"
 # Raised by the SDK itself when its handler is no longer usable.
 _CLIENT_ERROR = "amqp:client-error"
 # Errors that are the broker's answer about the message or operation itself (not about the
@@ -157,6 +155,39 @@ def _sdk_internal(exc: BaseException, condition: str | None) -> bool:
     if str(exc).startswith("Handler failed:") and isinstance(inner, (AttributeError, TypeError, IndexError)):
         return True
     return isinstance(exc, AttributeError) and str(exc).startswith("'NoneType' object has no attribute")
+
+
+def _unreachable(host: str, timeout_s: float, emulator: bool) -> ServiceUnavailable:
+    hint = (
+        f"is the emulator running (sbdlq emulator serve) on {host}?"
+        if emulator
+        else "check the namespace name, the network and firewalls (AMQP 5671, HTTPS 443), or raise --timeout"
+    )
+    return ServiceUnavailable(f"cannot reach {host} after {timeout_s:g}s", hint=hint)
+
+
+def _refusal(exc: BaseException, *, host: str, what: str, detail: str, condition: str | None) -> AuthError | None:
+    """AuthError when the broker or the identity provider refused who we are or what we may do."""
+    from azure.core import exceptions as core
+    from azure.servicebus import exceptions as sb
+
+    # The SDK wraps what failed inside its handler (a credential's ClientAuthenticationError
+    # while putting the token on $cbs, say): look at what it wraps too.
+    sources = (exc, getattr(exc, "inner_exception", None))
+    if any(isinstance(e, sb.ServiceBusAuthenticationError) for e in sources):
+        # A key or SAS token that $cbs refused (401): the SDK's words say nothing more.
+        return AuthError(f"authentication failed for {host}", hint="check the key / role")
+    for source in sources:
+        if isinstance(source, core.ClientAuthenticationError) and getattr(source, "status_code", None) is None:
+            # No token at all: the credential (DefaultAzureCredential, ...) says why. (With a
+            # status code it is the admin endpoint's 401, which may mean a key without Manage.)
+            return AuthError(
+                f"authentication failed for {host}: {first_line(source)}",
+                hint="check the credential (run `az login` for DefaultAzureCredential) / role",
+            )
+    if isinstance(exc, (sb.ServiceBusAuthorizationError, core.ClientAuthenticationError)) or condition == _UNAUTHORIZED:
+        return _auth_error(host, what, detail)
+    return None
 
 
 def _auth_error(host: str, what: str, detail: str) -> AuthError:

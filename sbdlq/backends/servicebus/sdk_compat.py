@@ -34,6 +34,29 @@ def half_torn(handler: Any) -> bool:
     return handler_running(handler) and hasattr(handler, "_handler") and handler._handler is None
 
 
+def no_retry_on_refusal(handler: Any) -> Any:
+    """Make a handler's retry loop give up at once on a refused token or claim; wraps `handler._handle_exception`.
+
+    The SDK's retry loop (`_do_retryable_operation`) hands each failure to `_handle_exception`,
+    which closes the handler if need be and returns the error when it is to be retried. The SDK
+    marks authentication and authorization errors retryable: a wrong key would cost the whole
+    retry budget (seconds) before the user hears about it. Returns the handler.
+    """
+    judge = getattr(handler, "_handle_exception", None)
+    if not inspect.iscoroutinefunction(judge):
+        return handler
+    from azure.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusAuthorizationError
+
+    async def judge_without_retrying_refusals(exception: Exception) -> Any:
+        error = await judge(exception)
+        if isinstance(error, (ServiceBusAuthenticationError, ServiceBusAuthorizationError)):
+            raise error
+        return error
+
+    handler._handle_exception = judge_without_retrying_refusals
+    return handler
+
+
 async def stop_credit(receiver: Any) -> None:
     """Take back unused link credit; relies on pyamqp's link at `receiver._handler._link` and its `flow()`."""
     # With prefetch 0 the SDK grants max_message_count for each call and leaves what was not
