@@ -1036,6 +1036,33 @@ def test_a_plain_service_bus_error_is_mapped_by_its_condition(condition: bytes, 
         assert error.message == text
 
 
+def test_a_refused_token_is_authentication_failed_not_a_reset_link() -> None:
+    # What the SDK raises when $cbs answers 401: condition amqp:client-error, which alone reads
+    # as the SDK's own handler failing.
+    refused = sb.ServiceBusAuthenticationError(
+        message=None, condition=b"amqp:client-error", error=RuntimeError("CBS Token authentication failed.")
+    )
+    error = translate_error(refused, host=HOST, what="orders", timeout_s=30)
+    assert type(error) is AuthError and error.exit_status == ExitStatus.AUTH
+    assert error.line() == f"authentication failed for {HOST} (check the key / role)"
+
+
+def test_a_credential_that_gets_no_token_is_authentication_failed() -> None:
+    # The SDK wraps a credential's failure while it puts the token on $cbs.
+    cause = core.ClientAuthenticationError("DefaultAzureCredential failed to retrieve a token\nmore")
+    wrapped = sb.ServiceBusError(message=f"Handler failed: {cause}.", error=cause)
+    for raised in (cause, wrapped):
+        error = translate_error(raised, host=HOST, what="orders", timeout_s=30)
+        assert type(error) is AuthError
+        assert error.message == f"authentication failed for {HOST}: DefaultAzureCredential failed to retrieve a token"
+
+
+def test_unauthorized_access_is_an_auth_error_whatever_the_exception_class() -> None:
+    raw = sb.ServiceBusError("Unauthorized access. 'Send' claim(s) are required", condition=b"amqp:unauthorized-access")
+    error = translate_error(raw, host=HOST, what="orders", timeout_s=30)
+    assert type(error) is AuthError and "'Send' claim(s) are required" in error.line()
+
+
 def test_entity_disabled_says_what_the_broker_said() -> None:
     raw = sb.MessagingEntityDisabledError(
         message="Messaging entity 'q' is currently disabled.", condition=b"com.microsoft:entity-disabled"

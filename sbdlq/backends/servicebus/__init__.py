@@ -1,0 +1,55 @@
+"""Backend over Azure Service Bus: azure-servicebus (aio) for AMQP, its admin client for counts.
+
+One module per job:
+
+- backend.py      ServiceBusBackend: the Backend primitives, cached senders/receivers, held locks
+- admin.py        the management (HTTP) endpoint: entity properties, runtime counts, fallback
+- conversion.py   SDK messages and entity descriptions ↔ sbdlq models
+- errors.py       SDK / AMQP / azure-core errors → sbdlq.errors, at the edge
+- credentials.py  azure-identity credentials, bridged between sync and async
+- config.py       namespace names, connection string, retry policies, admin HTTP transport
+- sdk_compat.py   every access to a private SDK attribute, and the SDK versions it was checked on
+
+Importing the package imports no azure module: each is imported where it is used.
+"""
+
+from sbdlq.backends.servicebus.backend import PEEK_PAGE, ServiceBusBackend
+from sbdlq.backends.servicebus.config import (
+    ADMIN_EMULATOR_PORT,
+    SOCKET_TIMEOUT_S,
+    _plain_http_transport_class,
+    admin_client_kwargs,
+    admin_http_url,
+    admin_transport,
+    amqp_client_kwargs,
+    normalize_namespace,
+    sdk_connection_string,
+)
+from sbdlq.backends.servicebus.conversion import (
+    from_sdk_message,
+    queue_info,
+    subscription_info,
+    to_sdk_message,
+    topic_info,
+)
+from sbdlq.backends.servicebus.errors import translate_error
+
+__all__ = [
+    "ADMIN_EMULATOR_PORT",
+    "PEEK_PAGE",
+    "SOCKET_TIMEOUT_S",
+    "ServiceBusBackend",
+    "_plain_http_transport_class",
+    "admin_client_kwargs",
+    "admin_http_url",
+    "admin_transport",
+    "amqp_client_kwargs",
+    "from_sdk_message",
+    "normalize_namespace",
+    "queue_info",
+    "sdk_connection_string",
+    "subscription_info",
+    "to_sdk_message",
+    "topic_info",
+    "translate_error",
+]

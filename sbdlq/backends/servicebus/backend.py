@@ -1,0 +1,615 @@
+"""ServiceBusBackend: the Backend primitives over azure-servicebus (aio), its admin client for counts.
+
+The azure packages are imported inside functions only, so choosing another backend (or running
+`sbdlq --help`) never pays for them. Every SDK error is translated at this edge (errors.py);
+nothing above this package sees an azure exception. Private SDK attributes are reached only
+through sdk_compat.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from sbdlq.backends.base import Backend, ReceiveMode
+from sbdlq.backends.servicebus import sdk_compat
+from sbdlq.backends.servicebus.admin import AdminSide
+from sbdlq.backends.servicebus.config import (
+    ADMIN_EMULATOR_PORT,
+    SOCKET_TIMEOUT_S,
+    amqp_client_kwargs,
+    normalize_namespace,
+    sdk_connection_string,
+)
+from sbdlq.backends.servicebus.conversion import from_sdk_message, to_sdk_message
+from sbdlq.backends.servicebus.credentials import (
+    SyncCredential,
+    as_async_credential,
+    default_async_credential,
+    is_async_credential,
+)
+from sbdlq.backends.servicebus.errors import VERDICTS, describe, guarded, translate_error
+from sbdlq.connstr import ConnectionInfo, parse_connection_string, redact
+from sbdlq.errors import (
+    AuthError,
+    BadInput,
+    InvalidOperation,
+    LockLost,
+    SbdlqError,
+    ServiceUnavailable,
+)
+from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
+from sbdlq.paths import Address, EntityPath, SubQueue
+
+T = TypeVar("T")
+
+#: messages per peek request when counting without the admin endpoint
+PEEK_PAGE = 250
+# Past this many messages held for settlement, drop those whose lock has long expired, so an
+# operation that never settles some messages cannot grow the map over a 1M-message run.
+_HELD_SOFT_LIMIT = 10_000
+_HELD_GRACE = timedelta(seconds=60)
+
+
+@dataclass(eq=False)
+class _Link:
+    """A cached SDK sender or receiver, and the lock that keeps its requests one at a time.
+
+    azure-servicebus (pyamqp) numbers an outgoing transfer before it awaits the socket and
+    counts it after: two sends, or two `$management` requests (peek, renew), overlapped on
+    one handler can go out with the same delivery-id, and the broker then closes the
+    connection ("sequencing error"); the SDK shuts the handler down and every call sharing
+    it fails. So transfers on one handler never overlap; settlements (dispositions) may.
+    """
+
+    key: Any
+    handler: Any
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    opened: bool = False
+
+
+@dataclass(slots=True)
+class _Held:
+    """A locked SDK message, the receiver its lock token is bound to, and the AMQP link it came on."""
+
+    receiver: _Link
+    sdk_message: Any
+    locked_until: datetime | None
+    # The SDK's link object when the message arrived: a receiver that reopened since (after an
+    # error, inside the SDK's own retries) cannot settle it, as its lock went with the old link.
+    amqp_link: Any = None
+
+
+class ServiceBusBackend(Backend):
+    """Broker primitives over a real namespace (or Microsoft's emulator) through the azure SDK."""
+
+    name = "servicebus"
+
+    def __init__(
+        self,
+        *,
+        connection_string: str | None = None,
+        namespace: str | None = None,
+        credential: Any | None = None,
+        timeout_s: float = 30.0,
+        verbose: Callable[[str], None] | None = None,
+        admin_port: int | None = None,
+    ) -> None:
+        if (connection_string is None) == (namespace is None):
+            raise BadInput("give exactly one of a connection string or a namespace")
+        if not timeout_s > 0 or not math.isfinite(timeout_s):
+            raise BadInput("the timeout must be a positive number of seconds")
+        if connection_string is not None and credential is not None:
+            raise BadInput("a credential is only used with a namespace, not with a connection string")
+        self._timeout_s = float(timeout_s)
+        self._verbose = verbose
+        self._info: ConnectionInfo | None = None
+        if connection_string is not None:
+            self._info = parse_connection_string(connection_string)
+            self._emulator = self._info.use_emulator
+            self._host = self._info.address if self._emulator else self._info.host
+            auth = f"SAS key {self._info.key_name!r}" if self._info.key else "SAS token"
+        else:
+            self._emulator = False
+            self._host = normalize_namespace(namespace or "")
+            auth = "DefaultAzureCredential" if credential is None else "the supplied credential"
+        kind = "Service Bus emulator" if self._emulator else "Azure Service Bus"
+        self.description = f"{kind} at {self._host} ({auth})"
+        self._user_credential = credential
+        self._credential: Any | None = None  # the async credential the AMQP client uses
+        self._owned_credential: Any | None = None  # created here, so closed here
+        self._client: Any | None = None
+        self._admin = AdminSide(
+            info=self._info,
+            host=self._host,
+            emulator=self._emulator,
+            # The emulator's admin (HTTP) port: 5300 as Microsoft's, unless told otherwise.
+            port=admin_port or ADMIN_EMULATOR_PORT,
+            timeout_s=self._timeout_s,
+            credential=self._sync_credential,
+            say=self._say,
+        )
+        self._said: set[str] = set()
+        self._receivers: dict[tuple[str, ReceiveMode], _Link] = {}
+        self._senders: dict[str, _Link] = {}
+        self._held: dict[str, _Held] = {}
+
+    # ----------------------------------------------------------------- admin (HTTP) side
+
+    async def list_entities(self) -> list[EntityInfo]:
+        """Every queue, topic and subscription, from the admin endpoint."""
+        return await self._admin.list_entities()
+
+    async def get_entity(self, entity: EntityPath) -> EntityInfo:
+        """One queue, topic or subscription: admin properties, else what AMQP can tell."""
+        found = await self._admin.get_entity(entity)
+        return found if found is not None else await self._amqp_get_entity(entity)
+
+    async def counts(self, entity: EntityPath) -> Counts:
+        """Runtime counts from the admin endpoint, else by paging through peek."""
+        result = await self._admin.counts(entity)
+        if result is not None:
+            self._say_once("counts: from the admin endpoint's runtime properties")
+            return result
+        self._say_once(
+            "counts: by paging through peek (active, dead-letter, transfer dead-letter; "
+            "scheduled from the peeked state)"
+        )
+        return await self._counts_by_peek(entity)
+
+    async def _counts_by_peek(self, entity: EntityPath) -> Counts:
+        result = Counts(entity=str(entity))
+        for sub_queue in (SubQueue.NONE, SubQueue.DEAD_LETTER, SubQueue.TRANSFER_DEAD_LETTER):
+            address = Address(entity, sub_queue)
+            sequence = 1
+            while True:
+                page = await self.peek(address, sequence, PEEK_PAGE)
+                if not page:
+                    break
+                for message in page:
+                    if sub_queue is SubQueue.DEAD_LETTER:
+                        result.dead_letter += 1
+                    elif sub_queue is SubQueue.TRANSFER_DEAD_LETTER:
+                        result.transfer_dead_letter += 1
+                    elif message.state == "scheduled":
+                        result.scheduled += 1
+                    elif message.state == "active":
+                        result.active += 1
+                # max(): always make progress, even if a broker hands back an older message.
+                sequence = max(sequence, max(m.sequence_number for m in page) + 1)
+        return result
+
+    async def _amqp_get_entity(self, entity: EntityPath) -> EntityInfo:
+        """Without the admin endpoint: existence and kind from AMQP, defaults for the rest."""
+        self._say_once("entity properties: admin endpoint unavailable, assuming defaults")
+        if entity.subscription is not None:
+            await self.peek(Address(entity, SubQueue.DEAD_LETTER), 1, 1)
+            return EntityInfo(path=str(entity), kind="subscription")
+        # A sender link opens for a queue or a topic and fails for a missing entity; opening
+        # it sends nothing.
+        await self._with_sender(entity, None)
+        try:
+            await self.peek(Address(entity), 1, 1)
+        except (AuthError, ServiceUnavailable):
+            raise
+        except SbdlqError:
+            # The entity exists (the sender link opened) but refuses a receiver, even with
+            # "not found": only a topic behaves like that.
+            return EntityInfo(path=str(entity), kind="topic")
+        return EntityInfo(path=str(entity), kind="queue")
+
+    # ------------------------------------------------------------------ AMQP side
+
+    async def peek(self, address: Address, from_sequence: int, max_count: int) -> list[Message]:
+        """Browse without locking, from a sequence number."""
+        if max_count <= 0:
+            return []
+        link = await self._live_receiver(address, ReceiveMode.PEEK_LOCK)
+        # 0 would mean "continue after the last one this receiver saw": paging must be stateless.
+        start = max(1, int(from_sequence))
+        async with link.lock:
+            found = await self._on_receiver(link, link.handler.peek_messages(max_count, sequence_number=start), address)
+        link.opened = True
+        return [from_sdk_message(m, locked=False) for m in found]
+
+    async def receive(
+        self,
+        address: Address,
+        max_count: int,
+        *,
+        mode: ReceiveMode = ReceiveMode.PEEK_LOCK,
+        max_wait_s: float = 1.0,
+    ) -> list[Message]:
+        """Receive a batch; locked messages are remembered until settled."""
+        if max_count <= 0:
+            return []
+        link = await self._live_receiver(address, mode)
+        wait = max(0.05, float(max_wait_s))
+        # Not under the link's lock: a receive issues no transfer, and renewals must not wait
+        # behind a receive that waits for messages.
+        receiving = link.handler.receive_messages(max_message_count=max_count, max_wait_time=wait)
+        found = await self._on_receiver(link, receiving, address, timeout=self._timeout_s + wait)
+        link.opened = True
+        async with link.lock:
+            await sdk_compat.stop_credit(link.handler)
+        self._prune_held()
+        locked = mode is ReceiveMode.PEEK_LOCK
+        amqp_link = sdk_compat.amqp_client_of(link.handler)
+        out: list[Message] = []
+        for sdk_message in found:
+            message = from_sdk_message(sdk_message, locked=locked, received=True)
+            if locked and message.lock_token is not None:
+                self._held[message.lock_token] = _Held(link, sdk_message, message.locked_until, amqp_link)
+            out.append(message)
+        return out
+
+    async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Complete each message on the receiver that locked it."""
+        return await self._settle(address, messages, "complete", lambda r, m: r.complete_message(m))
+
+    async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Abandon each message on the receiver that locked it."""
+        return await self._settle(address, messages, "abandon", lambda r, m: r.abandon_message(m))
+
+    async def dead_letter(
+        self, address: Address, messages: Sequence[Message], reason: str, description: str
+    ) -> list[Message]:
+        """Dead-letter each message with a reason and description."""
+        return await self._settle(
+            address,
+            messages,
+            "dead-letter",
+            lambda r, m: r.dead_letter_message(m, reason=reason, error_description=description),
+        )
+
+    async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Renew the locks, one request per receiver; updates locked_until."""
+        what = str(address)
+        groups: dict[_Link, list[tuple[Message, _Held]]] = {}
+        lost: set[int] = set()
+        for message in messages:
+            token = _token(message, "renew", what)
+            held = self._held.get(token)
+            if held is None or not self._usable(held):
+                self._held.pop(token, None)
+                lost.add(id(message))
+            else:
+                groups.setdefault(held.receiver, []).append((message, held))
+        for link, items in groups.items():
+            async with link.lock:
+                untils = await self._renew_on(link, [held.sdk_message for _, held in items], what)
+            for (message, held), until in zip(items, untils, strict=True):
+                if until is None:
+                    self._held.pop(str(message.lock_token), None)
+                    lost.add(id(message))
+                else:
+                    message.locked_until = held.locked_until = until
+        return [m for m in messages if id(m) in lost]
+
+    async def _renew_on(self, link: _Link, sdk_messages: list[Any], what: str) -> list[datetime | None]:
+        """New lock expiries (None: lost) of messages held on one receiver; the caller holds its lock."""
+        if len(sdk_messages) > 1 and sdk_compat.can_renew_many(link.handler):
+            try:
+                return list(await self._on_receiver(link, sdk_compat.renew_many(link.handler, sdk_messages), what))
+            except LockLost:
+                pass  # one lost lock fails the whole request: renew one by one to tell them apart
+        untils: list[datetime | None] = []
+        for sdk_message in sdk_messages:
+            try:
+                untils.append(await self._on_receiver(link, link.handler.renew_message_lock(sdk_message), what))
+            except LockLost:
+                untils.append(None)
+        return untils
+
+    async def _settle(
+        self,
+        address: Address,
+        messages: Sequence[Message],
+        verb: str,
+        action: Callable[[Any, Any], Awaitable[Any]],
+    ) -> list[Message]:
+        """Settle each message concurrently (dispositions may overlap); lost locks are returned, not raised."""
+        what = str(address)
+        tokens = [_token(m, verb, what) for m in messages]
+        links: set[_Link] = set()
+
+        async def one(token: str) -> bool:
+            # Settling releases the entry whatever happens.
+            held = self._held.pop(token, None)
+            if held is None:
+                return True  # settled already, pruned after its lock expired, or not ours
+            if not self._usable(held):
+                return True  # its receiver died, and the lock with it
+            links.add(held.receiver)
+            try:
+                await action(held.receiver.handler, held.sdk_message)
+            except Exception as exc:
+                error = self._translate(exc, what)
+                if isinstance(error, LockLost):
+                    return True
+                if not isinstance(error, VERDICTS) and not self._usable(held):
+                    # Not about this message: the receiver was shut down under it (by another
+                    # settlement's error, say), and its lock is gone with it.
+                    return True
+                raise error from exc
+            return False
+
+        outcomes = await self._guard(asyncio.gather(*(one(t) for t in tokens), return_exceptions=True), what)
+        for link in links:
+            if not sdk_compat.handler_running(link.handler):
+                await self._drop(self._receivers, link)
+        lost: list[Message] = []
+        first_error: BaseException | None = None
+        for message, outcome in zip(messages, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                first_error = first_error or outcome
+            elif outcome:
+                lost.append(message)
+        if first_error is not None:
+            raise first_error
+        return lost
+
+    def _usable(self, held: _Held) -> bool:
+        """Whether the receiver that locked a message can still settle it."""
+        link = held.receiver
+        return (
+            self._receivers.get(link.key) is link
+            and sdk_compat.handler_running(link.handler)
+            and sdk_compat.amqp_client_of(link.handler) is held.amqp_link
+        )
+
+    async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
+        """Send fresh copies in as few batches as fit."""
+        if entity.is_subscription:
+            raise BadInput(f"cannot send to subscription {entity}", hint="send to its topic")
+        if not messages:
+            return
+        sdk_messages = [to_sdk_message(m) for m in messages]
+        await self._with_sender(entity, sdk_messages)
+
+    async def _send_batches(self, sender: Any, sdk_messages: list[Any], what: str) -> None:
+        from azure.servicebus.exceptions import MessageSizeExceededError
+
+        batch = await self._guard(sender.create_message_batch(), what)
+        for index, sdk_message in enumerate(sdk_messages):
+            try:
+                batch.add_message(sdk_message)
+                continue
+            except MessageSizeExceededError:
+                if len(batch) == 0:
+                    raise InvalidOperation(f"message {index + 1} is larger than {what} accepts")
+            except Exception as exc:
+                raise self._translate(exc, what) from exc
+            await self._guard(sender.send_messages(batch), what)
+            batch = await self._guard(sender.create_message_batch(), what)
+            try:
+                batch.add_message(sdk_message)
+            except MessageSizeExceededError:
+                raise InvalidOperation(f"message {index + 1} is larger than {what} accepts")
+        if len(batch):
+            await self._guard(sender.send_messages(batch), what)
+
+    async def _with_sender(self, entity: EntityPath, sdk_messages: list[Any] | None) -> None:
+        """Open the entity's cached sender if need be, then send (None: only open), one call at a time.
+
+        A sender the SDK shut down, or whose call was cut short, is closed and replaced, so
+        no later call inherits a half-torn-down handler.
+        """
+        key = str(entity)
+        what = describe(entity)
+        while True:
+            link = self._senders.get(key)
+            if link is None:
+                link = self._senders[key] = _Link(key, self._new_sender(entity))
+            async with link.lock:
+                if self._senders.get(key) is not link:
+                    continue  # replaced while we waited for it
+                if sdk_compat.half_torn(link.handler):
+                    await self._drop(self._senders, link)
+                    continue
+                try:
+                    if not link.opened:
+                        # Opening is the first batch: it attaches the link and learns its size limit.
+                        await self._guard(link.handler.create_message_batch(), what)
+                        link.opened = True
+                    if sdk_messages is not None:
+                        await self._send_batches(link.handler, sdk_messages, what)
+                except BaseException as exc:
+                    if _sender_broken(link.handler, exc):
+                        await self._drop(self._senders, link)
+                    raise
+                return
+
+    async def _on_receiver(
+        self, link: _Link, awaitable: Awaitable[T], what: object, *, timeout: float | None = None
+    ) -> T:
+        """Await a call on a receiver; a receiver the SDK shut down is replaced (its locks went with it)."""
+        try:
+            return await self._guard(awaitable, str(what), timeout=timeout)
+        except BaseException:
+            if not sdk_compat.handler_running(link.handler):
+                await self._drop(self._receivers, link)
+            raise
+
+    async def _drop(self, table: dict[Any, _Link], link: _Link) -> None:
+        """Forget a sender or receiver and close it (a receiver releases what it had buffered)."""
+        if table.get(link.key) is link:
+            del table[link.key]
+            await self._quietly(link.handler.close())
+
+    async def close(self) -> None:
+        """Close receivers, senders, the clients and a credential made here."""
+        links = [*self._receivers.values(), *self._senders.values()]
+        self._receivers.clear()
+        self._senders.clear()
+        self._held.clear()
+        # Together: each handler has a connection of its own, and closing one waits for the
+        # broker's detach, end and close replies.
+        await asyncio.gather(*(self._quietly(link.handler.close()) for link in links))
+        if self._client is not None:
+            await self._quietly(self._client.close())
+            self._client = None
+        self._admin.close()
+        if self._owned_credential is not None:
+            await self._quietly(self._owned_credential.close())
+            self._owned_credential = None
+        self._credential = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _sb_client(self) -> Any:
+        if self._client is None:
+            from azure.servicebus.aio import ServiceBusClient
+
+            kwargs = amqp_client_kwargs(self._timeout_s)
+            if self._info is not None:
+                self._client = ServiceBusClient.from_connection_string(sdk_connection_string(self._info), **kwargs)
+            else:
+                self._client = ServiceBusClient(self._host, self._async_credential(), **kwargs)
+        return self._client
+
+    async def _live_receiver(self, address: Address, mode: ReceiveMode) -> _Link:
+        """The cached receiver of an address, replaced first if the SDK shut it down since it last worked."""
+        link = self._receivers.get((str(address), mode))
+        if (
+            link is not None
+            and link.opened
+            and (not sdk_compat.handler_running(link.handler) or sdk_compat.half_torn(link.handler))
+        ):
+            # Reopening it in place would serve new messages on a link its held messages
+            # cannot settle on; and a handler marked running without its AMQP client fails
+            # every call. Its locks are gone either way.
+            await self._drop(self._receivers, link)
+        return self._receiver(address, mode)
+
+    def _receiver(self, address: Address, mode: ReceiveMode) -> _Link:
+        """The cached receiver of an address: lock tokens only settle on the link that locked them."""
+        key = (str(address), mode)
+        link = self._receivers.get(key)
+        if link is not None:
+            return link
+        try:
+            from azure.servicebus import ServiceBusReceiveMode, ServiceBusSubQueue
+
+            sub_queue = {
+                SubQueue.NONE: None,
+                SubQueue.DEAD_LETTER: ServiceBusSubQueue.DEAD_LETTER,
+                SubQueue.TRANSFER_DEAD_LETTER: ServiceBusSubQueue.TRANSFER_DEAD_LETTER,
+            }[address.sub_queue]
+            sdk_mode = (
+                ServiceBusReceiveMode.PEEK_LOCK
+                if mode is ReceiveMode.PEEK_LOCK
+                else ServiceBusReceiveMode.RECEIVE_AND_DELETE
+            )
+            # prefetch 0: the SDK then asks for exactly max_message_count per receive call, so
+            # no message is locked (its lock ticking, its delivery count at stake) before the
+            # caller asked for it; the batch size is the prefetch.
+            kwargs: dict[str, Any] = {
+                "sub_queue": sub_queue,
+                "receive_mode": sdk_mode,
+                "prefetch_count": 0,
+                "socket_timeout": SOCKET_TIMEOUT_S,
+            }
+            client = self._sb_client()
+            entity = address.entity
+            if entity.subscription is None:
+                receiver = client.get_queue_receiver(entity.name, **kwargs)
+            else:
+                receiver = client.get_subscription_receiver(entity.name, entity.subscription, **kwargs)
+            sdk_compat.no_retry_on_refusal(receiver)
+        except SbdlqError:
+            raise
+        except Exception as exc:
+            raise self._translate(exc, str(address)) from exc
+        link = self._receivers[key] = _Link(key, receiver)
+        return link
+
+    def _new_sender(self, entity: EntityPath) -> Any:
+        try:
+            # A queue sender and a topic sender differ only in name: both target the entity path.
+            sender = self._sb_client().get_queue_sender(entity.name, socket_timeout=SOCKET_TIMEOUT_S)
+            return sdk_compat.no_retry_on_refusal(sender)
+        except SbdlqError:
+            raise
+        except Exception as exc:
+            raise self._translate(exc, describe(entity)) from exc
+
+    def _async_credential(self) -> Any:
+        if self._credential is None:
+            credential = self._user_credential
+            if credential is None:
+                credential = self._owned_credential = default_async_credential()
+            self._credential = as_async_credential(credential)
+        return self._credential
+
+    def _sync_credential(self) -> Any:
+        """A credential for the sync admin client, which calls get_token from its worker thread."""
+        if self._user_credential is not None and not is_async_credential(self._user_credential):
+            return self._user_credential
+        return SyncCredential(self._async_credential(), asyncio.get_running_loop(), self._timeout_s)
+
+    async def _guard(
+        self,
+        awaitable: Awaitable[T],
+        what: str,
+        *,
+        timeout: float | None = None,
+    ) -> T:
+        """Await an SDK call within the timeout, translating whatever it raises."""
+        limit = self._timeout_s if timeout is None else timeout
+        return await guarded(awaitable, limit, lambda exc: self._translate(exc, what))
+
+    def _translate(self, exc: BaseException, what: str) -> SbdlqError:
+        return translate_error(exc, host=self._host, what=what, timeout_s=self._timeout_s, emulator=self._emulator)
+
+    async def _quietly(self, awaitable: Awaitable[Any]) -> None:
+        try:
+            await asyncio.wait_for(awaitable, self._timeout_s)
+        except Exception as exc:
+            self._say(f"while closing: {redact(str(exc)) or type(exc).__name__}")
+
+    def _prune_held(self) -> None:
+        if len(self._held) <= _HELD_SOFT_LIMIT:
+            return
+        cutoff = datetime.now(UTC) - _HELD_GRACE
+        for token in [t for t, h in self._held.items() if h.locked_until is not None and h.locked_until < cutoff]:
+            del self._held[token]
+
+    def _say(self, text: str) -> None:
+        if self._verbose is not None:
+            self._verbose(redact(text))
+
+    def _say_once(self, text: str) -> None:
+        if text not in self._said:
+            self._said.add(text)
+            self._say(text)
+
+
+# ---------------------------------------------------------------------- SDK handlers
+
+
+def _token(message: Message, verb: str, what: str) -> str:
+    """A message's lock token; InvalidOperation for one that was never locked."""
+    if message.lock_token is None:
+        raise InvalidOperation(
+            f"cannot {verb} message {message.sequence_number} of {what}: it is not locked "
+            "(peeked or received and deleted)"
+        )
+    return message.lock_token
+
+
+def _sender_broken(sender: Any, exc: BaseException) -> bool:
+    """Whether a sender must be replaced after exc: the SDK shut it down, or a send was cut short.
+
+    A send cancelled inside its socket write may have gone out without the SDK counting its
+    delivery-id, so the next one would repeat it. (Receivers are replaced only once the SDK
+    shut them down: a new one would lose every lock the old one holds.)
+    """
+    cause = exc.__cause__ if isinstance(exc, SbdlqError) else exc
+    if isinstance(exc, asyncio.CancelledError) or isinstance(cause, (TimeoutError, asyncio.CancelledError)):
+        return True
+    return not sdk_compat.handler_running(sender)

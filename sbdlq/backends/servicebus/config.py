@@ -1,0 +1,124 @@
+"""How the SDK clients are built: namespace names, the connection string, retry policies, admin transport.
+
+Pure settings; the azure packages are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from sbdlq.connstr import ConnectionInfo
+from sbdlq.errors import BadInput
+
+#: the Service Bus emulator serves its management (HTTP, no TLS) API on this port
+ADMIN_EMULATOR_PORT = 5300
+_NAMESPACE_HOST = re.compile(
+    r"^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*$"
+)
+
+
+def normalize_namespace(text: str) -> str:
+    """`contoso`, `contoso.servicebus.windows.net` or `sb://contoso.../` → the host name."""
+    raw = text.strip()
+    if "://" in raw:
+        raw = urlsplit(raw).hostname or ""
+    raw = raw.strip("/").split("/")[0]
+    if raw and "." not in raw:
+        raw += ".servicebus.windows.net"
+    if not raw or not _NAMESPACE_HOST.match(raw):
+        raise BadInput(f"invalid namespace {text!r}", hint="use NAME.servicebus.windows.net (or just NAME)")
+    return raw.lower()
+
+
+def sdk_connection_string(info: ConnectionInfo) -> str:
+    """A connection string the SDK parses the way we did (it wants `UseDevelopmentEmulator=true` lowercase)."""
+    parts = [f"Endpoint={info.endpoint}"]
+    if info.key:
+        parts += [f"SharedAccessKeyName={info.key_name}", f"SharedAccessKey={info.key}"]
+    else:
+        parts.append(f"SharedAccessSignature={info.sas}")
+    if info.entity_path:
+        parts.append(f"EntityPath={info.entity_path}")
+    if info.use_emulator:
+        parts.append("UseDevelopmentEmulator=true")
+    return ";".join(parts)
+
+
+# Concurrent operations on one link take turns reading frames, each waiting up to this long
+# after its reply was already read by another (0.2 s by default): overlapped settlements would
+# pay it every time. Handlers take it per sender/receiver, not from the client.
+SOCKET_TIMEOUT_S = 0.01
+
+
+def amqp_client_kwargs(timeout_s: float) -> dict[str, Any]:
+    """SDK retry settings under which an unreachable broker answers within timeout_s.
+
+    Three attempts of a quarter of the budget each, plus exponential back-off of at most
+    0.15 of it, leave headroom under the `asyncio.wait_for` guard around every call.
+    """
+    factor = min(0.8, timeout_s / 20)
+    return {
+        "retry_total": 2,
+        "retry_backoff_factor": factor,
+        "retry_backoff_max": max(2 * factor, 0.01),
+        "retry_mode": "exponential",
+        "try_timeout": max(timeout_s / 4, 0.05),
+    }
+
+
+def admin_client_kwargs(timeout_s: float, *, emulator: bool, port: int = ADMIN_EMULATOR_PORT) -> dict[str, Any]:
+    """Retry policy and transport for the (sync) admin client."""
+    factor = min(0.8, timeout_s / 20)
+    return {
+        # A local emulator without its management port refuses at once: retrying only delays
+        # the fallback to peek.
+        "retry_total": 0 if emulator else 2,
+        "retry_backoff_factor": factor,
+        "retry_backoff_max": max(2 * factor, 0.01),
+        "timeout": timeout_s,
+        "transport": admin_transport(timeout_s, emulator=emulator, port=port),
+    }
+
+
+def admin_transport(timeout_s: float, *, emulator: bool, port: int = ADMIN_EMULATOR_PORT) -> Any:
+    """The admin HTTP transport: https as usual, or plain http on the emulator's port (5300)."""
+    from azure.core.pipeline.transport import RequestsTransport
+
+    options = {"connection_timeout": max(timeout_s / 4, 0.05), "read_timeout": max(timeout_s / 2, 0.05)}
+    if not emulator:
+        return RequestsTransport(**options)
+    return _plain_http_transport_class()(port=port, **options)
+
+
+def admin_http_url(url: str, port: int = ADMIN_EMULATOR_PORT) -> str:
+    """The SDK's `https://host:amqp-port/...` admin URL as the emulator serves it: `http://host:5300/...`."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return urlunsplit(("http", f"{host}:{port}", parts.path, parts.query, parts.fragment))
+
+
+@functools.cache
+def _plain_http_transport_class() -> type:
+    """A RequestsTransport that rewrites every URL to http on the emulator's management port."""
+    from azure.core.pipeline.transport import RequestsTransport
+
+    class PlainHttpAdminTransport(RequestsTransport):  # type: ignore[misc]
+        """Admin transport for the emulator: its management API has no TLS, on its own port."""
+
+        def __init__(self, *, port: int, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.admin_port = port
+
+        def send(self, request: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            """Rewrite the scheme and port, then send."""
+            # The admin client always builds https://<endpoint host:AMQP port>; there is no
+            # option for the scheme, so the transport is the one place to change it.
+            request.url = admin_http_url(request.url, self.admin_port)
+            return super().send(request, **kwargs)
+
+    return PlainHttpAdminTransport

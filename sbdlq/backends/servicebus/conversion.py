@@ -1,0 +1,267 @@
+"""SDK messages and entity descriptions ↔ sbdlq's plain models (Message, OutboundMessage, EntityInfo)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from sbdlq.backends.servicebus.errors import first_line
+from sbdlq.backends.servicebus.sdk_compat import decode_amqp_body, encode_amqp_body
+from sbdlq.errors import BadInput
+from sbdlq.models import MAX_TTL_S, EntityInfo, Message, OutboundMessage
+from sbdlq.paths import EntityPath
+
+# AMQP header ttl is a uint of milliseconds (about 49.7 days).
+_UINT_MAX = 0xFFFFFFFF
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_STATES = {0: "active", 1: "deferred", 2: "scheduled"}
+# Expiry in the broker's last year (DateTime.MaxValue is 9999-12-31) means "never expires".
+_NEVER_YEAR = 9999
+
+
+def from_sdk_message(sdk: Any, *, locked: bool = True, received: bool | None = None) -> Message:
+    """An SDK ServiceBusReceivedMessage as a plain Message.
+
+    received (default: locked) says the message was delivered to us rather than peeked: its
+    delivery count then includes this delivery, as sbdlq counts (.NET's DeliveryCount); the
+    header, which the Python SDK shows as is, holds the earlier deliveries only.
+    """
+    raw = sdk.raw_amqp_message
+    body, body_type = _body_of(raw)
+    state = sdk.state
+    token = sdk.lock_token if locked else None
+    delivered = locked if received is None else received
+    enqueued = sdk.enqueued_time_utc
+    expires_at, ttl_s = _expiry(raw, enqueued)
+    return Message(
+        sequence_number=int(sdk.sequence_number or 0),
+        body=body,
+        enqueued_time=enqueued or EPOCH,
+        message_id=_text(sdk.message_id),
+        expires_at=expires_at,
+        delivery_count=int(sdk.delivery_count or 0) + (1 if delivered else 0),
+        subject=_text(sdk.subject),
+        correlation_id=_text(sdk.correlation_id),
+        content_type=_text(sdk.content_type),
+        session_id=_text(sdk.session_id),
+        reply_to=_text(sdk.reply_to),
+        reply_to_session_id=_text(sdk.reply_to_session_id),
+        to=_text(sdk.to),
+        partition_key=_text(sdk.partition_key),
+        time_to_live_s=ttl_s,
+        application_properties={str(_texts(k)): _texts(v) for k, v in (sdk.application_properties or {}).items()},
+        dead_letter_source=_text(sdk.dead_letter_source),
+        scheduled_enqueue_time=sdk.scheduled_enqueue_time_utc,
+        state=_STATES.get(int(state), "active") if state is not None else "active",
+        lock_token=str(token) if token else None,
+        locked_until=sdk.locked_until_utc if token else None,
+        body_type=body_type,
+    )
+
+
+def _expiry(raw: Any, enqueued: datetime | None) -> tuple[datetime | None, float | None]:
+    """When a received message expires and its time to live; (None, None) when it never does.
+
+    The header's ttl (a uint of milliseconds) from the enqueued time, as the SDK's
+    expires_at_utc; past ~49.7 days only the absolute expiry time can say. The broker's
+    DateTime.MaxValue (year 9999) means "never".
+    """
+    header_ttl = getattr(raw.header, "time_to_live", None) if raw.header is not None else None
+    props = raw.properties
+    absolute = getattr(props, "absolute_expiry_time", None) if props is not None else None
+    created = getattr(props, "creation_time", None) if props is not None else None
+    ttl: timedelta | None
+    try:
+        if header_ttl and enqueued is not None:
+            ttl = timedelta(milliseconds=int(header_ttl))
+            expires = enqueued + ttl
+        elif absolute:
+            expires = EPOCH + timedelta(milliseconds=int(absolute))
+            start = EPOCH + timedelta(milliseconds=int(created)) if created else enqueued
+            ttl = expires - start if start is not None else None
+        else:
+            return None, None
+    except (OverflowError, ValueError):
+        return None, None  # beyond what datetime holds: never, for any practical purpose
+    if expires.year >= _NEVER_YEAR or (ttl is not None and ttl.total_seconds() >= MAX_TTL_S):
+        return None, None
+    return expires, ttl.total_seconds() if ttl is not None else None
+
+
+def to_sdk_message(out: OutboundMessage) -> Any:
+    """A fresh SDK message carrying everything an OutboundMessage sets."""
+    from azure.servicebus import ServiceBusMessage
+
+    ttl_ms: int | None = None
+    if out.time_to_live_s is not None and 0 < out.time_to_live_s < MAX_TTL_S:
+        # At least 1 ms: the SDK truncates to whole seconds, and 0 would mean "never expires".
+        ttl_ms = max(1, round(out.time_to_live_s * 1000))
+    try:
+        message = ServiceBusMessage(
+            out.body if out.body_type == "data" else b"",
+            application_properties=cast(Any, dict(out.application_properties) or None),
+            session_id=out.session_id,
+            message_id=out.message_id,
+            scheduled_enqueue_time_utc=out.scheduled_enqueue_time,
+            content_type=out.content_type,
+            correlation_id=out.correlation_id,
+            subject=out.subject,
+            partition_key=out.partition_key,
+            to=out.to,
+            reply_to=out.reply_to,
+            reply_to_session_id=out.reply_to_session_id,
+        )
+    except (ValueError, TypeError) as exc:
+        label = f"message {out.message_id!r}" if out.message_id else "a message"
+        raise BadInput(f"cannot build {label}: {first_line(exc)}")
+    raw: Any = message.raw_amqp_message
+    if ttl_ms is not None:
+        _set_ttl(raw, ttl_ms)
+    if out.body_type == "data":
+        return message
+    from azure.servicebus.amqp import AmqpAnnotatedMessage
+
+    value, sequence = _decode_sections(out.body)
+    body: dict[str, Any] = {"sequence_body": sequence} if out.body_type == "sequence" else {"value_body": value}
+    return AmqpAnnotatedMessage(
+        header=raw.header,
+        properties=raw.properties,
+        application_properties=raw.application_properties,
+        annotations=raw.annotations,
+        **body,
+    )
+
+
+def _set_ttl(raw: Any, ttl_ms: int) -> None:
+    """TTL in milliseconds (the SDK's setter keeps whole seconds only)."""
+    from azure.servicebus.amqp import AmqpMessageHeader, AmqpMessageProperties
+
+    if raw.properties is None:
+        raw.properties = AmqpMessageProperties()
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    raw.properties.creation_time = now_ms
+    raw.properties.absolute_expiry_time = now_ms + ttl_ms
+    # The header's ttl is a uint: beyond ~49.7 days the broker goes by absolute expiry
+    # minus creation time alone.
+    if ttl_ms <= _UINT_MAX:
+        if raw.header is None:
+            raw.header = AmqpMessageHeader()
+        raw.header.time_to_live = ttl_ms
+
+
+def _body_of(raw: Any) -> tuple[bytes, str]:
+    """Body bytes and kind: data sections joined; value/sequence as their AMQP encoding."""
+    from azure.servicebus.amqp import AmqpMessageBodyType
+
+    kind = raw.body_type
+    if kind == AmqpMessageBodyType.VALUE:
+        return encode_amqp_body(value=_texts(raw.body)), "value"
+    if kind == AmqpMessageBodyType.SEQUENCE:
+        return encode_amqp_body(sequence=[_texts(s) for s in raw.body]), "sequence"
+    body = raw.body
+    if body is None:
+        return b"", "data"
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body), "data"
+    return b"".join(bytes(section) for section in body), "data"
+
+
+def _decode_sections(body: bytes) -> tuple[Any, list[Any] | None]:
+    """The value and sequences held in encoded AMQP body sections."""
+    if not body:
+        return None, None
+    try:
+        value, sequence = decode_amqp_body(body)
+    except Exception:
+        raise BadInput("a value/sequence message body is not a valid AMQP section")
+    sections = [_texts(s) for s in sequence] if sequence is not None else None
+    return _texts(value), sections
+
+
+def _texts(value: Any) -> Any:
+    """AMQP strings as str: the SDK hands strings back as bytes (binary that is valid UTF-8 too)."""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return bytes(value)
+    if isinstance(value, list):
+        return [_texts(v) for v in value]
+    if isinstance(value, dict):
+        return {_texts(k): _texts(v) for k, v in value.items()}
+    return value
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _duration_s(value: Any, default: float) -> float:
+    if isinstance(value, timedelta):
+        return min(value.total_seconds(), MAX_TTL_S)
+    return default
+
+
+def _entity_name(value: Any) -> str | None:
+    """`https://ns.servicebus.windows.net/orders` (as the service reports forwarding) → `orders`."""
+    if not value:
+        return None
+    text = str(value)
+    if "://" in text:
+        text = urlsplit(text).path
+    return text.strip("/") or None
+
+
+def _status(value: Any) -> str:
+    return str(getattr(value, "value", value) or "Active")
+
+
+def queue_info(q: Any) -> EntityInfo:
+    """EntityInfo of an SDK QueueProperties."""
+    return EntityInfo(
+        path=q.name,
+        kind="queue",
+        requires_session=bool(q.requires_session),
+        requires_duplicate_detection=bool(q.requires_duplicate_detection),
+        lock_duration_s=_duration_s(q.lock_duration, 60.0),
+        max_delivery_count=int(q.max_delivery_count or 10),
+        default_ttl_s=_duration_s(q.default_message_time_to_live, MAX_TTL_S),
+        dead_lettering_on_expiration=bool(q.dead_lettering_on_message_expiration),
+        forward_to=_entity_name(q.forward_to),
+        forward_dead_lettered_to=_entity_name(q.forward_dead_lettered_messages_to),
+        status=_status(q.status),
+    )
+
+
+def topic_info(t: Any, subscription_count: int) -> EntityInfo:
+    """EntityInfo of an SDK TopicProperties."""
+    return EntityInfo(
+        path=t.name,
+        kind="topic",
+        requires_duplicate_detection=bool(t.requires_duplicate_detection),
+        default_ttl_s=_duration_s(t.default_message_time_to_live, MAX_TTL_S),
+        status=_status(t.status),
+        subscription_count=subscription_count,
+    )
+
+
+def subscription_info(topic: str, s: Any) -> EntityInfo:
+    """EntityInfo of an SDK SubscriptionProperties."""
+    return EntityInfo(
+        path=str(EntityPath(topic, s.name)),
+        kind="subscription",
+        requires_session=bool(s.requires_session),
+        lock_duration_s=_duration_s(s.lock_duration, 60.0),
+        max_delivery_count=int(s.max_delivery_count or 10),
+        default_ttl_s=_duration_s(s.default_message_time_to_live, MAX_TTL_S),
+        dead_lettering_on_expiration=bool(s.dead_lettering_on_message_expiration),
+        dead_lettering_on_filter_exceptions=bool(s.dead_lettering_on_filter_evaluation_exceptions),
+        forward_to=_entity_name(s.forward_to),
+        forward_dead_lettered_to=_entity_name(s.forward_dead_lettered_messages_to),
+        status=_status(s.status),
+    )

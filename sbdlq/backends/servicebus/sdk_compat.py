@@ -1,0 +1,125 @@
+"""Every use of a private azure-servicebus attribute, each behind one small named function.
+
+The rest of the backend calls these and never reaches into the SDK's privates itself, so an SDK
+upgrade that moves one of them breaks here, and `tests/unit/test_sdk_compat.py` (which runs each
+shim against the installed SDK) says which. The shims were checked on the versions in
+`CHECKED_ON`; the project's dependency pin in pyproject.toml must say the same. The SDK is
+imported inside the functions only: importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+#: azure-servicebus versions these shims were checked on (pyproject.toml pins the same range)
+CHECKED_ON = (">=7.12", "<8")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def handler_running(handler: Any) -> bool:
+    """Whether an SDK sender/receiver is open; relies on `handler._running` (cleared at shutdown)."""
+    return bool(getattr(handler, "_running", True))
+
+
+def amqp_client_of(handler: Any) -> Any:
+    """The handler's AMQP client of the moment (`handler._handler`): a new object each time it reopens."""
+    return getattr(handler, "_handler", None)
+
+
+def half_torn(handler: Any) -> bool:
+    """Whether a handler is marked open (`_running`) but has lost its AMQP client (`_handler` is None)."""
+    return handler_running(handler) and hasattr(handler, "_handler") and handler._handler is None
+
+
+def no_retry_on_refusal(handler: Any) -> Any:
+    """Make a handler's retry loop give up at once on a refused token or claim; wraps `handler._handle_exception`.
+
+    The SDK's retry loop (`_do_retryable_operation`) hands each failure to `_handle_exception`,
+    which closes the handler if need be and returns the error when it is to be retried. The SDK
+    marks authentication and authorization errors retryable: a wrong key would cost the whole
+    retry budget (seconds) before the user hears about it. Returns the handler.
+    """
+    judge = getattr(handler, "_handle_exception", None)
+    if not inspect.iscoroutinefunction(judge):
+        return handler
+    from azure.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusAuthorizationError
+
+    async def judge_without_retrying_refusals(exception: Exception) -> Any:
+        error = await judge(exception)
+        if isinstance(error, (ServiceBusAuthenticationError, ServiceBusAuthorizationError)):
+            raise error
+        return error
+
+    handler._handle_exception = judge_without_retrying_refusals
+    return handler
+
+
+async def stop_credit(receiver: Any) -> None:
+    """Take back unused link credit; relies on pyamqp's link at `receiver._handler._link` and its `flow()`."""
+    # With prefetch 0 the SDK grants max_message_count for each call and leaves what was not
+    # used: the broker would go on locking (and counting deliveries of) messages nobody asked
+    # for, abandoned ones included, until the receiver closes. The link is pyamqp's own.
+    link = getattr(amqp_client_of(receiver), "_link", None)
+    credit = getattr(link, "current_link_credit", None)
+    if link is None or not isinstance(credit, int) or credit <= 0:
+        return
+    try:
+        await link.flow(link_credit=0)
+    except Exception:
+        pass  # the next receive call sets the credit again anyway
+
+
+def can_renew_many(receiver: Any) -> bool:
+    """Whether the receiver has the private batch renewal `receiver._renew_locks(*tokens)` (a coroutine)."""
+    return inspect.iscoroutinefunction(getattr(receiver, "_renew_locks", None))
+
+
+async def renew_many(receiver: Any, sdk_messages: list[Any]) -> list[datetime]:
+    """Renew several locks in one `$management` request; relies on `_renew_locks` and sets `message._expiry`."""
+    # renew_message_lock sends one request per message; its private batch form takes every
+    # token at once: one round trip instead of hundreds.
+    if not handler_running(receiver):
+        raise ValueError("Failed to renew the locks as the handler has already been shutdown.")
+    response = await receiver._renew_locks(*[m.lock_token for m in sdk_messages])
+    stamps = list(response[b"expirations"])
+    if len(stamps) != len(sdk_messages):
+        raise ValueError(f"renew-lock answered {len(stamps)} expiries for {len(sdk_messages)} locks")
+    untils = [_EPOCH + timedelta(milliseconds=int(ms)) for ms in stamps]
+    for sdk_message, until in zip(sdk_messages, untils, strict=True):
+        # What renew_message_lock records: the SDK refuses to settle a message whose lock it
+        # believes expired, and goes by this.
+        sdk_message._expiry = until
+    return untils
+
+
+def encode_amqp_body(*, value: Any = None, sequence: list[Any] | None = None) -> bytes:
+    """amqp-value / amqp-sequence sections encoded by the SDK's own `_pyamqp._encode.encode_payload`."""
+    # The SDK's encoder, so a copy is encoded the way the SDK sends it.
+    from azure.servicebus._pyamqp._encode import encode_payload
+    from azure.servicebus._pyamqp.message import Message as AmqpMessage
+
+    out = bytearray()
+    encode_payload(out, AmqpMessage(value=value, sequence=sequence))
+    return bytes(out)
+
+
+def decode_amqp_body(body: bytes) -> tuple[Any, list[Any] | None]:
+    """(value, sequence) of encoded body sections, by `_pyamqp._decode.decode_payload`; raises on bad input."""
+    from azure.servicebus._pyamqp._decode import decode_payload
+
+    decoded = decode_payload(memoryview(body))
+    return decoded.value, decoded.sequence
+
+
+def error_condition(exc: BaseException) -> str | None:
+    """The AMQP condition an SDK exception carries (`exc._condition`, or a public `condition`), as text."""
+    for source in (exc, getattr(exc, "inner_exception", None)):
+        raw = getattr(source, "_condition", None) or getattr(source, "condition", None)
+        if raw is None:
+            continue
+        raw = getattr(raw, "value", raw)  # pyamqp's ErrorCondition enum holds bytes
+        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return None

@@ -1,0 +1,178 @@
+"""The private-SDK shims of sbdlq/backends/servicebus/sdk_compat.py against the installed azure-servicebus.
+
+An SDK upgrade that moves a private attribute the backend relies on fails here, by name, rather
+than deep inside a resubmit. tests/amqp/test_sdk_compat_live.py runs the link shims on a live link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+import tomllib
+from datetime import UTC, datetime, timedelta
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.servicebus import ServiceBusReceivedMessage
+from azure.servicebus import exceptions as sb
+from azure.servicebus._pyamqp.aio._link_async import Link
+from azure.servicebus._pyamqp.message import Message as AmqpMessage
+from azure.servicebus.aio import ServiceBusClient, ServiceBusReceiver
+
+from sbdlq.backends.servicebus import sdk_compat
+
+CONN = "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """The numeric release of a version (`7.15.0b1` → (7, 15, 0)), for comparisons."""
+    match = re.match(r"\d+(?:\.\d+)*", text)
+    assert match, text
+    return tuple(int(p) for p in match.group().split("."))
+
+
+def _satisfies(installed: str, clause: str) -> bool:
+    op, bound = re.fullmatch(r"(>=|<|<=|>|==)\s*(\S+)", clause).groups()  # type: ignore[union-attr]
+    have, want = _release(installed), _release(bound)
+    width = max(len(have), len(want))
+    have, want = have + (0,) * (width - len(have)), want + (0,) * (width - len(want))
+    return {">=": have >= want, "<": have < want, "<=": have <= want, ">": have > want, "==": have == want}[op]
+
+
+def test_installed_sdk_is_in_the_range_the_shims_were_checked_on() -> None:
+    installed = version("azure-servicebus")
+    outside = [c for c in sdk_compat.CHECKED_ON if not _satisfies(installed, c)]
+    assert not outside, (
+        f"azure-servicebus {installed} is outside {','.join(sdk_compat.CHECKED_ON)}, the range the private-SDK "
+        "shims in sbdlq/backends/servicebus/sdk_compat.py were checked on: re-check each shim (this file "
+        "and tests/amqp/test_sdk_compat_live.py), then widen CHECKED_ON and the pin in pyproject.toml together"
+    )
+
+
+def test_pyproject_pins_the_checked_range() -> None:
+    deps = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    pin = next(d for d in deps if d.startswith("azure-servicebus"))
+    assert pin == "azure-servicebus" + ",".join(sdk_compat.CHECKED_ON), (
+        f"pyproject.toml pins {pin!r} but sdk_compat.CHECKED_ON says {sdk_compat.CHECKED_ON}: keep them equal"
+    )
+
+
+@pytest.fixture
+def receiver() -> Any:
+    """A real aio ServiceBusReceiver, never opened (nothing listens on port 1)."""
+
+    async def make() -> tuple[Any, Any]:
+        client = ServiceBusClient.from_connection_string(CONN)
+        return client, client.get_queue_receiver("orders")
+
+    client, made = asyncio.run(make())
+    yield made
+    asyncio.run(client.close())
+
+
+def test_handler_state_shims_read_real_receiver_attributes(receiver: Any) -> None:
+    assert isinstance(receiver, ServiceBusReceiver)
+    # `_running` and `_handler` exist on a receiver that was never opened: not running, no client yet.
+    assert receiver._running is False
+    assert sdk_compat.handler_running(receiver) is False
+    assert "_handler" in vars(receiver)
+    assert sdk_compat.amqp_client_of(receiver) is receiver._handler
+    assert sdk_compat.half_torn(receiver) is False
+    receiver._running, receiver._handler = True, None  # what a torn-down-but-flagged handler looks like
+    assert sdk_compat.half_torn(receiver) is True
+    receiver._running = False
+
+
+def test_batch_renewal_is_the_private_coroutine_the_shim_expects(receiver: Any) -> None:
+    assert sdk_compat.can_renew_many(receiver)
+    params = inspect.signature(receiver._renew_locks).parameters
+    assert any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params.values()), "_renew_locks(*lock_tokens)"
+
+
+def test_renew_many_feeds_the_expiry_the_sdk_checks_locks_by() -> None:
+    message = ServiceBusReceivedMessage(AmqpMessage(data=[b"x"], message_annotations={}), receiver=None)
+    until = datetime(2030, 1, 1, tzinfo=UTC)
+
+    class Receiver:
+        _running = True
+
+        async def _renew_locks(self, *tokens: str) -> dict[bytes, list[int]]:
+            return {b"expirations": [int((until - sdk_compat._EPOCH).total_seconds() * 1000)] * len(tokens)}
+
+    assert asyncio.run(sdk_compat.renew_many(Receiver(), [message])) == [until]
+    assert message.locked_until_utc == until  # the SDK reads `_expiry`
+    message._expiry = datetime.now(UTC) - timedelta(seconds=1)
+    assert message._lock_expired  # ...and refuses to settle by it
+
+
+def test_no_retry_on_refusal_raises_from_the_sdk_retry_judge(receiver: Any) -> None:
+    from azure.servicebus._pyamqp.error import AuthenticationException, ErrorCondition
+
+    judge = receiver._handle_exception
+    assert inspect.iscoroutinefunction(judge)
+    refused = AuthenticationException(ErrorCondition.ClientError, description="CBS Token authentication failed.")
+    # Unwrapped, the SDK's judge hands the refusal back to its retry loop: retry it.
+    assert isinstance(asyncio.run(judge(refused)), sb.ServiceBusAuthenticationError)
+    assert sdk_compat.no_retry_on_refusal(receiver) is receiver
+    with pytest.raises(sb.ServiceBusAuthenticationError):
+        asyncio.run(receiver._handle_exception(refused))
+    # Anything else still goes back to the retry loop as the SDK decides.
+    busy = sb.ServiceBusServerBusyError(message="busy")
+    busy._retryable = True
+    assert asyncio.run(receiver._handle_exception(busy)) is busy
+
+
+def test_stop_credit_uses_pyamqp_link_flow() -> None:
+    assert inspect.iscoroutinefunction(Link.flow)
+    assert "link_credit" in inspect.signature(Link.flow).parameters
+    assert "current_link_credit" in inspect.getsource(Link.__init__)
+
+
+def test_stop_credit_takes_the_credit_back() -> None:
+    flows: list[int] = []
+
+    class FakeLink:
+        current_link_credit = 5
+
+        async def flow(self, *, link_credit: int) -> None:
+            flows.append(link_credit)
+
+    class Handler:
+        _link = FakeLink()
+
+    class Receiver:
+        _handler = Handler()
+
+    asyncio.run(sdk_compat.stop_credit(Receiver()))
+    assert flows == [0]
+
+
+def as_text(value: Any) -> Any:
+    """The SDK decodes AMQP strings as bytes."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@pytest.mark.parametrize(
+    ("value", "sequence"), [("text", None), ({"k": 1}, None), (None, [[1, 2], ["a"]])], ids=["str", "map", "seq"]
+)
+def test_body_sections_round_trip_through_the_sdk_codec(value: Any, sequence: list[Any] | None) -> None:
+    encoded = sdk_compat.encode_amqp_body(value=value, sequence=sequence)
+    decoded_value, decoded_sequence = sdk_compat.decode_amqp_body(encoded)
+    if sequence is None:
+        got = {as_text(k): v for k, v in decoded_value.items()} if isinstance(value, dict) else as_text(decoded_value)
+        assert got == value and decoded_sequence is None
+    else:
+        assert [[as_text(x) for x in s] for s in decoded_sequence or []] == sequence
+
+
+def test_error_condition_reads_the_sdk_exception() -> None:
+    error = sb.ServiceBusError("refused", condition=b"amqp:not-allowed")
+    assert hasattr(error, "_condition")
+    assert sdk_compat.error_condition(error) == "amqp:not-allowed"
+    wrapper = sb.ServiceBusError("wrapped", error=error)
+    assert sdk_compat.error_condition(wrapper) == "amqp:not-allowed"
+    assert sdk_compat.error_condition(ValueError("no condition")) is None
