@@ -6,6 +6,7 @@ Every command has one shape: open the target, call the operation, map errors, re
 """
 
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -279,7 +280,6 @@ def resubmit(
     query: QueryOpt = None,
 ) -> None:
     """Send copies of DLQ messages back (send first, then complete the original)."""
-    q = _query(ctx, query)
     from sbdlq.operations.resubmit import resubmit as do_resubmit
     from sbdlq.render import progress
 
@@ -307,9 +307,7 @@ def resubmit(
                 )
         return fmt, result
 
-    fmt, result = run(ctx, work)
-    _report(fmt, result.to_json(), _resubmit_summary(result), q)
-    _finish(ctx, result, "resubmitted")
+    _change(ctx, query, work, _resubmit_summary, "resubmitted")
 
 
 # ---------------------------------------------------------------------- purge
@@ -340,7 +338,6 @@ def purge(
     query: QueryOpt = None,
 ) -> None:
     """Delete DLQ messages, optionally exporting each one first."""
-    q = _query(ctx, query)
     from sbdlq.operations.purge import purge as do_purge
     from sbdlq.render import progress
 
@@ -371,9 +368,21 @@ def purge(
                 )
         return fmt, result
 
+    _change(ctx, query, work, _purge_summary, "purged")
+
+
+def _change(
+    ctx: typer.Context,
+    query: str | None,
+    work: Callable[[Settings], Awaitable[tuple[str, Any]]],
+    summary: Callable[[Any], str],
+    verb: str,
+) -> None:
+    """Run a resubmit or purge under the error path, report it, and exit 1 when messages were left."""
+    q = _query(ctx, query)
     fmt, result = run(ctx, work)
-    _report(fmt, result.to_json(), _purge_summary(result), q)
-    _finish(ctx, result, "purged")
+    _report(fmt, result.to_json(), summary(result), q)
+    _finish(ctx, result, verb)
 
 
 # ---------------------------------------------------------------------- helpers
