@@ -125,13 +125,10 @@ def _build() -> None:
     )
     dlq.register(transfer, SubQueue.TRANSFER_DEAD_LETTER)
     app.add_typer(transfer, name="transfer-dlq")
-    try:
-        from sbdlq.cli.emulator_cmds import app as emulator_app
-    except ImportError:  # pragma: no cover - while the module is being written
-        pass
-    else:
-        app.add_typer(emulator_app, name="emulator")
     from sbdlq.cli.config_cmds import app as config_app
+    from sbdlq.cli.emulator_cmds import app as emulator_app
+
+    app.add_typer(emulator_app, name="emulator")
 
     app.add_typer(config_app, name="config")
 
