@@ -13,8 +13,9 @@ import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sbdlq.errors import BadInput
 
@@ -33,7 +34,38 @@ ENV_VARS = {
     "timeout": "SBDLQ_TIMEOUT",
 }
 _OUTPUTS = ("table", "json", "jsonl", "yaml")
-_LEVELS = ("option", "env", "profile")
+
+
+class Source(StrEnum):
+    """Where a setting came from, strongest first (DESIGN §2 precedence)."""
+
+    OPTION = "option"
+    ENV = "env"
+    PROFILE = "profile"
+    DEFAULT = "default"
+
+
+# The levels a target can be chosen at, strongest first (the default is what's left).
+_LEVELS = (Source.OPTION, Source.ENV, Source.PROFILE)
+
+
+class Setting(NamedTuple):
+    """A global option's value and where it came from (a pair, so it unpacks as `value, source`)."""
+
+    value: str | None
+    source: Source = Source.DEFAULT
+
+    @classmethod
+    def of(cls, given: Setting | tuple[str | None, str]) -> Setting:
+        """A Setting from a (value, source name) pair; an unknown source name counts as a default."""
+        value, source = given
+        known = {s.value for s in Source}
+        return cls(value, Source(source) if source in known else Source.DEFAULT)
+
+
+# The global options by key (connection_string, namespace, emulator, timeout, profile). Callers
+# not yet moved to Setting (cli/complete.py) pass (value, source name) pairs; `Setting.of` reads them.
+GlobalOptions = Mapping[str, Setting] | Mapping[str, tuple[str | None, str]]
 
 
 def config_path() -> Path:
@@ -204,11 +236,18 @@ class Target:
 
     kind: str  # emulator | connection_string | namespace
     value: str
-    source: str  # option | env | profile NAME | default
+    level: Source  # the precedence level that chose it
     profile: Profile | None = None
     # Where exactly the value came from, for `config show`: `--namespace`, `SBDLQ_NAMESPACE`,
     # `profile prod`, `profile staging ($STAGING_SB_CONN)`, `default`.
     origin: str = ""
+
+    @property
+    def source(self) -> str:
+        """For messages: `option`, `env`, `profile NAME` or `default`."""
+        if self.level is Source.PROFILE and self.profile is not None:
+            return f"profile {self.profile.name}"
+        return self.level.value
 
     def describe(self) -> str:
         """For --verbose: never the secret."""
@@ -228,31 +267,32 @@ class ProfileChoice:
     """The profile in effect and the level it was chosen at (option, env or profile)."""
 
     name: str
-    level: str
+    level: Source
     config: ConfigFile
     profile: Profile
 
     @property
     def label(self) -> str:
         """How the choice was made, for messages: `--profile prod`, `SBDLQ_PROFILE=prod`, `default_profile prod`."""
-        if self.level == "option":
+        if self.level is Source.OPTION:
             return f"--profile {self.name}"
-        if self.level == "env":
+        if self.level is Source.ENV:
             return f"{ENV_VARS['profile']}={self.name}"
         return f"default_profile {self.name}"
 
 
-def choose_profile(options: Mapping[str, tuple[str | None, str]], profile_name: str | None) -> ProfileChoice | None:
+def choose_profile(options: GlobalOptions, profile_name: str | None) -> ProfileChoice | None:
     """The profile in effect: --profile / SBDLQ_PROFILE, else the file's default_profile."""
-    name, src = options.get("profile", (profile_name, "unknown"))
+    given = options.get("profile")
+    name, src = Setting.of(given) if given is not None else Setting(profile_name)
     # Without a recorded source the profile counts at the config-file level (the weakest).
-    level = src if src in ("option", "env") else "profile"
+    level = src if src in (Source.OPTION, Source.ENV) else Source.PROFILE
     cfg = load_config()
     if not name:
         if cfg is None or cfg.default_profile is None:
             return None
-        return ProfileChoice(cfg.default_profile, "profile", cfg, cfg.profiles[cfg.default_profile])
-    asked = {"option": "--profile", "env": ENV_VARS["profile"]}.get(level, "profile")
+        return ProfileChoice(cfg.default_profile, Source.PROFILE, cfg, cfg.profiles[cfg.default_profile])
+    asked = {Source.OPTION: "--profile", Source.ENV: ENV_VARS["profile"]}.get(level, "profile")
     if cfg is None:
         raise BadInput(f"{asked} {name!r}: no config file at {config_path()}", hint="see `sbdlq config path`")
     if name not in cfg.profiles:
@@ -262,47 +302,45 @@ def choose_profile(options: Mapping[str, tuple[str | None, str]], profile_name: 
 
 def resolve_target(
     *,
-    options: Mapping[str, tuple[str | None, str]],
+    options: GlobalOptions,
     profile_name: str | None = None,
     warn: Any = None,
 ) -> Target:
-    """Pick the target by precedence; options maps key → (value, 'option'|'env'|'default').
+    """Pick the target by precedence from the global options, each a Setting.
 
-    options may also hold `profile` → (name, source); without it `profile_name` counts at
-    the config-file level.
+    options may also hold `profile`; without it `profile_name` counts at the config-file level.
     """
     choice = choose_profile(options, profile_name)
     prof = choice.profile if choice else None
     for level in _LEVELS:
-        given = [(k, v) for k, (v, src) in _target_options(options) if v and src == level]
-        labels = [flag(k) if level == "option" else ENV_VARS[k] for k, _ in given]
+        given = [(k, v) for k, (v, src) in _target_options(options) if v and src is level]
+        labels = [flag(k) if level is Source.OPTION else ENV_VARS[k] for k, _ in given]
         # The chosen profile's target competes at the level the profile was chosen at.
         here = choice if choice is not None and choice.level == level and choice.profile.target_key else None
         if here is not None:
             labels.append(here.label)
         if len(labels) > 1:
-            if level == "option":
+            if level is Source.OPTION:
                 raise BadInput(f"conflicting options: {' and '.join(labels)}", hint="give only one target")
-            if level == "env":
+            if level is Source.ENV:
                 raise BadInput(f"conflicting environment variables: {' and '.join(labels)}", hint="set only one target")
         if given:
             key, value = given[0]
             return _target(key, value, level, labels[0], prof)
         if here is not None:
             return _profile_target(here, warn)
-    return Target("emulator", str(default_emulator_path()), "default", prof, "default")
+    return Target("emulator", str(default_emulator_path()), Source.DEFAULT, prof, "default")
 
 
-def _target_options(options: Mapping[str, tuple[str | None, str]]) -> list[tuple[str, tuple[str | None, str]]]:
+def _target_options(options: GlobalOptions) -> list[tuple[str, Setting]]:
     # Only target keys: options also carries timeout (and profile), which choose no target.
-    return [(k, options[k]) for k in TARGET_OPTIONS if k in options]
+    return [(k, Setting.of(options[k])) for k in TARGET_OPTIONS if k in options]
 
 
 def _profile_target(choice: ProfileChoice, warn: Any) -> Target:
     prof, cfg = choice.profile, choice.config
     key = prof.target_key
     value = str(prof.values[key]) if key else ""
-    source = f"profile {prof.name}"
     where = f"config file {cfg.path}: profiles.{prof.name}.{key}"
     if key == "connection_string" and cfg.world_readable and warn:
         warn(f"sbdlq: warning: {cfg.path} holds a secret and is readable by group or others (chmod 600 it)")
@@ -310,16 +348,17 @@ def _profile_target(choice: ProfileChoice, warn: Any) -> Target:
         env_value = os.environ.get(value)
         if not env_value:
             raise BadInput(f"{where}: environment variable {value} is not set", hint="export it, or pick a target")
-        return _target("connection_string", env_value, source, f"profile {prof.name} (${value})", prof, where=where)
+        origin = f"profile {prof.name} (${value})"
+        return _target("connection_string", env_value, Source.PROFILE, origin, prof, where=where)
     assert key is not None
-    return _target(key, value, source, source, prof, where=where)
+    return _target(key, value, Source.PROFILE, f"profile {prof.name}", prof, where=where)
 
 
-def _target(key: str, value: str, source: str, origin: str, prof: Profile | None, *, where: str = "") -> Target:
+def _target(key: str, value: str, level: Source, origin: str, prof: Profile | None, *, where: str = "") -> Target:
     """A Target from one setting; BadInput prefixed with where the bad value came from."""
     where = where or origin
     if key == "emulator":
-        return Target("emulator", str(Path(value).expanduser()), source, prof, origin)
+        return Target("emulator", str(Path(value).expanduser()), level, prof, origin)
     if key == "connection_string":
         from sbdlq.connstr import parse_connection_string
 
@@ -327,7 +366,7 @@ def _target(key: str, value: str, source: str, origin: str, prof: Profile | None
             parse_connection_string(value)  # fail early, with a line that names what's wrong
         except BadInput as exc:
             raise BadInput(f"{where}: {exc.message}", hint=exc.hint)
-        return Target("connection_string", value, source, prof, origin)
+        return Target("connection_string", value, level, prof, origin)
     if key == "namespace":
         ns = value.strip()
         if "://" in ns:
@@ -337,5 +376,5 @@ def _target(key: str, value: str, source: str, origin: str, prof: Profile | None
             raise BadInput(f"{where}: invalid namespace {value!r}", hint="use NAME or NAME.servicebus.windows.net")
         if "." not in ns:
             ns = f"{ns}.servicebus.windows.net"
-        return Target("namespace", ns, source, prof, origin)
+        return Target("namespace", ns, level, prof, origin)
     raise BadInput(f"unknown target {key}")

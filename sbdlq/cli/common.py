@@ -12,7 +12,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 import typer
 
-from sbdlq.config import Target, resolve_target
+from sbdlq.config import Setting, Source, Target, resolve_target
 from sbdlq.errors import BadInput, ExitStatus, SbdlqError
 
 T = TypeVar("T")
@@ -35,7 +35,7 @@ def err(line: str) -> None:
 class Settings:
     """The global options, resolved lazily so `--help` reads no config."""
 
-    options: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    options: dict[str, Setting] = field(default_factory=dict)
     profile: str | None = None
     timeout: str = "30s"
     verbose: bool = False
@@ -48,7 +48,8 @@ class Settings:
 
         prof = self.target().profile
         raw = self.timeout
-        if self.options.get("timeout", (None, "default"))[1] == "default" and prof and prof.option("timeout"):
+        given = self.options.get("timeout", Setting(None)).source
+        if given is Source.DEFAULT and prof and prof.option("timeout"):
             raw = str(prof.option("timeout"))
         seconds = parse_duration(raw, what="--timeout")
         if seconds <= 0:
@@ -58,7 +59,7 @@ class Settings:
     def target(self) -> Target:
         if self._target is None:
             self._target = resolve_target(options=self.options, profile_name=self.profile, warn=err)
-            if self._target.source == "default":
+            if self._target.level is Source.DEFAULT:
                 err(f"sbdlq: using the local emulator at {self._target.value} (no target configured)")
             self.log(f"target: {self._target.describe()}")
         return self._target

@@ -12,19 +12,14 @@ import typer
 
 from sbdlq.cli.common import Settings, err, handled
 from sbdlq.cli.complete import complete_profile
-
-OUT = "Output"
+from sbdlq.cli.options import Output
+from sbdlq.config import ENV_VARS, Setting, Source, Target, flag
 
 app = typer.Typer(
     name="config",
     help="Profiles: where the config file is, what it holds, and which settings apply.",
     no_args_is_help=True,
 )
-
-Output = Annotated[
-    str | None,
-    typer.Option("--output", "-o", help="table, json, jsonl or yaml (default: table).", rich_help_panel=OUT),
-]
 
 
 @app.command("path")
@@ -110,7 +105,7 @@ def _profile_record(prof: Any, is_default: bool) -> dict[str, Any]:
 
 def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[str, Any, str]]:
     """(setting, value, source) rows: config file, profile, target, then option defaults."""
-    from sbdlq.config import ENV_VARS, OPTION_KEYS, choose_profile, config_path, resolve_target
+    from sbdlq.config import OPTION_KEYS, choose_profile, config_path, resolve_target
     from sbdlq.connstr import redact
 
     root = ctx.find_root()
@@ -120,8 +115,8 @@ def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[
     if name is None:
         options, profile_name = s.options, s.profile
     else:
-        # The profile alone: options and environment variables don't apply.
-        options, profile_name = {"profile": (name, "argument")}, name
+        # The profile alone, at the config-file level: options and environment variables don't apply.
+        options, profile_name = {"profile": Setting(name, Source.PROFILE)}, name
     target = resolve_target(options=options, profile_name=profile_name, warn=err)
     choice = choose_profile(options, profile_name)
     prof = choice.profile if choice else None
@@ -130,23 +125,17 @@ def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[
         rows.append(("profile", None, "default"))
     elif name is not None:
         rows.append(("profile", choice.name, "argument"))
-    elif choice.level == "profile" and not root.params.get("profile"):
+    elif choice.level is Source.PROFILE and not root.params.get("profile"):
         rows.append(("profile", choice.name, "config default_profile"))
     else:
-        rows.append(("profile", choice.name, _level_source(root, "profile", ENV_VARS["profile"])))
+        rows.append(("profile", choice.name, _given_by(s.options.get("profile", Setting(None)), "profile")))
 
     value = redact(target.value) if target.kind == "connection_string" else target.value
-    rows.append((target.kind, value, _target_source(target.source, target.origin)))
+    rows.append((target.kind, value, _target_source(target)))
 
-    timeout_value, timeout_src = s.options.get("timeout", (None, "default"))
-    if name is None and timeout_src in ("option", "env") and timeout_value:
-        rows.append(
-            (
-                "timeout",
-                timeout_value,
-                f"{timeout_src} {'--timeout' if timeout_src == 'option' else ENV_VARS['timeout']}",
-            )
-        )
+    timeout = s.options.get("timeout", Setting(None))
+    if name is None and timeout.source in (Source.OPTION, Source.ENV) and timeout.value:
+        rows.append(("timeout", timeout.value, _given_by(timeout, "timeout")))
     elif prof is not None and prof.option("timeout"):
         rows.append(("timeout", prof.option("timeout"), f"profile {prof.name}"))
     else:
@@ -162,19 +151,18 @@ def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[
     return rows
 
 
-def _level_source(root: click.Context, param: str, env_var: str) -> str:
+def _given_by(setting: Setting, key: str) -> str:
     """`option --profile` or `env SBDLQ_PROFILE`: how a global option reached this command line."""
-    from click.core import ParameterSource
-
-    if root.get_parameter_source(param) is ParameterSource.ENVIRONMENT:
-        return f"env {env_var}"
-    return f"option --{param.replace('_', '-')}"
+    if setting.source is Source.ENV:
+        return f"env {ENV_VARS[key]}"
+    return f"option {flag(key)}"
 
 
-def _target_source(source: str, origin: str) -> str:
-    if source in ("option", "env"):
-        return f"{source} {origin}"
-    return origin or source
+def _target_source(target: Target) -> str:
+    """`option --namespace`, `env SBDLQ_EMULATOR`, `profile prod` or `default`."""
+    if target.level in (Source.OPTION, Source.ENV):
+        return f"{target.level.value} {target.origin}"
+    return target.origin or target.source
 
 
 def _param_default(root: click.Context, name: str) -> Any:

@@ -1,10 +1,12 @@
 """The DLQ commands: count, peek, inspect-reason, resubmit, purge.
 
-Registered twice from one definition: on the root app for the dead-letter queue, and on
-`transfer-dlq` for the transfer dead-letter queue.
+Each command is written once, at module level, for any sub-queue; `register` binds them to
+the dead-letter queue on the root app and to the transfer dead-letter queue on `transfer-dlq`.
+Every command has one shape: open the target, call the operation, map errors, render.
 """
 
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,88 +14,22 @@ import typer
 
 from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
 from sbdlq.cli.complete import complete_destination, complete_entity
+from sbdlq.cli.options import Entity, Output, QueryOpt, SelectionOptions, for_sub_queue, selection_options
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
 from sbdlq.paths import Address, SubQueue, parse_address, parse_entity
-from sbdlq.render import Query
-from sbdlq.selection import Selection, build_selection
+from sbdlq.render import Emitter, Query
+from sbdlq.selection import Selection
 
-SEL = "Selection"
-OUT = "Output"
-
-# Selection options (DESIGN §5), declared once and shared by every reading command.
-Reason = Annotated[
-    list[str] | None,
-    typer.Option("--reason", help="Dead-letter reason (repeatable, case-insensitive).", rich_help_panel=SEL),
-]
-DescriptionContains = Annotated[
-    str | None,
-    typer.Option("--description-contains", help="Text in the dead-letter description.", rich_help_panel=SEL),
-]
-Subject = Annotated[str | None, typer.Option("--subject", help="Exact subject (label).", rich_help_panel=SEL)]
-Property = Annotated[
-    list[str] | None,
-    typer.Option("--property", help="Application property K=V (repeatable).", rich_help_panel=SEL),
-]
-EnqueuedBefore = Annotated[
-    str | None,
-    typer.Option("--enqueued-before", help="ISO 8601 time, or a duration ago (2h, 3d).", rich_help_panel=SEL),
-]
-EnqueuedAfter = Annotated[
-    str | None,
-    typer.Option("--enqueued-after", help="ISO 8601 time, or a duration ago (2h, 3d).", rich_help_panel=SEL),
-]
-Sequence_ = Annotated[
-    list[str] | None,
-    typer.Option("--sequence", help="Sequence numbers: N, N-M, N-, -M (repeatable).", rich_help_panel=SEL),
-]
-BodyContains = Annotated[str | None, typer.Option("--body-contains", help="Text in the body.", rich_help_panel=SEL)]
-BodyRegex = Annotated[
-    str | None, typer.Option("--body-regex", help="Python regular expression on the body.", rich_help_panel=SEL)
-]
-Where = Annotated[
-    str | None,
-    typer.Option(
-        "--where",
-        help="Service Bus SQL filter, e.g. \"sys.Label = 'orders' AND tenant = 'eu'\".",
-        rich_help_panel=SEL,
-    ),
-]
-Output = Annotated[
-    str | None,
-    typer.Option("--output", "-o", help="table, json, jsonl or yaml (default: table).", rich_help_panel=OUT),
-]
-QueryOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--query",
-        help="JMESPath expression applied to the JSON output, as in the az CLI (jsonl: to each line).",
-        rich_help_panel=OUT,
-    ),
-]
-Entity = Annotated[
-    str,
-    typer.Argument(help="Queue, or TOPIC/Subscriptions/SUB.", show_default=False, autocompletion=complete_entity),
-]
+NO_SELECTION = SelectionOptions()
 
 
-# Each reading command's selection parameters, by name, as build_selection calls them.
-_SELECTION_PARAMS = {
-    "reason": "reasons",
-    "description_contains": "description_contains",
-    "subject": "subject",
-    "prop": "properties",
-    "enqueued_before": "enqueued_before",
-    "enqueued_after": "enqueued_after",
-    "sequence": "sequences",
-    "body_contains": "body_contains",
-    "body_regex": "body_regex",
-    "where": "where",
-}
-
-
-def _selection(params: dict[str, Any], **extra: Any) -> Selection:
-    """The selection from a command's parameters (a snapshot of its locals())."""
-    return build_selection(**{kw: params[name] for name, kw in _SELECTION_PARAMS.items()}, **extra)
+def register(app: typer.Typer, sub_queue: SubQueue) -> None:
+    """Define the five DLQ commands on `app`, reading `sub_queue`."""
+    app.command("count")(for_sub_queue(count, sub_queue, options={"fail_above": _fail_above_option(sub_queue)}))
+    app.command("peek")(for_sub_queue(peek, sub_queue))
+    app.command("inspect-reason")(for_sub_queue(inspect_reason, sub_queue))
+    app.command("resubmit")(for_sub_queue(resubmit, sub_queue))
+    app.command("purge")(for_sub_queue(purge, sub_queue))
 
 
 def _address(entity: str, sub_queue: SubQueue) -> Address:
@@ -104,336 +40,352 @@ def _queue_name(sub_queue: SubQueue) -> str:
     return "transfer dead-letter queue" if sub_queue is SubQueue.TRANSFER_DEAD_LETTER else "dead-letter queue"
 
 
-def register(app: typer.Typer, sub_queue: SubQueue) -> None:
-    """Define the five DLQ commands on `app`, reading `sub_queue`."""
-    what = _queue_name(sub_queue)
+def _fail_above_option(sub_queue: SubQueue) -> Any:
+    """--fail-above, its help naming the queue it watches."""
+    help_ = f"Exit 3 when a {_queue_name(sub_queue)} holds more than N."
+    return Annotated[int | None, typer.Option("--fail-above", help=help_, min=0)]
 
-    @app.command("count")
-    def count(
-        ctx: typer.Context,
-        entities: Annotated[
-            list[str] | None,
-            typer.Argument(
-                help="Queues or subscriptions; none: every one.", show_default=False, autocompletion=complete_entity
-            ),
-        ] = None,
-        fail_above: Annotated[
-            int | None, typer.Option("--fail-above", help=f"Exit 3 when a {what} holds more than N.", min=0)
-        ] = None,
-        output: Output = None,
-        query: QueryOpt = None,
-    ) -> None:
-        """Count active, dead-letter, transfer dead-letter and scheduled messages."""
-        q = _query(ctx, query)
-        from sbdlq.operations.browse import count_entities, dlq_count
 
-        async def work(s: Settings) -> list[Any]:
-            paths = [parse_entity(e) for e in entities or []]
-            fmt = output_format(s, output)
-            async with open_target(s) as backend:
-                return [fmt, await count_entities(backend, paths or None)]
+# ---------------------------------------------------------------------- count
 
-        fmt, counts = run(ctx, work)
-        rows = [c.to_json() for c in counts]
-        _emit_list(rows, fmt, ["entity", "active", "dead_letter", "transfer_dead_letter", "scheduled"], q)
-        if fail_above is not None:
-            over = [c for c in counts if dlq_count(c, sub_queue) > fail_above]
-            if over:
-                worst = max(over, key=lambda c: dlq_count(c, sub_queue))
-                with handled(ctx):
-                    raise ThresholdExceeded(
-                        f"{worst.entity}: {dlq_count(worst, sub_queue)} messages in the {what}, "
-                        f"above {fail_above}" + (f" ({len(over)} entities over)" if len(over) > 1 else "")
-                    )
 
-    @app.command("peek")
-    def peek(
-        ctx: typer.Context,
-        entity: Entity,
-        max_count: Annotated[int, typer.Option("--max", help="Show at most N messages.", min=1)] = 20,
-        all_: Annotated[bool, typer.Option("--all", help="Every message (overrides --max).")] = False,
-        from_sequence: Annotated[
-            int, typer.Option("--from-sequence", help="Start at this sequence number.", min=0)
-        ] = 0,
-        reason: Reason = None,
-        description_contains: DescriptionContains = None,
-        subject: Subject = None,
-        prop: Property = None,
-        enqueued_before: EnqueuedBefore = None,
-        enqueued_after: EnqueuedAfter = None,
-        sequence: Sequence_ = None,
-        body_contains: BodyContains = None,
-        body_regex: BodyRegex = None,
-        where: Where = None,
-        output: Output = None,
-        query: QueryOpt = None,
-    ) -> None:
-        """Browse the queue without locking or changing anything."""
-        params = dict(locals())  # the selection options, read by _selection
-        q = _query(ctx, query)
-        from sbdlq.operations.browse import iter_messages
-        from sbdlq.render import Emitter, progress
+def count(
+    ctx: typer.Context,
+    sub_queue: SubQueue,
+    entities: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Queues or subscriptions; none: every one.", show_default=False, autocompletion=complete_entity
+        ),
+    ] = None,
+    fail_above: Annotated[int | None, typer.Option("--fail-above", min=0)] = None,  # help: _fail_above_option
+    output: Output = None,
+    query: QueryOpt = None,
+) -> None:
+    """Count active, dead-letter, transfer dead-letter and scheduled messages."""
+    q = _query(ctx, query)
+    from sbdlq.operations.browse import count_entities
 
-        async def work(s: Settings) -> None:
-            address = _address(entity, sub_queue)
-            sel = _selection(params)
-            fmt = output_format(s, output)
-            limit = None if all_ else max_count
-            async with open_target(s) as backend:
-                await backend.get_entity(address.entity)
-                if fmt == "table" and q is None:
-                    rows = []
-                    # One more than shown tells whether to point at the rest.
-                    async for m in iter_messages(
-                        backend,
-                        address,
-                        selection=sel,
-                        from_sequence=from_sequence,
-                        limit=None if limit is None else limit + 1,
-                    ):
-                        rows.append(m)
-                    more = limit is not None and len(rows) > limit
-                    rows = rows[:limit]
-                    _peek_table(rows, str(address))
-                    if more:
-                        err(
-                            f"sbdlq: showing the first {limit}; see more with --from-sequence "
-                            f"{rows[-1].sequence_number + 1}, --max N or --all"
-                        )
-                    return
-                emitter = Emitter(fmt, query=q)
-                emitter.begin()
-                try:
-                    # No bar when stdout is the same terminal: it would tear the output.
-                    with progress(f"peek {address}", enabled=not sys.stdout.isatty()) as bars:
-                        tick = bars(None) if all_ else None
-                        async for m in iter_messages(
-                            backend, address, selection=sel, from_sequence=from_sequence, limit=limit, on_page=tick
-                        ):
-                            emitter.item(m.to_json())
-                finally:
-                    # Close the document even when interrupted: stdout stays valid JSON
-                    # and the exit status says the list is incomplete.
-                    emitter.end()
+    async def work(s: Settings) -> list[Any]:
+        paths = [parse_entity(e) for e in entities or []]
+        fmt = output_format(s, output)
+        async with open_target(s) as backend:
+            return [fmt, await count_entities(backend, paths or None)]
 
-        run(ctx, work)
+    fmt, counts = run(ctx, work)
+    rows = [c.to_json() for c in counts]
+    _emit_list(rows, fmt, ["entity", "active", "dead_letter", "transfer_dead_letter", "scheduled"], q)
+    if fail_above is not None:
+        _check_threshold(ctx, counts, sub_queue, fail_above)
 
-    @app.command("inspect-reason")
-    def inspect_reason(
-        ctx: typer.Context,
-        entity: Entity,
-        by: Annotated[
-            str,
-            typer.Option("--by", help="reason, description, source, subject, property:NAME, hour or day."),
-        ] = "reason",
-        reason: Reason = None,
-        description_contains: DescriptionContains = None,
-        subject: Subject = None,
-        prop: Property = None,
-        enqueued_before: EnqueuedBefore = None,
-        enqueued_after: EnqueuedAfter = None,
-        sequence: Sequence_ = None,
-        body_contains: BodyContains = None,
-        body_regex: BodyRegex = None,
-        where: Where = None,
-        output: Output = None,
-        query: QueryOpt = None,
-    ) -> None:
-        """Group messages by why they failed: count, first and last enqueued, samples."""
-        params = dict(locals())  # the selection options, read by _selection
-        q = _query(ctx, query)
-        from sbdlq.operations.browse import group_key, inspect_reasons
-        from sbdlq.render import progress
 
-        async def work(s: Settings) -> tuple[str, list[Any]]:
-            address = _address(entity, sub_queue)
-            group_key(by)  # reject a bad --by before any I/O
-            sel = _selection(params)
-            fmt = output_format(s, output)
-            async with open_target(s) as backend:
-                await backend.get_entity(address.entity)
-                with progress(f"scan {address}") as bars:
-                    groups = await inspect_reasons(backend, address, by=by, selection=sel, on_page=bars(None))
-            return fmt, groups
+def _check_threshold(ctx: typer.Context, counts: list[Any], sub_queue: SubQueue, fail_above: int) -> None:
+    """Exit 3 naming the fullest queue when any holds more than `fail_above` messages."""
+    from sbdlq.operations.browse import dlq_count
 
-        fmt, groups = run(ctx, work)
-        if fmt != "table" or q is not None:
-            _write([g.to_json() for g in groups], fmt, q)
-            return
-        from sbdlq.render import Col, bar_chart, table
+    over = [c for c in counts if dlq_count(c, sub_queue) > fail_above]
+    if over:
+        worst = max(over, key=lambda c: dlq_count(c, sub_queue))
+        with handled(ctx):
+            raise ThresholdExceeded(
+                f"{worst.entity}: {dlq_count(worst, sub_queue)} messages in the {_queue_name(sub_queue)}, "
+                f"above {fail_above}" + (f" ({len(over)} entities over)" if len(over) > 1 else "")
+            )
 
-        table(
-            [
-                # The reason is what the operator came for: room for MaxDeliveryCountExceeded.
-                Col("key", min_width=24),
-                Col("count", numeric=True),
-                Col("first_enqueued", min_width=16),
-                Col("last_enqueued", min_width=16),
-                Col("samples", min_width=7, drop=1),
-            ],
-            [
-                (
-                    g.key,
-                    g.count,
-                    _time(g.first_enqueued, seconds=False),
-                    _time(g.last_enqueued, seconds=False),
-                    ", ".join(str(n) for n in g.sample_sequence_numbers),
-                )
-                for g in groups
-            ],
-            title=f"{sum(g.count for g in groups)} message(s) by {by}",
-        )
-        if _chart_wanted() and groups:
-            from sbdlq.operations.browse import timeline
 
-            if by in ("hour", "day"):
-                bar_chart(timeline(groups, by), title=f"messages per {by} (UTC)")
+# ---------------------------------------------------------------------- peek
+
+
+@selection_options
+def peek(
+    ctx: typer.Context,
+    sub_queue: SubQueue,
+    entity: Entity,
+    max_count: Annotated[int, typer.Option("--max", help="Show at most N messages.", min=1)] = 20,
+    all_: Annotated[bool, typer.Option("--all", help="Every message (overrides --max).")] = False,
+    from_sequence: Annotated[int, typer.Option("--from-sequence", help="Start at this sequence number.", min=0)] = 0,
+    selection: SelectionOptions = NO_SELECTION,
+    output: Output = None,
+    query: QueryOpt = None,
+) -> None:
+    """Browse the queue without locking or changing anything."""
+    q = _query(ctx, query)
+
+    async def work(s: Settings) -> None:
+        address = _address(entity, sub_queue)
+        sel = selection.compile()
+        fmt = output_format(s, output)
+        limit = None if all_ else max_count
+        async with open_target(s) as backend:
+            await backend.get_entity(address.entity)
+            if fmt == "table" and q is None:
+                await _peek_to_table(backend, address, sel, from_sequence, limit)
             else:
-                bar_chart([(g.key, g.count) for g in groups], title=f"messages by {by}")
+                await _peek_to_document(backend, address, sel, from_sequence, limit, Emitter(fmt, query=q))
 
-    @app.command("resubmit")
-    def resubmit(
-        ctx: typer.Context,
-        entity: Entity,
-        to: Annotated[
-            str | None,
-            typer.Option(
-                "--to", help="Send to this queue or topic instead of the entity.", autocompletion=complete_destination
-            ),
-        ] = None,
-        concurrency: Annotated[
-            int | None,
-            typer.Option("--concurrency", help="Messages in flight at most.", min=1, show_default="32"),
-        ] = None,
-        batch_size: Annotated[
-            int | None,
-            typer.Option("--batch-size", help="Messages received per batch.", min=1, show_default="100"),
-        ] = None,
-        rate: Annotated[float | None, typer.Option("--rate", help="At most N messages per second.", min=0.001)] = None,
-        max_count: Annotated[int | None, typer.Option("--max", help="Resubmit at most N messages.", min=1)] = None,
-        dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; change nothing.")] = False,
-        new_message_id: Annotated[
-            bool, typer.Option("--new-message-id", help="Give copies fresh message ids.")
-        ] = False,
-        keep_dead_letter_properties: Annotated[
-            bool,
-            typer.Option("--keep-dead-letter-properties", help="Keep DeadLetterReason and description on the copies."),
-        ] = False,
-        reason: Reason = None,
-        description_contains: DescriptionContains = None,
-        subject: Subject = None,
-        prop: Property = None,
-        enqueued_before: EnqueuedBefore = None,
-        enqueued_after: EnqueuedAfter = None,
-        sequence: Sequence_ = None,
-        body_contains: BodyContains = None,
-        body_regex: BodyRegex = None,
-        where: Where = None,
-        output: Output = None,
-        query: QueryOpt = None,
-    ) -> None:
-        """Send copies of DLQ messages back (send first, then complete the original)."""
-        params = dict(locals())  # the selection options, read by _selection
-        q = _query(ctx, query)
-        from sbdlq.operations.resubmit import resubmit as do_resubmit
-        from sbdlq.render import progress
+    run(ctx, work)
 
-        async def work(s: Settings) -> tuple[str, Any]:
-            address = _address(entity, sub_queue)
-            target = _resubmit_target(address, to)
-            sel = _selection(params)
-            fmt = output_format(s, output)
-            async with open_target(s) as backend:
-                with progress(f"resubmit {address}") as bars:
-                    result = await do_resubmit(
-                        backend,
-                        address,
-                        target,
-                        selection=sel,
-                        max_count=max_count,
-                        batch_size=_tuning(s, "batch_size", batch_size, 100),
-                        concurrency=_tuning(s, "concurrency", concurrency, 32),
-                        rate=rate,
-                        dry_run=dry_run,
-                        new_message_id=new_message_id,
-                        keep_dead_letter_properties=keep_dead_letter_properties,
-                        note=_note,
-                        progress=bars,
-                    )
-            return fmt, result
 
-        fmt, result = run(ctx, work)
-        _report(fmt, result.to_json(), _resubmit_summary(result), q)
-        _finish(ctx, result, "resubmitted")
+async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_sequence: int, limit: int | None) -> None:
+    """A table of the first `limit` messages, and a note pointing at the rest."""
+    from sbdlq.operations.browse import iter_messages
 
-    @app.command("purge")
-    def purge(
-        ctx: typer.Context,
-        entity: Entity,
-        max_count: Annotated[int | None, typer.Option("--max", help="Delete at most N messages.", min=1)] = None,
-        older_than: Annotated[
-            str | None, typer.Option("--older-than", help="Only messages enqueued more than this long ago (7d).")
-        ] = None,
-        export: Annotated[
-            Path | None,
-            typer.Option("--export", help="Append each message to this JSONL file (synced) before deleting it."),
-        ] = None,
-        batch_size: Annotated[
-            int | None, typer.Option("--batch-size", help="Messages per batch.", min=1, show_default="500")
-        ] = None,
-        dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
-        yes: Annotated[
-            bool, typer.Option("--yes", "-y", help="Don't ask (required when stdin is not a terminal).")
-        ] = False,
-        reason: Reason = None,
-        description_contains: DescriptionContains = None,
-        subject: Subject = None,
-        prop: Property = None,
-        enqueued_before: EnqueuedBefore = None,
-        enqueued_after: EnqueuedAfter = None,
-        sequence: Sequence_ = None,
-        body_contains: BodyContains = None,
-        body_regex: BodyRegex = None,
-        where: Where = None,
-        output: Output = None,
-        query: QueryOpt = None,
-    ) -> None:
-        """Delete DLQ messages, optionally exporting each one first."""
-        params = dict(locals())  # the selection options, read by _selection
-        q = _query(ctx, query)
-        from sbdlq.operations.purge import purge as do_purge
-        from sbdlq.render import progress
+    rows = []
+    # One more than shown tells whether to point at the rest.
+    async for m in iter_messages(
+        backend, address, selection=sel, from_sequence=from_sequence, limit=None if limit is None else limit + 1
+    ):
+        rows.append(m)
+    more = limit is not None and len(rows) > limit
+    rows = rows[:limit]
+    _peek_table(rows, str(address))
+    if more:
+        err(
+            f"sbdlq: showing the first {limit}; see more with --from-sequence "
+            f"{rows[-1].sequence_number + 1}, --max N or --all"
+        )
 
-        async def work(s: Settings) -> tuple[str, Any]:
-            address = _address(entity, sub_queue)
-            sel = _selection(params, older_than=older_than)
-            fmt = output_format(s, output)
-            if export is not None:
-                _check_export_path(export)
-            if not dry_run and not yes and not _interactive():
-                # Before any I/O: a script without --yes must not delete, nor wait for an answer.
-                raise BadInput("purge needs --yes when stdin is not a terminal", hint="or try --dry-run first")
-            async with open_target(s) as backend:
-                # No bar when a prompt will come: Rich would redraw over the question.
-                with progress(f"purge {address}", enabled=yes or dry_run) as bars:
-                    result = await do_purge(
-                        backend,
-                        address,
-                        selection=sel,
-                        max_count=max_count,
-                        export=export,
-                        batch_size=_tuning(s, "batch_size", batch_size, 500),
-                        concurrency=_tuning(s, "concurrency", None, 32),
-                        dry_run=dry_run,
-                        note=_note,
-                        progress=bars,
-                        confirm=None if yes else lambda n: _confirm(address, n, export),
-                    )
-            return fmt, result
 
-        fmt, result = run(ctx, work)
-        _report(fmt, result.to_json(), _purge_summary(result), q)
-        _finish(ctx, result, "purged")
+async def _peek_to_document(
+    backend: Any, address: Address, sel: Selection, from_sequence: int, limit: int | None, emitter: Emitter
+) -> None:
+    """Every message as it arrives, as one json/yaml document or one jsonl line each."""
+    from sbdlq.operations.browse import iter_messages
+    from sbdlq.render import progress
+
+    emitter.begin()
+    try:
+        # No bar when stdout is the same terminal: it would tear the output.
+        with progress(f"peek {address}", enabled=not sys.stdout.isatty()) as bars:
+            tick = bars(None) if limit is None else None
+            async for m in iter_messages(
+                backend, address, selection=sel, from_sequence=from_sequence, limit=limit, on_page=tick
+            ):
+                emitter.item(m.to_json())
+    finally:
+        # Close the document even when interrupted: stdout stays valid JSON
+        # and the exit status says the list is incomplete.
+        emitter.end()
+
+
+# ---------------------------------------------------------------------- inspect-reason
+
+
+@selection_options
+def inspect_reason(
+    ctx: typer.Context,
+    sub_queue: SubQueue,
+    entity: Entity,
+    by: Annotated[
+        str,
+        typer.Option("--by", help="reason, description, source, subject, property:NAME, hour or day."),
+    ] = "reason",
+    selection: SelectionOptions = NO_SELECTION,
+    output: Output = None,
+    query: QueryOpt = None,
+) -> None:
+    """Group messages by why they failed: count, first and last enqueued, samples."""
+    q = _query(ctx, query)
+    from sbdlq.operations.browse import group_key, inspect_reasons
+    from sbdlq.render import progress
+
+    async def work(s: Settings) -> tuple[str, list[Any]]:
+        address = _address(entity, sub_queue)
+        group_key(by)  # reject a bad --by before any I/O
+        sel = selection.compile()
+        fmt = output_format(s, output)
+        async with open_target(s) as backend:
+            await backend.get_entity(address.entity)
+            with progress(f"scan {address}") as bars:
+                groups = await inspect_reasons(backend, address, by=by, selection=sel, on_page=bars(None))
+        return fmt, groups
+
+    fmt, groups = run(ctx, work)
+    if fmt != "table" or q is not None:
+        _write([g.to_json() for g in groups], fmt, q)
+        return
+    _reasons_table(groups, by)
+    if _chart_wanted() and groups:
+        _reasons_chart(groups, by)
+
+
+def _reasons_table(groups: list[Any], by: str) -> None:
+    from sbdlq.render import Col, table
+
+    table(
+        [
+            # The reason is what the operator came for: room for MaxDeliveryCountExceeded.
+            Col("key", min_width=24),
+            Col("count", numeric=True),
+            Col("first_enqueued", min_width=16),
+            Col("last_enqueued", min_width=16),
+            Col("samples", min_width=7, drop=1),
+        ],
+        [
+            (
+                g.key,
+                g.count,
+                _time(g.first_enqueued, seconds=False),
+                _time(g.last_enqueued, seconds=False),
+                ", ".join(str(n) for n in g.sample_sequence_numbers),
+            )
+            for g in groups
+        ],
+        title=f"{sum(g.count for g in groups)} message(s) by {by}",
+    )
+
+
+def _reasons_chart(groups: list[Any], by: str) -> None:
+    from sbdlq.operations.browse import timeline
+    from sbdlq.render import bar_chart
+
+    if by in ("hour", "day"):
+        bar_chart(timeline(groups, by), title=f"messages per {by} (UTC)")
+    else:
+        bar_chart([(g.key, g.count) for g in groups], title=f"messages by {by}")
+
+
+# ---------------------------------------------------------------------- resubmit
+
+
+@selection_options
+def resubmit(
+    ctx: typer.Context,
+    sub_queue: SubQueue,
+    entity: Entity,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to", help="Send to this queue or topic instead of the entity.", autocompletion=complete_destination
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", help="Messages in flight at most.", min=1, show_default="32"),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option("--batch-size", help="Messages received per batch.", min=1, show_default="100"),
+    ] = None,
+    rate: Annotated[float | None, typer.Option("--rate", help="At most N messages per second.", min=0.001)] = None,
+    max_count: Annotated[int | None, typer.Option("--max", help="Resubmit at most N messages.", min=1)] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; change nothing.")] = False,
+    new_message_id: Annotated[bool, typer.Option("--new-message-id", help="Give copies fresh message ids.")] = False,
+    keep_dead_letter_properties: Annotated[
+        bool,
+        typer.Option("--keep-dead-letter-properties", help="Keep DeadLetterReason and description on the copies."),
+    ] = False,
+    selection: SelectionOptions = NO_SELECTION,
+    output: Output = None,
+    query: QueryOpt = None,
+) -> None:
+    """Send copies of DLQ messages back (send first, then complete the original)."""
+    from sbdlq.operations.resubmit import resubmit as do_resubmit
+    from sbdlq.render import progress
+
+    async def work(s: Settings) -> tuple[str, Any]:
+        address = _address(entity, sub_queue)
+        target = _resubmit_target(address, to)
+        sel = selection.compile()
+        fmt = output_format(s, output)
+        async with open_target(s) as backend:
+            with progress(f"resubmit {address}") as bars:
+                result = await do_resubmit(
+                    backend,
+                    address,
+                    target,
+                    selection=sel,
+                    max_count=max_count,
+                    batch_size=_tuning(s, "batch_size", batch_size, 100),
+                    concurrency=_tuning(s, "concurrency", concurrency, 32),
+                    rate=rate,
+                    dry_run=dry_run,
+                    new_message_id=new_message_id,
+                    keep_dead_letter_properties=keep_dead_letter_properties,
+                    note=_note,
+                    progress=bars,
+                )
+        return fmt, result
+
+    _change(ctx, query, work, _resubmit_summary, "resubmitted")
+
+
+# ---------------------------------------------------------------------- purge
+
+
+@selection_options
+def purge(
+    ctx: typer.Context,
+    sub_queue: SubQueue,
+    entity: Entity,
+    max_count: Annotated[int | None, typer.Option("--max", help="Delete at most N messages.", min=1)] = None,
+    older_than: Annotated[
+        str | None, typer.Option("--older-than", help="Only messages enqueued more than this long ago (7d).")
+    ] = None,
+    export: Annotated[
+        Path | None,
+        typer.Option("--export", help="Append each message to this JSONL file (synced) before deleting it."),
+    ] = None,
+    batch_size: Annotated[
+        int | None, typer.Option("--batch-size", help="Messages per batch.", min=1, show_default="500")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Don't ask (required when stdin is not a terminal).")
+    ] = False,
+    selection: SelectionOptions = NO_SELECTION,
+    output: Output = None,
+    query: QueryOpt = None,
+) -> None:
+    """Delete DLQ messages, optionally exporting each one first."""
+    from sbdlq.operations.purge import purge as do_purge
+    from sbdlq.render import progress
+
+    async def work(s: Settings) -> tuple[str, Any]:
+        address = _address(entity, sub_queue)
+        sel = selection.compile(older_than=older_than)
+        fmt = output_format(s, output)
+        if export is not None:
+            _check_export_path(export)
+        if not dry_run and not yes and not _interactive():
+            # Before any I/O: a script without --yes must not delete, nor wait for an answer.
+            raise BadInput("purge needs --yes when stdin is not a terminal", hint="or try --dry-run first")
+        async with open_target(s) as backend:
+            # No bar when a prompt will come: Rich would redraw over the question.
+            with progress(f"purge {address}", enabled=yes or dry_run) as bars:
+                result = await do_purge(
+                    backend,
+                    address,
+                    selection=sel,
+                    max_count=max_count,
+                    export=export,
+                    batch_size=_tuning(s, "batch_size", batch_size, 500),
+                    concurrency=_tuning(s, "concurrency", None, 32),
+                    dry_run=dry_run,
+                    note=_note,
+                    progress=bars,
+                    confirm=None if yes else lambda n: _confirm(address, n, export),
+                )
+        return fmt, result
+
+    _change(ctx, query, work, _purge_summary, "purged")
+
+
+def _change(
+    ctx: typer.Context,
+    query: str | None,
+    work: Callable[[Settings], Awaitable[tuple[str, Any]]],
+    summary: Callable[[Any], str],
+    verb: str,
+) -> None:
+    """Run a resubmit or purge under the error path, report it, and exit 1 when messages were left."""
+    q = _query(ctx, query)
+    fmt, result = run(ctx, work)
+    _report(fmt, result.to_json(), summary(result), q)
+    _finish(ctx, result, verb)
+
+
+# ---------------------------------------------------------------------- helpers
 
 
 def _resubmit_target(address: Address, to: str | None) -> Any:
@@ -576,30 +528,22 @@ def _resubmit_summary(r: Any) -> str:
     if r.dry_run:
         return f"dry run: {r.selected} message(s) would be resubmitted"
     text = f"resubmitted {r.resubmitted} of {r.selected} selected message(s) in {r.elapsed_s:.2f}s"
-    extras = []
-    if r.failed:
-        extras.append(f"{r.failed} failed")
-    if r.skipped:
-        extras.append(f"{r.skipped} skipped")
-    if r.retries:
-        extras.append(f"{r.retries} retries")
-    return text + (f" ({', '.join(extras)})" if extras else "")
+    return text + _counted([(r.failed, "failed"), (r.skipped, "skipped"), (r.retries, "retries")])
 
 
 def _purge_summary(r: Any) -> str:
     if r.dry_run:
         return f"dry run: {r.selected} message(s) would be deleted"
     text = f"purged {r.purged} of {r.selected} selected message(s) in {r.elapsed_s:.2f}s"
-    extras = []
-    if r.exported:
-        extras.append(f"{r.exported} exported")
-    if r.failed:
-        extras.append(f"{r.failed} failed")
-    if r.skipped:
-        extras.append(f"{r.skipped} skipped")
-    if r.retries:
-        extras.append(f"{r.retries} retries")
-    return text + (f" ({', '.join(extras)})" if extras else "")
+    return text + _counted(
+        [(r.exported, "exported"), (r.failed, "failed"), (r.skipped, "skipped"), (r.retries, "retries")]
+    )
+
+
+def _counted(counts: list[tuple[int, str]]) -> str:
+    """` (2 failed, 3 retries)`: the non-zero counts, or nothing."""
+    said = [f"{n} {what}" for n, what in counts if n]
+    return f" ({', '.join(said)})" if said else ""
 
 
 def _finish(ctx: typer.Context, result: Any, verb: str) -> None:

@@ -8,6 +8,7 @@ from sbdlq import __version__
 from sbdlq.cli.common import Settings
 from sbdlq.cli.complete import complete_profile
 from sbdlq.cli.group import SbdlqGroup
+from sbdlq.config import Setting, Source
 from sbdlq.paths import SubQueue
 
 TARGET = "Target"
@@ -91,23 +92,26 @@ def main(
     ] = False,
 ) -> None:
     """Operate Azure Service Bus dead-letter queues: count, peek, inspect, resubmit, purge."""
-    sources: dict[str, tuple[str | None, str]] = {}
-    for name, value in (("connection_string", connection_string), ("namespace", namespace), ("emulator", emulator)):
-        sources[name] = (value, _source(ctx, name))
-    sources["timeout"] = (timeout, _source(ctx, "timeout"))
-    sources["profile"] = (profile, _source(ctx, "profile"))
-    ctx.obj = Settings(options=sources, profile=profile, timeout=timeout, verbose=verbose, debug=debug)
+    given = {
+        "connection_string": connection_string,
+        "namespace": namespace,
+        "emulator": emulator,
+        "timeout": timeout,
+        "profile": profile,
+    }
+    options = {name: Setting(value, _source(ctx, name)) for name, value in given.items()}
+    ctx.obj = Settings(options=options, profile=profile, timeout=timeout, verbose=verbose, debug=debug)
 
 
-def _source(ctx: typer.Context, name: str) -> str:
+def _source(ctx: typer.Context, name: str) -> Source:
     from click.core import ParameterSource
 
     src = ctx.get_parameter_source(name)
     if src is ParameterSource.COMMANDLINE:
-        return "option"
+        return Source.OPTION
     if src is ParameterSource.ENVIRONMENT:
-        return "env"
-    return "default"
+        return Source.ENV
+    return Source.DEFAULT
 
 
 def _build() -> None:
@@ -121,13 +125,10 @@ def _build() -> None:
     )
     dlq.register(transfer, SubQueue.TRANSFER_DEAD_LETTER)
     app.add_typer(transfer, name="transfer-dlq")
-    try:
-        from sbdlq.cli.emulator_cmds import app as emulator_app
-    except ImportError:  # pragma: no cover - while the module is being written
-        pass
-    else:
-        app.add_typer(emulator_app, name="emulator")
     from sbdlq.cli.config_cmds import app as config_app
+    from sbdlq.cli.emulator_cmds import app as emulator_app
+
+    app.add_typer(emulator_app, name="emulator")
 
     app.add_typer(config_app, name="config")
 

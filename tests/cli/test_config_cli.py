@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sbdlq.config import resolve_target
+from sbdlq.config import Setting, Source, resolve_target
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import BadInput
 
@@ -685,21 +685,27 @@ def listed(config: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_resolve_profile_levels(listed: Path) -> None:
-    prod_option = {"profile": ("prod", "option"), "namespace": ("envns", "env")}
+    prod_option = {"profile": Setting("prod", Source.OPTION), "namespace": Setting("envns", Source.ENV)}
     assert resolve_target(options=prod_option).value == "contoso.servicebus.windows.net"
-    prod_env = {"profile": ("prod", "env"), "emulator": ("/o.db", "option")}
+    prod_env = {"profile": Setting("prod", Source.ENV), "emulator": Setting("/o.db", Source.OPTION)}
     assert resolve_target(options=prod_env).value == "/o.db"
     with pytest.raises(BadInput, match="conflicting environment variables: SBDLQ_NAMESPACE and SBDLQ_PROFILE=prod"):
-        resolve_target(options={"profile": ("prod", "env"), "namespace": ("envns", "env")})
+        resolve_target(options={"profile": Setting("prod", Source.ENV), "namespace": Setting("envns", Source.ENV)})
     # Without a recorded source, a named profile counts at the config-file level.
-    assert resolve_target(options={"namespace": ("envns", "env")}, profile_name="prod").value == (
+    assert resolve_target(options={"namespace": Setting("envns", Source.ENV)}, profile_name="prod").value == (
         "envns.servicebus.windows.net"
     )
 
 
+def test_resolve_reads_source_names_from_callers_not_yet_typed(listed: Path) -> None:
+    # (value, source name) pairs, as shell completion builds them, resolve like Settings.
+    assert resolve_target(options={"profile": ("prod", "env"), "emulator": ("/o.db", "option")}).value == "/o.db"
+    assert resolve_target(options={"emulator": ("/o.db", "default")}).source == "profile local"
+
+
 def test_resolve_keeps_the_profile_for_option_defaults(listed: Path) -> None:
-    target = resolve_target(options={"emulator": ("/o.db", "option")})
-    assert (target.kind, target.value, target.source) == ("emulator", "/o.db", "option")
+    target = resolve_target(options={"emulator": Setting("/o.db", Source.OPTION)})
+    assert (target.kind, target.value, target.level, target.source) == ("emulator", "/o.db", Source.OPTION, "option")
     assert target.profile is not None and target.profile.name == "local"
 
 

@@ -147,6 +147,25 @@ def elapsed(text: str) -> str:
 # ---------------------------------------------------------------- count
 
 
+def _listed_commands(*path: str) -> list[str]:
+    """The command names in the Commands panel of `sbdlq PATH --help`."""
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    panel = result.output.split("Commands")[1]
+    return re.findall(r"^│ ([a-z][a-z-]*) ", panel, re.MULTILINE)
+
+
+def test_root_help_lists_every_command_group() -> None:
+    # A group whose module fails to import must break `sbdlq`, never silently vanish from it.
+    listed = _listed_commands()
+    for command in ("count", "peek", "inspect-reason", "resubmit", "purge", "transfer-dlq", "emulator", "config"):
+        assert command in listed, (command, listed)
+
+
+def test_transfer_dlq_has_the_same_five_commands() -> None:
+    assert _listed_commands("transfer-dlq") == ["count", "peek", "inspect-reason", "resubmit", "purge"]
+
+
 def test_count_without_entities_lists_every_queue_and_subscription(orders: Store, sbdlq: Any) -> None:
     orders.engine.send("t", [OutboundMessage(body=b"x")])
     r = sbdlq("count")

@@ -1,0 +1,150 @@
+"""Options shared by several commands, declared once.
+
+The ten selection options (DESIGN §5) live on `SelectionOptions`: `@selection_options` puts
+them in a command's signature in place of its `selection` parameter and hands the command one
+typed object, as sqlite-utils' shared option decorators do for click. `for_sub_queue` binds the
+DLQ commands' `sub_queue` parameter, so one definition serves the DLQ and the transfer DLQ.
+"""
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, fields
+from typing import Annotated, Any, TypeVar, get_type_hints
+
+import typer
+
+from sbdlq.cli.complete import complete_entity
+from sbdlq.paths import SubQueue
+from sbdlq.selection import Selection, build_selection
+
+SEL = "Selection"
+OUT = "Output"
+
+Output = Annotated[
+    str | None,
+    typer.Option("--output", "-o", help="table, json, jsonl or yaml (default: table).", rich_help_panel=OUT),
+]
+QueryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--query",
+        help="JMESPath expression applied to the JSON output, as in the az CLI (jsonl: to each line).",
+        rich_help_panel=OUT,
+    ),
+]
+Entity = Annotated[
+    str,
+    typer.Argument(help="Queue, or TOPIC/Subscriptions/SUB.", show_default=False, autocompletion=complete_entity),
+]
+
+R = TypeVar("R")
+
+_TIME_HELP = "ISO 8601 time, or a duration ago (2h, 3d)."
+
+
+def _selecting(flag: str, help_: str) -> Any:
+    """A selection option: shown in the Selection panel of --help."""
+    return typer.Option(flag, help=help_, rich_help_panel=SEL)
+
+
+@dataclass(frozen=True)
+class SelectionOptions:
+    """The selection options as given on the command line; `compile()` checks and parses them."""
+
+    reason: Annotated[
+        list[str] | None, _selecting("--reason", "Dead-letter reason (repeatable, case-insensitive).")
+    ] = None
+    description_contains: Annotated[
+        str | None, _selecting("--description-contains", "Text in the dead-letter description.")
+    ] = None
+    subject: Annotated[str | None, _selecting("--subject", "Exact subject (label).")] = None
+    prop: Annotated[list[str] | None, _selecting("--property", "Application property K=V (repeatable).")] = None
+    enqueued_before: Annotated[str | None, _selecting("--enqueued-before", _TIME_HELP)] = None
+    enqueued_after: Annotated[str | None, _selecting("--enqueued-after", _TIME_HELP)] = None
+    sequence: Annotated[
+        list[str] | None, _selecting("--sequence", "Sequence numbers: N, N-M, N-, -M (repeatable).")
+    ] = None
+    body_contains: Annotated[str | None, _selecting("--body-contains", "Text in the body.")] = None
+    body_regex: Annotated[str | None, _selecting("--body-regex", "Python regular expression on the body.")] = None
+    where: Annotated[
+        str | None,
+        _selecting("--where", "Service Bus SQL filter, e.g. \"sys.Label = 'orders' AND tenant = 'eu'\"."),
+    ] = None
+
+    def compile(self, *, older_than: str | None = None) -> Selection:
+        """The selection predicate; BadInput naming the option when a value is invalid."""
+        return build_selection(
+            reasons=self.reason,
+            description_contains=self.description_contains,
+            subject=self.subject,
+            properties=self.prop,
+            enqueued_before=self.enqueued_before,
+            enqueued_after=self.enqueued_after,
+            sequences=self.sequence,
+            body_contains=self.body_contains,
+            body_regex=self.body_regex,
+            where=self.where,
+            older_than=older_than,
+        )
+
+
+# The parameter a command declares to receive the selection options.
+SELECTION_PARAMETER = "selection"
+
+
+def _selection_parameters() -> list[inspect.Parameter]:
+    """One Typer parameter per SelectionOptions field, in field order (the order of --help)."""
+    hints = get_type_hints(SelectionOptions, include_extras=True)
+    return [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=None if f.default is MISSING else f.default,
+            annotation=hints[f.name],
+        )
+        for f in fields(SelectionOptions)
+    ]
+
+
+def selection_options(command: Callable[..., R]) -> Callable[..., R]:
+    """Declare the selection options in place of `command`'s `selection` parameter; pass them as one object."""
+    names = [f.name for f in fields(SelectionOptions)]
+
+    @functools.wraps(command)
+    def with_selection(*args: Any, **kwargs: Any) -> R:
+        chosen = SelectionOptions(**{name: kwargs.pop(name) for name in names if name in kwargs})
+        return command(*args, **{SELECTION_PARAMETER: chosen}, **kwargs)
+
+    params: list[inspect.Parameter] = []
+    for param in inspect.signature(command).parameters.values():
+        params.extend(_selection_parameters() if param.name == SELECTION_PARAMETER else [param])
+    _set_signature(with_selection, params, inspect.signature(command).return_annotation)
+    return with_selection
+
+
+def for_sub_queue(
+    command: Callable[..., R], sub_queue: SubQueue, *, options: Mapping[str, Any] | None = None
+) -> Callable[..., R]:
+    """`command` reading `sub_queue`: its `sub_queue` parameter bound, `options` replacing declarations."""
+    replaced = options or {}
+
+    @functools.wraps(command)
+    def on_sub_queue(*args: Any, **kwargs: Any) -> R:
+        return command(*args, sub_queue=sub_queue, **kwargs)
+
+    signature = inspect.signature(command)
+    params = [
+        param.replace(annotation=replaced.get(param.name, param.annotation))
+        for param in signature.parameters.values()
+        if param.name != "sub_queue"
+    ]
+    _set_signature(on_sub_queue, params, signature.return_annotation)
+    return on_sub_queue
+
+
+def _set_signature(wrapper: Callable[..., Any], params: list[inspect.Parameter], returns: Any) -> None:
+    """What Typer reads to build the command: the signature and the annotations behind it."""
+    wrapper.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params if p.annotation is not inspect.Parameter.empty}
+    wrapper.__annotations__["return"] = returns
