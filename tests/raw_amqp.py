@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from typing import Any
 
 from proton import Data, Described, symbol, ubyte, uint, ulong
@@ -50,6 +51,35 @@ def transfer(chunk: bytes, *, delivery_id: int = 0, more: bool = True, handle: i
     else:
         fields = [uint(handle), None, None, None, None, more]
     return frame(TRANSFER, fields, chunk)
+
+
+def wait_for(sock: socket.socket, marker: bytes, seconds: float = 3.0) -> bytes:
+    """Read until `marker` shows up (or the time is up); what was read."""
+    deadline = time.monotonic() + seconds
+    got = b""
+    while marker not in got and time.monotonic() < deadline:
+        got += drain(sock, 0.05)
+    return got
+
+
+def cbs_flood(port: int, total: int, *, polite: bool = True) -> bytes:
+    """One endless delivery onto `$cbs` before any token; what the server answered.
+
+    polite: wait for the server's attach first (as a client obeying the session window
+    does); otherwise pipeline everything and break the window.
+    """
+    with connect(port) as sock:
+        sock.sendall(sasl_anonymous() + open_session() + attach_sender("$cbs"))
+        answer = wait_for(sock, b"$cbs") if polite else b""
+        chunk, sent = b"y" * 30000, 0
+        try:
+            sock.sendall(transfer(b"x" * 1000))
+            while sent < total:
+                sock.sendall(transfer(chunk, first=False))
+                sent += len(chunk)
+        except OSError:
+            pass  # the server closed the connection
+        return answer + drain(sock, 0.5)
 
 
 def connect(port: int, timeout: float = 5.0) -> socket.socket:

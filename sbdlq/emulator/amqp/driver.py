@@ -299,7 +299,7 @@ class Driver:
             peer.transport.unbind()
         except Exception:
             pass
-        log.debug("emulator: connection from %s closed", peer.name)
+        log.debug("emulator: connection from %s closed (%s)", peer.name, peer.transport.condition)
 
     def _shutdown(self) -> None:
         """Close connections with an AMQP close, give them a moment to flush, then drop them."""
