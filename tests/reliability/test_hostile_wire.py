@@ -167,7 +167,9 @@ def expired_token(server: Server) -> None:
     expiry = int(time.time()) + 2
     resource = f"sb://127.0.0.1:{server.amqp}/orders"
     token = f"{sas.PREFIX}sr={resource}&sig={sas.sign(resource, KEY, expiry)}&se={expiry}&skn=root"
-    conn = BlockingConnection(f"amqp://127.0.0.1:{server.amqp}", timeout=5, sasl_enabled=True, allowed_mechs="ANONYMOUS")
+    conn = BlockingConnection(
+        f"amqp://127.0.0.1:{server.amqp}", timeout=5, sasl_enabled=True, allowed_mechs="ANONYMOUS"
+    )
     try:
         replies = conn.create_receiver("$cbs")
         conn.create_sender("$cbs").send(
