@@ -479,13 +479,27 @@ def serve(
         typer.Option(
             "--key",
             envvar="SBDLQ_EMULATOR_KEY",
-            help="SAS key clients must sign with (required off loopback).",
+            help="SAS key clients must sign with (required off loopback). Visible in `ps`: "
+            "prefer --key-file or SBDLQ_EMULATOR_KEY.",
             show_default=False,
         ),
     ] = None,
+    key_file: Annotated[
+        str | None, typer.Option("--key-file", help="Read the SAS key from this file (one line).", show_default=False)
+    ] = None,
+    max_connections: Annotated[
+        int, typer.Option("--max-connections", help="Most AMQP connections at once.", min=1)
+    ] = 1000,
+    auth_timeout: Annotated[
+        float, typer.Option("--auth-timeout", help="Seconds a client has to authenticate (SASL + token).", min=0.1)
+    ] = 10.0,
 ) -> None:
     """Serve the store over AMQP 1.0 to any Service Bus SDK (UseDevelopmentEmulator=true)."""
     with handled(ctx) as s:
+        from sbdlq.emulator.amqp.limits import Limits, resolve_key
+
+        key = resolve_key(key, key_file)
+        limits = Limits(max_connections=max_connections, auth_timeout_s=auth_timeout)
         local = emulator_settings(s)
         if not key and not _is_loopback(host):
             raise BadInput(
@@ -504,7 +518,9 @@ def serve(
             sys.stdout.flush()
 
         with stop_on_signals(stop):
-            server.serve(path, host=host, port=port, key=key, http_port=http_port, ready=ready, stop_event=stop)
+            server.serve(
+                path, host=host, port=port, key=key, http_port=http_port, ready=ready, stop_event=stop, limits=limits
+            )
 
 
 def _server_module() -> Any:

@@ -58,8 +58,8 @@ class Emulator:
         return name
 
 
-def start(store: Path, *, key: str | None = None) -> Emulator:
-    """Start serve() in a thread and wait until it listens."""
+def start(store: Path, *, key: str | None = None, **options: Any) -> Emulator:
+    """Start serve() in a thread and wait until it listens (options: serve()'s limits, clock)."""
     from sbdlq.emulator.amqp.server import serve
     from sbdlq.emulator.engine import Engine
 
@@ -75,7 +75,7 @@ def start(store: Path, *, key: str | None = None) -> Emulator:
 
     def run() -> None:
         try:
-            serve(str(store), port=0, http_port=0, key=key, ready=on_ready, stop_event=stop)
+            serve(str(store), port=0, http_port=0, key=key, ready=on_ready, stop_event=stop, **options)
         except BaseException as exc:  # surfaced by the fixture
             errors.append(exc)
             ready.set()
@@ -120,8 +120,8 @@ def launch(tmp_path: Path) -> Iterator[Any]:
     pytest.importorskip("proton")
     started: list[Emulator] = []
 
-    def _launch(name: str = "private.db", *, key: str | None = None) -> Emulator:
-        emu = start(tmp_path / name, key=key)
+    def _launch(name: str = "private.db", *, key: str | None = None, **options: Any) -> Emulator:
+        emu = start(tmp_path / name, key=key, **options)
         started.append(emu)
         return emu
 

@@ -36,6 +36,9 @@ T = TypeVar("T")
 
 BackendFactory = Callable[[Path], AbstractContextManager[Backend]]
 SERVICEBUS = "servicebus"
+#: The servicebus contract runs against a listener started with this key (`serve --key`):
+#: every link, dead-letter receivers included, must pass the listener's token checks.
+SERVICEBUS_KEY = "SAS_KEY_VALUE"
 
 
 @contextmanager
@@ -46,7 +49,7 @@ def _emulator_backend(store: Path) -> Iterator[Backend]:
 
 
 @contextmanager
-def _listener(store: Path) -> Iterator[tuple[int, int]]:
+def _listener(store: Path, key: str | None = None) -> Iterator[tuple[int, int]]:
     """`sbdlq emulator serve` on the store, in a thread on free ports; yields its AMQP and HTTP ports."""
     from sbdlq.emulator.amqp.server import serve
 
@@ -61,7 +64,7 @@ def _listener(store: Path) -> Iterator[tuple[int, int]]:
 
     thread = threading.Thread(
         target=serve,
-        kwargs={"store_path": str(store), "port": 0, "http_port": 0, "ready": on_ready, "stop_event": stop},
+        kwargs={"store_path": str(store), "port": 0, "http_port": 0, "key": key, "ready": on_ready, "stop_event": stop},
         daemon=True,
     )
     thread.start()
@@ -79,7 +82,7 @@ def _servicebus(amqp: int, http: int) -> Backend:
 
     conn = (
         f"Endpoint=sb://127.0.0.1:{amqp};SharedAccessKeyName=RootManageSharedAccessKey;"
-        "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+        f"SharedAccessKey={SERVICEBUS_KEY};UseDevelopmentEmulator=true;"
     )
     return ServiceBusBackend(connection_string=conn, timeout_s=10, admin_port=http)
 
@@ -87,7 +90,7 @@ def _servicebus(amqp: int, http: int) -> Backend:
 @contextmanager
 def _servicebus_backend(store: Path) -> Iterator[Backend]:
     """ServiceBusBackend over a listener of its own on the store (the fixtures share one instead)."""
-    with _listener(store) as (amqp, http):
+    with _listener(store, SERVICEBUS_KEY) as (amqp, http):
         yield _servicebus(amqp, http)
 
 
@@ -97,7 +100,7 @@ class ServiceBusSession:
     def __init__(self, root: Path) -> None:
         self.store = root / "contract.db"
         Engine(self.store).close()
-        self._listening = _listener(self.store)
+        self._listening = _listener(self.store, SERVICEBUS_KEY)
         amqp, http = self._listening.__enter__()
         self.loop = asyncio.new_event_loop()
         self.backend = _servicebus(amqp, http)

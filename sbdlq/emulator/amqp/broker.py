@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -135,9 +137,10 @@ class _Peer:
 class Broker:
     """The proton handler: call `dispatch` for every event and `tick` periodically."""
 
-    def __init__(self, engine: Engine, *, key: str | None = None) -> None:
+    def __init__(self, engine: Engine, *, key: str | None = None, clock: Callable[[], float] = time.time) -> None:
         self.engine = engine
         self.key = key
+        self.clock = clock  # judges token expiry (tests shift it)
         self.peers: dict[Connection, _Peer] = {}
         self.feeds: dict[Link, _Feed] = {}
         self.intakes: dict[Link, _Intake] = {}
@@ -208,7 +211,7 @@ class Broker:
                 self._attach_node(link, node, None)
             elif node.lower().endswith(MANAGEMENT_SUFFIX):
                 address = parse_address(node[: -len(MANAGEMENT_SUFFIX)])
-                self._authorize(link.connection, address.entity)
+                self._authorize(link.connection, str(address))
                 self.engine.get_entity(address.entity)
                 self._attach_node(link, node, address)
             elif isinstance(link, Sender):
@@ -235,7 +238,7 @@ class Broker:
             self.requests[link] = _Requests(link, key, address)
 
     def _attach_feed(self, link: Sender, address: Address) -> None:
-        self._authorize(link.connection, address.entity)
+        self._authorize(link.connection, str(address))
         info = self.engine.get_entity(address.entity)
         if info.kind == "topic":
             raise InvalidOperation(f"Cannot receive from topic '{info.path}': receive from one of its subscriptions.")
@@ -257,7 +260,7 @@ class Broker:
         self._pump(feed)
 
     def _attach_intake(self, link: Receiver, address: Address) -> None:
-        self._authorize(link.connection, address.entity)
+        self._authorize(link.connection, str(address))
         if address.sub_queue is not SubQueue.NONE:
             raise InvalidOperation(f"Cannot send to '{address}': a dead-letter queue only receives.")
         info = self.engine.get_entity(address.entity)
@@ -278,12 +281,13 @@ class Broker:
         link.condition = _condition(failure)
         link.close()
 
-    def _authorize(self, connection: Connection, entity: EntityPath) -> None:
+    def _authorize(self, connection: Connection, path: str) -> None:
         if self.key is None:
             return
         peer = self.peers.get(connection)
-        if peer is None or not any(g.covers(str(entity)) for g in peer.grants):
-            raise AuthError(f"Unauthorized access to '{entity}': put a valid token on $cbs first.")
+        # The whole address: a token for `q/$DeadLetterQueue` covers that sub-queue, not `q`.
+        if peer is None or not cbs.authorized(peer.grants, path, self.clock()):
+            raise AuthError(f"Unauthorized access to '{path}': put a valid token on $cbs first.")
 
     # ------------------------------------------------------------------ sessions
 
@@ -488,9 +492,9 @@ class Broker:
         self._send_reply(node.link.connection, target, reply.encode())
 
     def _cbs_reply(self, connection: Connection, props: dict[str, Any], body: Any) -> Message:
-        outcome = cbs.put_token(props, body, self.key)
+        outcome = cbs.put_token(props, body, self.key, now=self.clock())
         if outcome.grant is not None:
-            self.peers.setdefault(connection, _Peer()).grants.append(outcome.grant)
+            cbs.add_grant(self.peers.setdefault(connection, _Peer()).grants, outcome.grant, self.clock())
         return Message(properties={"status-code": outcome.status, "status-description": outcome.description})
 
     def _management_reply(self, address: Address, props: dict[str, Any], body: Any) -> Message:

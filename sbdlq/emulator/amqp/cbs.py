@@ -1,8 +1,9 @@
-"""The `$cbs` node: claims-based security put-token requests."""
+"""The `$cbs` node: claims-based security put-token requests, and what the grants allow."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,3 +35,14 @@ def put_token(properties: dict[str, Any], token: Any, key: str | None, *, now: f
     except sas.TokenRejected as exc:
         return Outcome(401, f"Unauthorized: {exc}", None)
     return Outcome(202, "Accepted", grant)
+
+
+def add_grant(grants: list[sas.Grant], grant: sas.Grant, now: float) -> None:
+    """Keep a new grant, dropping expired ones (SDKs refresh tokens for the life of a connection)."""
+    grants[:] = [g for g in grants if g.live(now) and g != grant]
+    grants.append(grant)
+
+
+def authorized(grants: Iterable[sas.Grant], path: str, now: float) -> bool:
+    """Whether a live grant covers the path (`queue`, `queue/$DeadLetterQueue`, `t/Subscriptions/s`...)."""
+    return any(g.live(now) and g.covers(path) for g in grants)

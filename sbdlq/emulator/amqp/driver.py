@@ -7,7 +7,9 @@ handler's periodic tick, and stops when asked. Nothing here knows about Service 
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import selectors
 import socket
 import threading
@@ -44,13 +46,39 @@ class _Peer:
     transport: Transport
     connection: Connection
     name: str
+    admit_by: float  # monotonic time by which the handler must have admitted the connection
     deadline: float = 0.0
     events: int = field(default=selectors.EVENT_READ)
     closing_since: float | None = None
 
 
+class _Throttled:
+    """A log line at most once per interval (floods must not turn into a log per event)."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.last: dict[str, float] = {}
+        self.dropped: dict[str, int] = {}
+
+    def warning(self, key: str, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self.last.get(key, -self.interval) < self.interval:
+            self.dropped[key] = self.dropped.get(key, 0) + 1
+            return
+        more = self.dropped.pop(key, 0)
+        self.last[key] = now
+        log.warning(message + (f" ({more} more since the last report)" if more else ""), *args)
+
+
+_OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
 class Driver:
-    """Accept connections on a listening socket and run them until stopped."""
+    """Accept connections on a listening socket and run them until stopped.
+
+    At most max_connections at once (more are closed on accept); a connection the handler's
+    `admitted` has not accepted within admit_timeout seconds is dropped.
+    """
 
     def __init__(
         self,
@@ -59,14 +87,25 @@ class Driver:
         *,
         configure: Callable[[Transport], None] | None = None,
         tick_interval: float = 0.25,
+        admitted: Callable[[Connection], bool] | None = None,
+        admit_timeout: float = 10.0,
+        max_connections: int = 1000,
+        backoff: float = 0.5,
+        log_interval: float = 10.0,
     ) -> None:
         self.listener = listener
         self.handler = handler
         self.configure = configure
         self.tick_interval = tick_interval
+        self.admitted = admitted
+        self.admit_timeout = admit_timeout
+        self.max_connections = max_connections
+        self.backoff = backoff
         self.collector = Collector()
         self.selector = selectors.DefaultSelector()
         self.peers: dict[int, _Peer] = {}
+        self.accepting_again: float | None = None  # set while backing off from EMFILE
+        self.throttled = _Throttled(log_interval)
 
     # ------------------------------------------------------------------ running
 
@@ -78,6 +117,7 @@ class Driver:
         try:
             while not stop.is_set():
                 now = time.monotonic()
+                self._resume_accepting(now)
                 timeout = max(0.0, min(next_tick, self._earliest_deadline(now + 0.2)) - now)
                 for key, mask in self.selector.select(min(timeout, 0.2)):
                     if key.data is None:
@@ -100,6 +140,8 @@ class Driver:
 
     def _earliest_deadline(self, default: float) -> float:
         deadlines = [p.deadline for p in self.peers.values() if p.deadline]
+        if self.accepting_again is not None:
+            deadlines.append(self.accepting_again)
         return min([default, *deadlines])
 
     def _guarded(self, fn: Callable[[], None]) -> None:
@@ -116,9 +158,13 @@ class Driver:
                 sock, addr = self.listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:
-                log.exception("emulator: accept failed")
+            except OSError as exc:
+                self._accept_failed(exc)
                 return
+            if len(self.peers) >= self.max_connections:
+                self.throttled.warning("cap", "emulator: %d connections open: refusing more", len(self.peers))
+                sock.close()
+                continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             transport = Transport(Transport.SERVER)
@@ -127,10 +173,25 @@ class Driver:
             connection = Connection()
             connection.collect(self.collector)
             transport.bind(connection)
-            peer = _Peer(sock, transport, connection, f"{addr[0]}:{addr[1]}")
+            peer = _Peer(sock, transport, connection, f"{addr[0]}:{addr[1]}", time.monotonic() + self.admit_timeout)
             self.peers[sock.fileno()] = peer
             self.selector.register(sock, selectors.EVENT_READ, peer)
             log.debug("emulator: connection from %s", peer.name)
+
+    def _accept_failed(self, exc: OSError) -> None:
+        """Out of file descriptors: stop selecting on the listener for a while (no busy loop)."""
+        if exc.errno in _OUT_OF_FDS:
+            self.throttled.warning("fds", "emulator: cannot accept connections: %s", os.strerror(exc.errno or 0))
+        else:
+            self.throttled.warning("accept", "emulator: accept failed: %s", exc)
+        if self.accepting_again is None:
+            self.selector.unregister(self.listener)
+        self.accepting_again = time.monotonic() + self.backoff
+
+    def _resume_accepting(self, now: float) -> None:
+        if self.accepting_again is not None and now >= self.accepting_again:
+            self.accepting_again = None
+            self.selector.register(self.listener, selectors.EVENT_READ, None)
 
     def _read(self, peer: _Peer) -> None:
         capacity = peer.transport.capacity()
@@ -214,9 +275,15 @@ class Driver:
         peer.events = want
 
     def _stale(self, peer: _Peer, now: float) -> bool:
-        """A connection the peer stopped talking to after close: give it two seconds."""
+        """A connection the peer stopped talking to after close (two seconds), or never admitted."""
         if peer.transport.capacity() < 0 and peer.transport.pending() <= 0:
             return True
+        if peer.admit_by and now > peer.admit_by:
+            if self.admitted is None or self.admitted(peer.connection):
+                peer.admit_by = 0.0  # admitted once is enough: grant expiry is the handler's job
+            else:
+                log.debug("emulator: %s did not authenticate in time: closed", peer.name)
+                return True
         return peer.closing_since is not None and now - peer.closing_since > 2.0
 
     def _drop(self, fd: int, peer: _Peer) -> None:
@@ -232,7 +299,7 @@ class Driver:
             peer.transport.unbind()
         except Exception:
             pass
-        log.debug("emulator: connection from %s closed", peer.name)
+        log.debug("emulator: connection from %s closed (%s)", peer.name, peer.transport.condition)
 
     def _shutdown(self) -> None:
         """Close connections with an AMQP close, give them a moment to flush, then drop them."""

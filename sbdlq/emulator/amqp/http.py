@@ -12,18 +12,27 @@ import logging
 import os
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 from xml.sax.saxutils import escape
 
 from sbdlq.emulator.engine import Engine
-from sbdlq.errors import EntityNotFound, SbdlqError, ServiceUnavailable
+from sbdlq.errors import BadInput, EntityNotFound, SbdlqError, ServiceUnavailable
 from sbdlq.paths import parse_entity
 
 from . import atom, sas
+from .limits import Limits
 
 log = logging.getLogger(__name__)
+
+
+def _count(query: dict[str, list[str]], name: str, default: int) -> int:
+    """A non-negative integer query parameter ($skip, $top); BadInput (400) otherwise."""
+    raw = query.get(name, [str(default)])[0]
+    if not raw.isdigit() or len(raw) > 9:
+        raise BadInput(f"{name} must be a non-negative integer, not {raw[:20]!r}")
+    return int(raw)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -47,7 +56,9 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         path = unquote(url.path).strip("/")
         if path == "health":
-            payload = {"status": "ok", "amqp_port": self.server.amqp_port, "store": self.server.store_path}
+            payload: dict[str, Any] = {"status": "ok", "amqp_port": self.server.amqp_port}
+            if self.server.key is None:  # a keyed listener may face others: keep its file system private
+                payload["store"] = self.server.store_path
             self._send(200, json.dumps(payload), "application/json")
             return
         here = f"http://{self.headers.get('Host', '')}{self.path}"
@@ -70,14 +81,18 @@ class _Handler(BaseHTTPRequestHandler):
     def _entry(self, path: str, url: str) -> str:
         entity = parse_entity(path)
         self._authorize(str(entity))
-        engine = self.server.engine()
-        info = engine.get_entity(entity)
-        return atom.entry(info, None if info.kind == "topic" else engine.counts(entity), url)
+        with Engine(self.server.store_path) as engine:
+            info = engine.get_entity(entity)
+            return atom.entry(info, None if info.kind == "topic" else engine.counts(entity), url)
 
     def _list(self, path: str, query: dict[str, list[str]], url: str) -> str:
         """A page of queues, topics or a topic's subscriptions, honouring $skip and $top."""
         self._authorize("")
-        engine = self.server.engine()
+        skip, top = _count(query, "$skip", 0), _count(query, "$top", 100)
+        with Engine(self.server.store_path) as engine:
+            return self._page(engine, path, skip, top, query, url)
+
+    def _page(self, engine: Engine, path: str, skip: int, top: int, query: dict[str, list[str]], url: str) -> str:
         lowered = path.lower()
         if lowered.startswith("$resources/"):
             kind = lowered.split("/", 1)[1][:-1]  # queues -> queue, topics -> topic
@@ -88,8 +103,6 @@ class _Handler(BaseHTTPRequestHandler):
             engine.get_entity(topic)  # EntityNotFound for a missing topic
             found = [e for e in engine.list_entities() if e.kind == "subscription" and e.path.startswith(topic + "/")]
             title = "Subscriptions"
-        skip = int(query.get("$skip", ["0"])[0])
-        top = int(query.get("$top", ["100"])[0])
         page = found[skip : skip + top]
         entries = [atom.entry(e, None if e.kind == "topic" else engine.counts(e.path), url) for e in page]
         next_url = None
@@ -111,26 +124,41 @@ class _Handler(BaseHTTPRequestHandler):
             raise PermissionError(f"Unauthorized: the token does not cover {entity}")
 
 
-class _Server(HTTPServer):
-    """An HTTP server with one engine, opened in (and used only from) its serving thread."""
+class _Server(ThreadingHTTPServer):
+    """An HTTP server with a thread per request (each opens the store itself), bounded in number.
 
-    def __init__(self, address: tuple[str, int], store_path: str, key: str | None, amqp_port: int) -> None:
+    A client that holds a connection open without sending costs one thread until the read
+    timeout; past `max_clients` at once, new connections are closed at once.
+    """
+
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], store_path: str, key: str | None, amqp_port: int, limits: Limits
+    ) -> None:
         self.store_path = store_path
         self.key = key
         self.amqp_port = amqp_port
-        self._engine: Engine | None = None
+        self.slots = threading.BoundedSemaphore(limits.http_max_clients)
+        self.read_timeout = limits.http_timeout_s
         super().__init__(address, _Handler)
 
-    def engine(self) -> Engine:
-        if self._engine is None:
-            self._engine = Engine(self.store_path)
-        return self._engine
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            log.debug("emulator http: too many clients: closing %s", client_address)
+            self.shutdown_request(request)
+            return
+        request.settimeout(self.read_timeout)
+        super().process_request(request, client_address)
 
-    def server_close(self) -> None:
-        super().server_close()
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("emulator http: request from %s failed", client_address, exc_info=True)
 
 
 class _Server6(_Server):
@@ -140,10 +168,12 @@ class _Server6(_Server):
 class HttpEndpoint:
     """Run the HTTP side in a background thread."""
 
-    def __init__(self, store_path: str, *, host: str, port: int, key: str | None, amqp_port: int) -> None:
+    def __init__(
+        self, store_path: str, *, host: str, port: int, key: str | None, amqp_port: int, limits: Limits | None = None
+    ) -> None:
         kind = _Server6 if ":" in host else _Server
         try:
-            self._server = kind((host.strip("[]"), port), store_path, key, amqp_port)
+            self._server = kind((host.strip("[]"), port), store_path, key, amqp_port, limits or Limits())
         except OSError as exc:
             raise ServiceUnavailable(
                 f"cannot serve HTTP on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}",

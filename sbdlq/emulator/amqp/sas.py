@@ -5,21 +5,31 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import math
 import time
 from dataclasses import dataclass
-from urllib.parse import parse_qs, quote_plus, urlparse
+from urllib.parse import parse_qs, quote_plus, unquote, urlparse
 
 PREFIX = "SharedAccessSignature "
 
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """What a verified token allows: a resource path prefix (`` = the whole namespace)."""
+    """What a verified token allows: a resource path prefix (`` = the whole namespace), until it expires."""
 
     path: str
+    expires: float = math.inf  # the token's `se` (epoch seconds); keyless grants never expire
+
+    def live(self, now: float) -> bool:
+        """Whether the token is still valid at `now` (Service Bus ends a grant with its token)."""
+        return now < self.expires
 
     def covers(self, entity_path: str) -> bool:
-        """Whether the token's resource is the entity or one of its parents."""
+        """Whether the token's resource is the path or one of its parents.
+
+        A token for an entity covers its sub-queues and, for a topic, its subscriptions; a
+        token for a sub-queue covers that sub-queue only, never the entity above it.
+        """
         prefix = self.path.strip("/").lower()
         path = entity_path.strip("/").lower()
         return not prefix or path == prefix or path.startswith(prefix + "/")
@@ -51,4 +61,5 @@ def verify(token: str, key: str, *, now: float | None = None) -> Grant:
         raise TokenRejected("the token has expired")
     if not hmac.compare_digest(sign(resource, key, expires), signature):
         raise TokenRejected("the token's signature does not match the key")
-    return Grant(urlparse(resource).path if "://" in resource else resource)
+    path = urlparse(resource).path if "://" in resource else resource
+    return Grant(unquote(path), float(expires))

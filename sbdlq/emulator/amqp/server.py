@@ -6,8 +6,10 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from contextlib import nullcontext
+from functools import partial
 
 from proton import Transport
 
@@ -18,6 +20,8 @@ from sbdlq.errors import BadInput, ServiceUnavailable
 
 from .broker import Broker
 from .driver import Driver
+from .guard import Guard
+from .limits import Limits
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +36,18 @@ def listen(host: str, port: int) -> socket.socket:
         raise ServiceUnavailable(f"cannot listen on {host}:{port}: {reason}", hint="choose another --port") from exc
 
 
-def _configure_sasl(transport: Transport) -> None:
+def _configure(transport: Transport, *, max_frame_size: int) -> None:
     # Service Bus SDKs authenticate with a CBS token after an ANONYMOUS SASL exchange.
     transport.sasl().allowed_mechs("ANONYMOUS")
+    # Frames above this are a framing error: no single frame can make proton buffer more.
+    transport.max_frame_size = max_frame_size
+
+
+def _default_clock() -> Callable[[], float]:
+    """The wall clock, shifted by SBDLQ_EMULATOR_CLOCK_SKEW (tests let tokens expire without sleeping)."""
+    from sbdlq.backends import emulator_clock
+
+    return emulator_clock() or time.time
 
 
 def serve(
@@ -46,12 +59,15 @@ def serve(
     http_port: int | None = 5300,
     ready: Callable[[int, int | None], None] | None = None,
     stop_event: threading.Event | None = None,
+    limits: Limits | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> None:
     """Serve the store over AMQP (and HTTP) until stop_event is set; blocks.
 
     ready(amqp_port, http_port) is called once both ports listen. Without a stop_event the
     function installs its own SIGINT/SIGTERM handlers. Unsettled messages keep their locks
-    until they expire, as with any broker: nothing is lost on shutdown.
+    until they expire, as with any broker: nothing is lost on shutdown. `limits` bounds what
+    clients may cost; `clock` judges token expiry (default: the wall clock, with the skew).
     """
     if not key and not is_loopback(host):
         raise BadInput(
@@ -59,6 +75,8 @@ def serve(
             hint="pass --key so clients must present a SAS token, or bind 127.0.0.1",
         )
     stop = stop_event or threading.Event()
+    limits = limits or Limits()
+    clock = clock or _default_clock()
     from .http import HttpEndpoint  # the HTTP side only when asked for
 
     engine = Engine(store_path)
@@ -68,14 +86,24 @@ def serve(
         listener = listen(host, port)
         amqp_port = int(listener.getsockname()[1])
         if http_port is not None:
-            web = HttpEndpoint(store_path, host=host, port=http_port, key=key, amqp_port=amqp_port)
+            web = HttpEndpoint(store_path, host=host, port=http_port, key=key, amqp_port=amqp_port, limits=limits)
             web.start()
         log.info("emulator: AMQP on %s:%d%s", host, amqp_port, f", HTTP on {web.port}" if web else "")
         if ready is not None:
             ready(amqp_port, web.port if web else None)
         # The caller that passes its own stop_event handles signals itself.
         with stop_on_signals(stop) if stop_event is None else nullcontext():
-            Driver(listener, Broker(engine, key=key), configure=_configure_sasl).run(stop)
+            guard = Guard(Broker(engine, key=key, clock=clock), request_max_bytes=limits.request_max_bytes, clock=clock)
+            Driver(
+                listener,
+                guard,
+                configure=partial(_configure, max_frame_size=limits.max_frame_size),
+                admitted=guard.admitted,
+                admit_timeout=limits.auth_timeout_s,
+                max_connections=limits.max_connections,
+                backoff=limits.emfile_backoff_s,
+                log_interval=limits.log_interval_s,
+            ).run(stop)
     finally:
         if web is not None:
             web.stop()

@@ -1,0 +1,135 @@
+"""`emulator serve` under --key and against hostile clients: sub-queue grants, token expiry,
+request caps, admission timeout, connection cap, and the HTTP side's timeouts."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+pytest.importorskip("proton")
+
+import raw_amqp
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from azure.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusError
+
+from sbdlq.emulator.amqp.limits import Limits
+from sbdlq.paths import parse_address
+
+KEY = "limits-key"
+
+
+def _sb(emu: Any) -> ServiceBusClient:
+    return ServiceBusClient.from_connection_string(emu.conn_str(), keep_alive=None, retry_total=0)
+
+
+def test_dead_letter_receivers_work_under_a_key(keyed_emulator: Any) -> None:
+    q = keyed_emulator.queue()
+    topic = keyed_emulator.topic("s")
+    keyed_emulator.seed(q, "to-dlq")
+    keyed_emulator.seed(topic, "sub-dlq")
+    with _sb(keyed_emulator) as client:
+        for receiver in (client.get_queue_receiver(q), client.get_subscription_receiver(topic, "s")):
+            with receiver:
+                (m,) = receiver.receive_messages(max_wait_time=5)
+                receiver.dead_letter_message(m, reason="bad")
+        dlqs = (
+            client.get_queue_receiver(q, sub_queue=ServiceBusSubQueue.DEAD_LETTER),
+            client.get_subscription_receiver(topic, "s", sub_queue=ServiceBusSubQueue.DEAD_LETTER),
+        )
+        for dlq in dlqs:
+            with dlq:
+                (m,) = dlq.receive_messages(max_wait_time=5)
+                assert m.dead_letter_reason == "bad"
+                dlq.complete_message(m)
+    assert keyed_emulator.engine.counts(q).dead_letter == 0
+    assert keyed_emulator.engine.counts(f"{topic}/Subscriptions/s").dead_letter == 0
+
+
+def test_sub_queue_grants_do_not_widen() -> None:
+    from sbdlq.emulator.amqp import cbs, sas
+
+    dlq, entity, namespace = sas.Grant("/orders/$DeadLetterQueue", 100.0), sas.Grant("orders", 100.0), sas.Grant("")
+    assert cbs.authorized([dlq], "orders/$DeadLetterQueue", 50) and not cbs.authorized([dlq], "orders", 50)
+    assert cbs.authorized([entity], "orders/$Transfer/$DeadLetterQueue", 50)
+    assert cbs.authorized([sas.Grant("t")], "t/Subscriptions/s/$DeadLetterQueue", 50)
+    assert cbs.authorized([namespace], "anything/$DeadLetterQueue", 50)
+    assert not cbs.authorized([entity], "orders", 100.0)  # expired at its `se`
+
+
+class _Clock:
+    """A wall clock a test can move forward."""
+
+    def __init__(self) -> None:
+        self.skew = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.skew
+
+
+def test_links_are_detached_when_their_token_expires(launch: Any) -> None:
+    clock = _Clock()
+    emu = launch(key=KEY, clock=clock)
+    q = emu.queue()
+    with _sb(emu) as client, client.get_queue_sender(q) as sender:
+        sender.send_messages(ServiceBusMessage("before"))
+        clock.skew = 2 * 3600.0  # the SDK's one-hour token is now stale, and so is any it puts
+        time.sleep(0.6)  # two driver ticks
+        with pytest.raises((ServiceBusAuthenticationError, ServiceBusError)):
+            sender.send_messages(ServiceBusMessage("after"))
+    assert [m.body for m in emu.engine.peek(parse_address(q), 0, 10)] == [b"before"]
+
+
+def test_cbs_requests_are_capped(emulator: Any) -> None:
+    answer = raw_amqp.cbs_flood(emulator.port, 2_000_000)
+    assert b"amqp:link:message-size-exceeded" in answer
+
+
+def test_unauthenticated_connections_are_closed(launch: Any) -> None:
+    emu = launch(key=KEY, limits=Limits(auth_timeout_s=0.5))
+    with raw_amqp.connect(emu.port) as idle:
+        idle.sendall(raw_amqp.SASL_HEADER)
+        started = time.monotonic()
+        idle.settimeout(5)
+        while idle.recv(4096):
+            pass
+        assert time.monotonic() - started < 3
+
+
+def test_connection_cap(launch: Any) -> None:
+    emu = launch(limits=Limits(max_connections=3, auth_timeout_s=30))
+    held = [raw_amqp.connect(emu.port) for _ in range(3)]
+    try:
+        time.sleep(0.3)
+        with raw_amqp.connect(emu.port) as extra:
+            extra.settimeout(3)
+            assert extra.recv(1) == b""  # closed at once
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def _get(port: int, path: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_http_serves_beside_an_idle_connection_and_refuses_bad_paging(emulator: Any) -> None:
+    with socket.create_connection(("127.0.0.1", emulator.http_port)):
+        status, body = _get(emulator.http_port, "/health")
+        assert status == 200 and json.loads(body)["store"] == emulator.store
+        status, body = _get(emulator.http_port, "/$Resources/queues?$skip=abc")
+        assert status == 400 and b"$skip" in body
+
+
+def test_health_hides_the_store_under_a_key(keyed_emulator: Any) -> None:
+    status, body = _get(keyed_emulator.http_port, "/health")
+    assert status == 200 and "store" not in json.loads(body)

@@ -1,0 +1,106 @@
+"""A hand-rolled AMQP 1.0 client for hostile-wire tests: it writes frames a real SDK never would.
+
+Proton's own client obeys flow control and frame limits, so floods and oversized frames are
+built here byte by byte (performatives encoded with proton's Data codec).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from typing import Any
+
+from proton import Data, Described, symbol, ubyte, uint, ulong
+
+AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
+SASL_HEADER = b"AMQP\x03\x01\x00\x00"
+OPEN, BEGIN, ATTACH, FLOW, TRANSFER = 0x10, 0x11, 0x12, 0x13, 0x14
+SASL_INIT, SOURCE, TARGET = 0x41, 0x28, 0x29
+
+
+def frame(code: int, fields: list[Any], payload: bytes = b"", *, channel: int = 0, kind: int = 0) -> bytes:
+    """One frame: header, the performative `code` with its fields, then the payload."""
+    data = Data()
+    data.put_object(Described(ulong(code), fields))
+    body = data.encode() + payload
+    return struct.pack(">IBBH", 8 + len(body), 2, kind, channel) + body
+
+
+def sasl_anonymous() -> bytes:
+    """The SASL header and an ANONYMOUS init, then the AMQP header (pipelined)."""
+    return SASL_HEADER + frame(SASL_INIT, [symbol("ANONYMOUS")], kind=1) + AMQP_HEADER
+
+
+def open_session(container: str = "hostile") -> bytes:
+    """open + begin on channel 0 with generous windows."""
+    return frame(OPEN, [container]) + frame(BEGIN, [None, uint(0), uint(2**31 - 1), uint(2**31 - 1)])
+
+
+def attach_sender(address: str, handle: int = 0, name: str = "flood") -> bytes:
+    """Attach a link on which this client sends to `address` (role sender = False)."""
+    source = Described(ulong(SOURCE), ["hostile"])
+    target = Described(ulong(TARGET), [address])
+    return frame(ATTACH, [name, uint(handle), False, ubyte(2), ubyte(0), source, target, None, None, uint(0)])
+
+
+def transfer(chunk: bytes, *, delivery_id: int = 0, more: bool = True, handle: int = 0, first: bool = True) -> bytes:
+    """One transfer frame of a (multi-frame) delivery; only the first names the delivery."""
+    if first:
+        fields: list[Any] = [uint(handle), uint(delivery_id), b"tag", uint(0), False, more]
+    else:
+        fields = [uint(handle), None, None, None, None, more]
+    return frame(TRANSFER, fields, chunk)
+
+
+def wait_for(sock: socket.socket, marker: bytes, seconds: float = 3.0) -> bytes:
+    """Read until `marker` shows up (or the time is up); what was read."""
+    deadline = time.monotonic() + seconds
+    got = b""
+    while marker not in got and time.monotonic() < deadline:
+        got += drain(sock, 0.05)
+    return got
+
+
+def cbs_flood(port: int, total: int, *, polite: bool = True) -> bytes:
+    """One endless delivery onto `$cbs` before any token; what the server answered.
+
+    polite: wait for the server's attach first (as a client obeying the session window
+    does); otherwise pipeline everything and break the window.
+    """
+    with connect(port) as sock:
+        sock.sendall(sasl_anonymous() + open_session() + attach_sender("$cbs"))
+        answer = wait_for(sock, b"$cbs") if polite else b""
+        chunk, sent = b"y" * 30000, 0
+        try:
+            sock.sendall(transfer(b"x" * 1000))
+            while sent < total:
+                sock.sendall(transfer(chunk, first=False))
+                sent += len(chunk)
+        except OSError:
+            pass  # the server closed the connection
+        return answer + drain(sock, 0.5)
+
+
+def connect(port: int, timeout: float = 5.0) -> socket.socket:
+    """A TCP connection to the listener on loopback."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def drain(sock: socket.socket, seconds: float = 0.2) -> bytes:
+    """Whatever the server sent within `seconds` (b'' if it closed)."""
+    sock.settimeout(seconds)
+    chunks = []
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                break
+            chunks.append(data)
+    except (TimeoutError, BlockingIOError):
+        pass
+    except OSError:
+        pass
+    return b"".join(chunks)

@@ -1,0 +1,235 @@
+"""Hostile wire inputs against a real `sbdlq emulator serve` process (next to the bad-input table).
+
+Each row attacks the listener the way an unauthenticated or careless client can: pre-auth
+floods, oversized frames, expired tokens, idle and surplus connections, slowloris HTTP.
+After each one the server must still be up (a fresh client is served, /health answers), its
+memory bounded (RSS from /proc), and the store consistent (counts unchanged, integrity ok).
+The server runs with a short auth timeout and a small connection cap so every row ends by
+itself within seconds; everything is on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("proton")
+
+import raw_amqp
+
+from sbdlq.emulator.amqp import sas
+from sbdlq.emulator.engine import Engine
+from sbdlq.models import OutboundMessage
+
+KEY = "hostile-wire-key"
+AUTH_TIMEOUT_S = 1.0
+MAX_CONNECTIONS = 40
+RSS_GROWTH_MAX_KB = 96 * 1024  # generous: an unbounded buffer grows by gigabytes
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[str]
+    store: Path
+    amqp: int
+    http: int
+
+    def rss_kb(self) -> int:
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE).group(1))  # type: ignore[union-attr]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    if not Path("/proc/self/status").exists():
+        pytest.skip("needs /proc to read the server's memory")
+    root = tmp_path_factory.mktemp("hostile")
+    store, key_file = root / "store.db", root / "key"
+    key_file.write_text(KEY + "\n")
+    with Engine(store) as engine:
+        engine.create_queue("orders")
+        engine.send("orders", [OutboundMessage(body=f"m{i}".encode()) for i in range(5)])
+    cmd = [sys.executable, "-m", "sbdlq", "--emulator", str(store), "emulator", "serve", "--port", "0"]
+    cmd += ["--http-port", "0", "--key-file", str(key_file), "--auth-timeout", str(AUTH_TIMEOUT_S)]
+    cmd += ["--max-connections", str(MAX_CONNECTIONS)]
+    env = {**os.environ, "SBDLQ_CONFIG": str(root / "none.yaml")}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        found = re.fullmatch(r"listening on amqp://127\.0\.0\.1:(\d+) \(http 127\.0\.0\.1:(\d+)\)\n", line)
+        assert found, line + (proc.stderr.read() if proc.stderr else "")
+        yield Server(proc, store, int(found.group(1)), int(found.group(2)))
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert KEY not in err
+    assert "Traceback" not in err, err[-2000:]
+
+
+def _health(server: Server) -> dict[str, object]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.http}/health", timeout=3) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def _fresh_client_is_served(server: Server) -> None:
+    """A new client completes SASL and gets the server's open frame."""
+    with raw_amqp.connect(server.amqp) as sock:
+        sock.sendall(raw_amqp.sasl_anonymous() + raw_amqp.open_session())
+        assert b"sbdlq-emulator" in raw_amqp.wait_for(sock, b"sbdlq-emulator")
+
+
+def _store_state(server: Server) -> tuple[int, int]:
+    with Engine(server.store) as engine:
+        counts = engine.counts("orders")
+    with sqlite3.connect(server.store) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    return counts.active, counts.dead_letter
+
+
+# ---------------------------------------------------------------------- the attacks
+
+
+def flood_cbs_before_auth(server: Server) -> None:
+    """One endless delivery onto $cbs, obeying flow control: refused at 64 KB, not buffered."""
+    answer = raw_amqp.cbs_flood(server.amqp, 20_000_000)
+    assert b"amqp:link:message-size-exceeded" in answer
+
+
+def flood_ignoring_the_window(server: Server) -> None:
+    """The same flood pipelined before the session is answered: the connection is closed."""
+    answer = raw_amqp.cbs_flood(server.amqp, 20_000_000, polite=False)
+    assert b"message-size-exceeded" in answer or b"window-violation" in answer or len(answer) < 4096
+
+
+def oversized_frame(server: Server) -> None:
+    """A single 1 MB frame (the listener advertises 64 KB): framing error, connection closed."""
+    with raw_amqp.connect(server.amqp) as sock:
+        sock.sendall(raw_amqp.sasl_anonymous() + raw_amqp.open_session() + raw_amqp.attach_sender("$cbs"))
+        raw_amqp.wait_for(sock, b"$cbs")
+        try:
+            sock.sendall(raw_amqp.transfer(b"z" * 1_000_000))
+        except OSError:
+            pass
+        assert b"framing-error" in raw_amqp.wait_for(sock, b"framing-error")
+
+
+def idle_connections(server: Server) -> None:
+    """Connections that send only the SASL header are closed after the auth timeout."""
+    socks = [raw_amqp.connect(server.amqp) for _ in range(MAX_CONNECTIONS // 2)]
+    try:
+        for sock in socks:
+            sock.sendall(raw_amqp.SASL_HEADER)
+        deadline = time.monotonic() + AUTH_TIMEOUT_S + 3
+        for sock in socks:
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            while sock.recv(4096):  # b'' once the server closed it
+                pass
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def connection_flood(server: Server) -> None:
+    """More connections than --max-connections: the surplus is closed at once."""
+    socks = []
+    try:
+        for _ in range(MAX_CONNECTIONS + 20):
+            socks.append(raw_amqp.connect(server.amqp))
+        time.sleep(0.3)
+        surplus = socks[-1]
+        surplus.settimeout(2)
+        assert surplus.recv(1) == b""
+    finally:
+        for sock in socks:
+            sock.close()
+    time.sleep(0.3)  # the server notices the closes
+
+
+def expired_token(server: Server) -> None:
+    """A token with a 2-second lifetime: its link is detached when it expires, new links refused."""
+    from proton import Message
+    from proton.utils import BlockingConnection, LinkDetached
+
+    expiry = int(time.time()) + 2
+    resource = f"sb://127.0.0.1:{server.amqp}/orders"
+    token = f"{sas.PREFIX}sr={resource}&sig={sas.sign(resource, KEY, expiry)}&se={expiry}&skn=root"
+    conn = BlockingConnection(
+        f"amqp://127.0.0.1:{server.amqp}", timeout=5, sasl_enabled=True, allowed_mechs="ANONYMOUS"
+    )
+    try:
+        replies = conn.create_receiver("$cbs")
+        conn.create_sender("$cbs").send(
+            Message(body=token.replace("+", "%2B"), reply_to="$cbs", properties={"operation": "put-token"})
+        )
+        assert replies.receive(timeout=5).properties["status-code"] == 202
+        sender = conn.create_sender("orders")  # authorized now
+        time.sleep(max(0.0, expiry - time.time()) + 0.6)  # past `se`, plus two ticks
+        with pytest.raises(LinkDetached, match="unauthorized-access"):
+            sender.send(Message(body="after expiry"), timeout=3)
+        with pytest.raises(LinkDetached, match="unauthorized-access"):
+            conn.create_sender("orders", name="after-expiry")
+    finally:
+        conn.close()
+
+
+def slowloris_http(server: Server) -> None:
+    """Half-sent HTTP requests do not hold /health (threads, read timeouts)."""
+    socks = [socket.create_connection(("127.0.0.1", server.http), timeout=3) for _ in range(20)]
+    try:
+        for sock in socks:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # never finishes the headers
+        started = time.monotonic()
+        assert _health(server)["status"] == "ok"
+        assert time.monotonic() - started < 2
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def bad_paging_http(server: Server) -> None:
+    """`?$skip=abc` is a 400 (not a dropped connection); the key is required either way."""
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{server.http}/$Resources/queues?$skip=abc", timeout=3)
+    except urllib.error.HTTPError as exc:
+        assert exc.code in (400, 401)
+    else:
+        raise AssertionError("expected an HTTP error")
+
+
+ATTACKS: list[Callable[[Server], None]] = [
+    flood_cbs_before_auth,
+    flood_ignoring_the_window,
+    oversized_frame,
+    idle_connections,
+    connection_flood,
+    expired_token,
+    slowloris_http,
+    bad_paging_http,
+]
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=[a.__name__ for a in ATTACKS])
+def test_server_survives(server: Server, attack: Callable[[Server], None]) -> None:
+    before_state = _store_state(server)
+    before_rss = server.rss_kb()
+    attack(server)
+    assert server.proc.poll() is None, "the server died"
+    assert _health(server)["status"] == "ok"
+    assert "store" not in _health(server)  # keyed: the path is not shown
+    _fresh_client_is_served(server)
+    assert server.rss_kb() - before_rss < RSS_GROWTH_MAX_KB
+    assert _store_state(server) == before_state
