@@ -18,7 +18,7 @@ from sbdlq.models import OutboundMessage
 from sbdlq.timeparse import to_epoch_ms
 
 from ..props import dump_props, encode_props
-from .model import HEADER_LIMIT, MAX_TIME_MS, Draft, Entity, Queue, State, message_ids, ttl_ms
+from .model import HEADER_LIMIT, MAX_TIME_MS, Draft, Entity, Queue, State, message_ids, outbound_optional, ttl_ms
 from .rows import chunks, marks
 
 _INSERT = (
@@ -33,7 +33,7 @@ _INSERT_SLIM = (
     f"delivery_count, hops, props, body, body_type) VALUES (?, {Queue.MAIN:d}, ?, {State.ACTIVE:d}, ?, ?, ?, ?, "
     "0, 0, ?, ?, ?)"
 )
-# The optional properties of a message, in the order of `optional_fields`.
+# The optional properties of a message, in the order of Draft.optional and outbound_optional.
 _OPTIONAL_COLS = ("session_id", "correlation_id", "subject", "content_type", "reply_to", "reply_to_session_id",
                   "to_", "partition_key")  # fmt: skip
 _NO_OPTIONALS = (None,) * len(_OPTIONAL_COLS)
@@ -152,10 +152,8 @@ def insert(
     rows = []
     for d in drafts:
         p = placement(ceiling, d.ttl_ms, d.scheduled_ms, now, queue=queue, enqueued_ms=d.enqueued_ms)
-        optional = (d.session_id, d.correlation_id, d.subject, d.content_type, d.reply_to, d.reply_to_session_id,
-                    d.to, d.partition_key)  # fmt: skip
         props = {**d.props, **extra} if extra else d.props
-        rows.append(_row(ent.id, queue, d.seq, p, d.message_id, optional, d.dl_source, d.hops, dump_props(props),
+        rows.append(_row(ent.id, queue, d.seq, p, d.message_id, d.optional(), d.dl_source, d.hops, dump_props(props),
                          d.body, d.body_type))  # fmt: skip
     db.executemany(_INSERT, rows)
 
@@ -184,8 +182,7 @@ def insert_outbound(
         message_id = m.message_id
         if message_id is None:
             message_id = next(fresh_ids)
-        optional = (m.session_id, m.correlation_id, m.subject, m.content_type, m.reply_to, m.reply_to_session_id,
-                    m.to, m.partition_key)  # fmt: skip
+        optional = outbound_optional(m)
         plain = optional == _NO_OPTIONALS
         fields_len = len(message_id) if plain else len(message_id) + sum(len(v) for v in optional if v)
         props = m.application_properties

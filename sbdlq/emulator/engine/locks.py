@@ -13,7 +13,18 @@ from ..props import dump_props, load_props
 from .errors import DeferredLocked, NotDeferred
 from .model import MAX_DELIVERY_REASON, TTL_DESCRIPTION, TTL_REASON, Entity, Queue, State, lock_tokens, mdc_description
 from .routing import Router
-from .rows import LOCK_COLUMNS, LockRow, MessageRow, chunks, delete_ids, marks, message_rows, stamp, to_message
+from .rows import (
+    LOCK_COLUMNS,
+    LockRow,
+    MessageRow,
+    chunks,
+    delete_ids,
+    lock_rows,
+    marks,
+    message_rows,
+    stamp,
+    to_message,
+)
 
 _AVAILABLE = (
     f"entity_id = ? AND queue = ? AND state = {State.ACTIVE:d} AND seq > ? "
@@ -120,12 +131,12 @@ def held(
     found: dict[str, LockRow] = {}
     unique = list(dict.fromkeys(tokens))
     for chunk in chunks(unique):
-        for r in db.execute(
+        cursor = db.execute(
             f"SELECT {LOCK_COLUMNS} FROM message WHERE lock_token IN ({marks(chunk)}) "
             "AND entity_id = ? AND queue = ? AND locked_until_ms > ?",
             (*chunk, ent.id, queue, now),
-        ):
-            row = LockRow._make(r)
+        )
+        for row in lock_rows(cursor):
             found[row.lock_token] = row
     return [found[t] for t in unique if t in found], [t for t in tokens if t not in found]
 
@@ -156,14 +167,13 @@ def release(db: sqlite3.Connection, router: Router, ent: Entity, rows: Sequence[
 
 def settle_lapsed(db: sqlite3.Connection, router: Router, ent: Entity, now: int) -> None:
     """Locks that lapsed since the last look: the broker's lock timer, run lazily."""
-    rows = [
-        LockRow._make(r)
-        for r in db.execute(
+    rows = lock_rows(
+        db.execute(
             f"SELECT {LOCK_COLUMNS} FROM message WHERE entity_id = ? AND locked_until_ms IS NOT NULL "
             "AND locked_until_ms <= ?",
             (ent.id, now),
         )
-    ]
+    )
     if rows:
         release(db, router, ent, rows, now)
 

@@ -22,6 +22,10 @@ NEVER_MS = int(MAX_TTL_S * 1000)
 CHUNK = 500  # bound on SQL variables per statement
 
 
+#: A message's optional properties, session_id ... partition_key, in the store's column order.
+OptionalProps = tuple[str | None, str | None, str | None, str | None, str | None, str | None, str | None, str | None]
+
+
 class Queue(IntEnum):
     """Which of an entity's queues a message row is in (the store's `message.queue`)."""
 
@@ -50,7 +54,12 @@ class State(IntEnum):
     SCHEDULED = 2
 
 
-STATE_NAMES: dict[int, str] = {State.ACTIVE: "active", State.DEFERRED: "deferred", State.SCHEDULED: "scheduled"}
+# Plain int keys: the store hands back ints, and an int finds an int key fastest.
+STATE_NAMES: dict[int, str] = {
+    State.ACTIVE.value: "active",
+    State.DEFERRED.value: "deferred",
+    State.SCHEDULED.value: "scheduled",
+}
 
 
 class EntityKind(StrEnum):
@@ -150,66 +159,31 @@ class Draft:
     seq: int | None = None  # set when a topic assigned it
     enqueued_ms: int | None = None  # a materialised scheduled message: its scheduled time
 
+    def optional(self) -> OptionalProps:
+        """The optional properties, in the store's column order (session_id ... partition_key)."""
+        return (self.session_id, self.correlation_id, self.subject, self.content_type, self.reply_to,
+                self.reply_to_session_id, self.to, self.partition_key)  # fmt: skip
+
+    def header_fields(self) -> tuple[str | None, ...]:
+        """The properties-section fields the header-size rule counts."""
+        return (self.message_id, *self.optional())
+
     def copy(self, **changes: Any) -> Draft:
         """A copy with its own application properties (dataclasses.replace is slow on a hot path)."""
-        d = Draft(
-            self.body,
-            self.message_id,
-            self.session_id,
-            self.correlation_id,
-            self.subject,
-            self.content_type,
-            self.reply_to,
-            self.reply_to_session_id,
-            self.to,
-            self.partition_key,
-            self.ttl_ms,
-            self.scheduled_ms,
-            dict(self.props),
-            self.body_type,
-            self.hops,
-            self.dl_source,
-            self.seq,
-            self.enqueued_ms,
-        )
+        d = Draft(self.body, self.message_id, *self.optional(), self.ttl_ms, self.scheduled_ms, dict(self.props),
+                  self.body_type, self.hops, self.dl_source, self.seq, self.enqueued_ms)  # fmt: skip
         for k, v in changes.items():
             setattr(d, k, v)
         return d
 
     @staticmethod
     def of(m: OutboundMessage, message_id: str | None = None) -> Draft:
+        """The draft of a message a producer sends (a fresh message id if it has none)."""
         ttl = None if m.time_to_live_s is None else ttl_ms(m.time_to_live_s)
         sched = None if m.scheduled_enqueue_time is None else to_epoch_ms(m.scheduled_enqueue_time)
-        return Draft(
-            body=bytes(m.body),
-            message_id=m.message_id if m.message_id is not None else (message_id or new_message_id()),
-            session_id=m.session_id,
-            correlation_id=m.correlation_id,
-            subject=m.subject,
-            content_type=m.content_type,
-            reply_to=m.reply_to,
-            reply_to_session_id=m.reply_to_session_id,
-            to=m.to,
-            partition_key=m.partition_key,
-            ttl_ms=ttl,
-            scheduled_ms=sched,
-            props=dict(m.application_properties),
-            body_type=m.body_type,
-        )
-
-    def header_fields(self) -> tuple[str | None, ...]:
-        """The properties-section fields the header-size rule counts."""
-        return (
-            self.message_id,
-            self.session_id,
-            self.correlation_id,
-            self.subject,
-            self.content_type,
-            self.reply_to,
-            self.reply_to_session_id,
-            self.to,
-            self.partition_key,
-        )
+        mid = m.message_id if m.message_id is not None else (message_id or new_message_id())
+        return Draft(bytes(m.body), mid, *outbound_optional(m), ttl, sched, dict(m.application_properties),
+                     m.body_type)  # fmt: skip
 
     def system(self) -> dict[str, Any]:
         """System properties by their SQL filter names."""
@@ -236,6 +210,12 @@ class Draft:
         self.reply_to = system.get("ReplyTo")
         self.reply_to_session_id = system.get("ReplyToSessionId")
         self.to = system.get("To")
+
+
+def outbound_optional(m: OutboundMessage) -> OptionalProps:
+    """An outbound message's optional properties, in the store's column order."""
+    return (m.session_id, m.correlation_id, m.subject, m.content_type, m.reply_to, m.reply_to_session_id, m.to,
+            m.partition_key)  # fmt: skip
 
 
 def ttl_ms(seconds: float) -> int:

@@ -26,7 +26,7 @@ from .model import (
     Queue,
     State,
 )
-from .rows import MESSAGE_COLUMNS, MessageRow, chunks, marks, to_draft
+from .rows import chunks, marks, message_rows, to_draft
 from .rules import RuleBook, RuleError, apply_rules
 
 
@@ -224,7 +224,6 @@ def take_rows(db: sqlite3.Connection, ids: list[int]) -> list[Draft]:
     drafts: list[Draft] = []
     for chunk in chunks(ids):
         in_list = marks(chunk)
-        cur = db.execute(f"SELECT {MESSAGE_COLUMNS} FROM message WHERE id IN ({in_list}) ORDER BY seq", chunk)
-        drafts.extend(to_draft(MessageRow._make(r)) for r in cur)
+        drafts.extend(map(to_draft, message_rows(db, f"id IN ({in_list}) ORDER BY seq", chunk)))
         db.execute(f"DELETE FROM message WHERE id IN ({in_list})", chunk)
     return drafts
