@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any, ClassVar
 
 # Application property names the broker sets on dead-lettered messages.
@@ -14,6 +15,13 @@ RESUBMITTED_FROM = "sbdlq-resubmitted-from"
 
 # The broker's "never expires": TimeSpan.MaxValue, in seconds.
 MAX_TTL_S = 10675199 * 86400.0
+
+
+class ReceiveMode(Enum):
+    """How a receiver takes messages: locked until settled, or deleted as received."""
+
+    PEEK_LOCK = "peek-lock"
+    RECEIVE_AND_DELETE = "receive-and-delete"
 
 
 def iso(ts: datetime | None) -> str | None:

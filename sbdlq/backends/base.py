@@ -12,16 +12,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from enum import Enum
 from types import TracebackType
 
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
+from sbdlq.models import ReceiveMode as ReceiveMode  # re-exported: it moved to sbdlq.models
 from sbdlq.paths import Address, EntityPath
-
-
-class ReceiveMode(Enum):
-    PEEK_LOCK = "peek-lock"
-    RECEIVE_AND_DELETE = "receive-and-delete"
 
 
 class Backend(ABC):

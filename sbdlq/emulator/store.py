@@ -91,23 +91,34 @@ CREATE TABLE IF NOT EXISTS dedup (
 """
 
 
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    """SQLite's primary result code of an error (extended codes carry it in the low byte)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
+# Result codes by what they mean to an operator (https://sqlite.org/rescode.html).
+_BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_NOT_A_STORE = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
+_CANNOT_OPEN = frozenset({sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY})
+
+
 def translate(exc: sqlite3.Error, path: str) -> Exception:
-    """Rename a sqlite3 error as an sbdlq error (the edge of the store)."""
-    text = str(exc).lower()
-    if "locked" in text or "busy" in text:
+    """Rename a sqlite3 error as an sbdlq error (the edge of the store), by its result code."""
+    code = _primary_code(exc)
+    if code in _BUSY:
         return TransientError(f"emulator store {path} is busy", hint="another sbdlq process holds it; try again")
-    if "not a database" in text or "database disk image is malformed" in text:
+    if code in _NOT_A_STORE:
         return BadInput(f"{path} is not an sbdlq emulator store")
-    if "unable to open" in text or "readonly" in text or "read-only" in text:
+    if code in _CANNOT_OPEN:
         return BadInput(f"cannot open emulator store {path}", hint="check the path and its permissions")
-    if "disk" in text and "full" in text:
+    if code == sqlite3.SQLITE_FULL:
         return OperationFailed(f"emulator store {path}: disk full")
     return OperationFailed(f"emulator store {path}: {exc}")
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
+    return _primary_code(exc) in _BUSY
 
 
 def connect(path: str | Path) -> sqlite3.Connection:

@@ -10,7 +10,7 @@ import pytest
 
 from sbdlq.emulator import store
 from sbdlq.emulator.engine import Engine
-from sbdlq.errors import SbdlqError, TransientError
+from sbdlq.errors import BadInput, OperationFailed, SbdlqError, TransientError
 from sbdlq.models import OutboundMessage
 from sbdlq.paths import parse_address as A
 
@@ -98,6 +98,29 @@ def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
     path.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(SbdlqError, match="not an sbdlq emulator store"):
         Engine(path)
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "text"),
+    [
+        (sqlite3.SQLITE_BUSY, TransientError, "is busy"),
+        (517, TransientError, "is busy"),  # SQLITE_BUSY_SNAPSHOT: an extended code
+        (sqlite3.SQLITE_LOCKED, TransientError, "is busy"),
+        (sqlite3.SQLITE_NOTADB, BadInput, "not an sbdlq emulator store"),
+        (sqlite3.SQLITE_CORRUPT, BadInput, "not an sbdlq emulator store"),
+        (sqlite3.SQLITE_CANTOPEN, BadInput, "cannot open emulator store"),
+        (sqlite3.SQLITE_READONLY, BadInput, "cannot open emulator store"),
+        (sqlite3.SQLITE_FULL, OperationFailed, "disk full"),
+        (sqlite3.SQLITE_IOERR, OperationFailed, "s.db: the driver's own words"),
+    ],
+)
+def test_sqlite_errors_are_told_apart_by_their_result_code(code: int, kind: type[SbdlqError], text: str) -> None:
+    # The driver's message names none of the cases: only the code may decide.
+    exc = sqlite3.OperationalError("the driver's own words")
+    exc.sqlite_errorcode = code
+    renamed = store.translate(exc, "s.db")
+    assert type(renamed) is kind
+    assert text in str(renamed)
 
 
 def test_a_failed_call_leaves_the_store_as_it_was(tmp_path: Path) -> None:

@@ -32,9 +32,9 @@ from proton import (
     symbol,
 )
 
-from sbdlq.backends.base import ReceiveMode
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import AuthError, InvalidOperation, TransientError
+from sbdlq.models import ReceiveMode
 from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
 
 from . import cbs, codec, conditions, management
@@ -250,7 +250,7 @@ class Broker:
             if not info.requires_session:
                 raise InvalidOperation(f"'{info.path}' does not require sessions: use a plain receiver.")
             if session_id is None:
-                session_id = self._next_session(address)
+                session_id = self.engine.next_available_session(address)
             self._set_session(link, session_id, info.lock_duration_s)
         elif info.requires_session and address.sub_queue is SubQueue.NONE:
             raise InvalidOperation(f"'{info.path}' requires sessions: use a session receiver.")
@@ -305,13 +305,6 @@ class Broker:
                 value = getattr(value, "value", value)  # a described filter or the bare id
                 return as_text(value), True
         return None, False
-
-    def _next_session(self, address: Address) -> str:
-        # The engine has no session locks: pick the session of the oldest available message.
-        for m in self.engine.peek(address, 0, 100):
-            if m.session_id and m.state == "active" and m.lock_token is None:
-                return m.session_id
-        raise TransientError("No sessions are available.")
 
     def _set_session(self, link: Link, session_id: str, lock_s: float) -> None:
         data = link.source.filter

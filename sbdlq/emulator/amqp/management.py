@@ -13,9 +13,9 @@ from typing import Any
 
 from proton import Array, Data
 
-from sbdlq.backends.base import ReceiveMode
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import BadInput, LockLost
+from sbdlq.models import ReceiveMode
 from sbdlq.paths import Address, SubQueue
 
 from . import codec, conditions

@@ -1,0 +1,371 @@
+"""The Engine: the namespace's public operations, each one transaction over the store.
+
+The rules live in the modules beside this one (entities, routing, inserts, locks,
+upkeep); each method here opens the transaction, checks what the caller may do, and
+calls them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, ReceiveMode
+from sbdlq.paths import Address, EntityPath, SubQueue, parse_address, validate_name
+
+from ..store import Store
+from . import entities, locks
+from .errors import (
+    AlreadyDeadLettered,
+    EntityFull,
+    EntityIsDisabled,
+    NoSessionAvailable,
+    NotATopic,
+    SendToSubscription,
+    SessionIdMissing,
+    TopicHasNoCounts,
+)
+from .model import Draft, EntityKind, Queue, Rule, State, message_ids
+from .routing import Router
+from .rows import chunks, delete_ids, marks, message_rows, stamp, to_message
+from .rules import check_rule, read_rules, store_rules
+from .upkeep import materialize_due, upkeep
+
+_UPKEEP_EVERY_MS = 1000
+# How far into a queue the next-available-session pick looks.
+_SESSION_LOOKAHEAD = 100
+
+
+class Engine:
+    """A Service Bus namespace held in one SQLite file."""
+
+    def __init__(self, path: str | os.PathLike[str], *, clock: Callable[[], float] | None = None) -> None:
+        self.path = os.fspath(path)
+        self.store = Store(self.path)
+        self.clock = clock or time.time
+        self._router = Router()
+        self._upkeep_at: dict[int, int] = {}
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _now(self) -> int:
+        return int(self.clock() * 1000)
+
+    # ------------------------------------------------------------------ entities
+
+    def create_queue(self, name: str, *, exist_ok: bool = False, **props: Any) -> EntityInfo:
+        """Create a queue (or, with exist_ok, update its properties)."""
+        validate_name(name, what="queue")
+        return self._create(name, EntityKind.QUEUE, exist_ok, props)
+
+    def create_topic(self, name: str, *, exist_ok: bool = False, **props: Any) -> EntityInfo:
+        """Create a topic (or, with exist_ok, update its properties)."""
+        validate_name(name, what="topic")
+        return self._create(name, EntityKind.TOPIC, exist_ok, props)
+
+    def _create(self, path: str, kind: EntityKind, exist_ok: bool, props: dict[str, Any]) -> EntityInfo:
+        with self.store.write() as db:
+            ent = entities.put_entity(db, path, kind.value, None, exist_ok, props)
+            return entities.info(db, ent)
+
+    def create_subscription(
+        self, topic: str, name: str, *, rules: list[Rule] | None = None, exist_ok: bool = False, **props: Any
+    ) -> EntityInfo:
+        """Create a subscription with its rules (default: one rule that takes everything).
+
+        With exist_ok and no rules, an existing subscription keeps the rules it has.
+        """
+        path = str(EntityPath(topic, name))
+        parse_address(path)  # validates both names
+        checked = [check_rule(r) for r in rules] if rules is not None else None
+        with self.store.write() as db:
+            topic_ent = entities.entity_by_path(db, topic)
+            if topic_ent.kind != EntityKind.TOPIC:
+                raise NotATopic(topic, topic_ent.kind)
+            existed = entities.find_entity(db, path) is not None
+            ent = entities.put_entity(db, path, EntityKind.SUBSCRIPTION.value, topic_ent.id, exist_ok, props)
+            info = entities.info(db, ent)
+            if checked is None:
+                if existed:
+                    return info
+                checked = [Rule.true()]
+            store_rules(db, ent.id, checked)
+        return info
+
+    def delete_entity(self, entity: EntityPath | str) -> None:
+        """Delete an entity with its messages (a topic with its subscriptions)."""
+        with self.store.write() as db:
+            entities.delete_entity(db, entities.entity_by_path(db, str(entity)))
+
+    def set_status(self, entity: EntityPath | str, status: str) -> None:
+        """Enable or disable an entity (`Active` | `Disabled`)."""
+        entities.check_status(status)
+        with self.store.write() as db:
+            ent = entities.entity_by_path(db, str(entity))
+            db.execute("UPDATE entity SET status = ? WHERE id = ?", (status, ent.id))
+
+    def reset(self) -> None:
+        """Delete every entity and message."""
+        with self.store.write() as db:
+            for table in ("message", "rule", "dedup", "entity"):
+                db.execute(f"DELETE FROM {table}")
+
+    def list_entities(self) -> list[EntityInfo]:
+        """Every queue, topic and subscription, topics followed by their subscriptions."""
+        with self.store.read() as db:
+            return [entities.info(db, e) for e in entities.all_entities(db)]
+
+    def get_entity(self, entity: EntityPath | str) -> EntityInfo:
+        """One entity; EntityNotFound when missing."""
+        with self.store.read() as db:
+            return entities.info(db, entities.entity_by_path(db, str(entity)))
+
+    def rules(self, entity: EntityPath | str) -> list[Rule]:
+        """A subscription's rules."""
+        with self.store.read() as db:
+            return read_rules(db, entities.entity_by_path(db, str(entity)).id)
+
+    def counts(self, entity: EntityPath | str) -> Counts:
+        """Message counts of a queue or subscription.
+
+        Expired messages count until a receiver removes them (the service expires lazily);
+        deferred messages count as active, as the service counts them. What the broker does
+        on its own timers (scheduled messages falling due, locks lapsing) is settled first.
+        """
+        now = self._now()
+        with self.store.read() as db:
+            ent = entities.entity_by_path(db, str(entity))
+            if ent.kind == EntityKind.TOPIC:
+                raise TopicHasNoCounts(ent.path)
+        upkeep(self.store, self._router, ent, now)
+        with self.store.read() as db:
+            c = Counts(entity=ent.path)
+            for queue, sched, n in db.execute(
+                f"SELECT queue, state = {State.SCHEDULED:d} AND scheduled_ms > ?, COUNT(*) FROM message "
+                "WHERE entity_id = ? GROUP BY 1, 2",
+                (now, ent.id),
+            ):
+                if queue == Queue.DEAD_LETTER:
+                    c.dead_letter += n
+                elif queue == Queue.TRANSFER_DEAD_LETTER:
+                    c.transfer_dead_letter += n
+                elif sched:
+                    c.scheduled += n
+                else:
+                    c.active += n
+            return c
+
+    # ------------------------------------------------------------------ sending
+
+    def send(self, entity: EntityPath | str, messages: Sequence[OutboundMessage]) -> list[int]:
+        """Send to a queue or topic; returns the sequence numbers assigned.
+
+        Messages dropped by duplicate detection get no sequence number, so the list can be
+        shorter than the batch.
+        """
+        now = self._now()
+        with self.store.write() as db:
+            ent = entities.entity_by_path(db, str(entity))
+            if ent.kind == EntityKind.SUBSCRIPTION:
+                raise SendToSubscription(ent.path)
+            if ent.status != "Active":
+                raise EntityIsDisabled(ent.path)
+            if not messages:
+                return []
+            if ent.kind == EntityKind.QUEUE:
+                if ent.requires_session and any(m.session_id is None for m in messages):
+                    raise SessionIdMissing()
+                if ent.max_size is not None and entities.main_queue_size(db, ent) + len(messages) > ent.max_size:
+                    raise EntityFull(ent.path, ent.max_size)
+                if not ent.requires_dup and not ent.forward_to:
+                    return self._router.send_plain(db, ent, messages, now)
+            ids = message_ids(sum(1 for m in messages if m.message_id is None))
+            drafts = [Draft.of(m, None if m.message_id is not None else next(ids)) for m in messages]
+            return self._router.deliver(db, ent, drafts, now)
+
+    def cancel_scheduled(self, entity: EntityPath | str, sequence_numbers: Sequence[int]) -> None:
+        """Cancel scheduled messages by sequence number (numbers of other messages are ignored)."""
+        with self.store.write() as db:
+            ent = entities.entity_by_path(db, str(entity))
+            for chunk in chunks(list(sequence_numbers)):
+                db.execute(
+                    f"DELETE FROM message WHERE entity_id = ? AND queue = {Queue.MAIN:d} "
+                    f"AND state = {State.SCHEDULED:d} AND seq IN ({marks(chunk)})",
+                    (ent.id, *chunk),
+                )
+
+    # ------------------------------------------------------------------ receiving
+
+    def peek(self, address: Address, from_sequence: int, max_count: int) -> list[Message]:
+        """Browse without locking: every state, expired messages included."""
+        now = self._now()
+        with self.store.read() as db:
+            ent = entities.queue_entity(db, address)
+        # Paging through a DLQ asks again and again: the broker's timers are settled on the
+        # first page and then at most once a second, not on every page.
+        if from_sequence <= 0 or now - self._upkeep_at.get(ent.id, -_UPKEEP_EVERY_MS) >= _UPKEEP_EVERY_MS:
+            upkeep(self.store, self._router, ent, now)
+            self._upkeep_at[ent.id] = now
+        with self.store.read() as db:
+            rows = message_rows(
+                db,
+                "entity_id = ? AND queue = ? AND seq >= ? ORDER BY seq LIMIT ?",
+                (ent.id, Queue.of(address.sub_queue), max(from_sequence, 0), max(max_count, 0)),
+            )
+            return [to_message(r) for r in rows]
+
+    def next_available_session(self, address: Address) -> str:
+        """The session a receiver asking for "the next available session" gets: the session
+        of the oldest active message near the head of the queue; TransientError when none.
+
+        The engine has no session locks: a session another receiver holds can be picked again.
+        """
+        for m in self.peek(address, 0, _SESSION_LOOKAHEAD):
+            if m.session_id and m.state == "active":
+                return m.session_id
+        raise NoSessionAvailable()
+
+    def receive(
+        self,
+        address: Address,
+        max_count: int,
+        *,
+        mode: ReceiveMode = ReceiveMode.PEEK_LOCK,
+        session_id: str | None = None,
+    ) -> list[Message]:
+        """Take up to max_count available messages, locked or deleted; never an expired one.
+
+        A receiver on the main queue is what expires messages (lazily, as the service does):
+        expired ones met on the way are dropped or dead-lettered.
+        """
+        if max_count <= 0:
+            return []
+        now = self._now()
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            materialize_due(db, self._router, now)
+            locks.settle_lapsed(db, self._router, ent, now)
+            queue = Queue.of(address.sub_queue)
+            return locks.take_available(db, self._router, ent, queue, max_count, mode, session_id, now)
+
+    def discard(self, address: Address, max_count: int) -> int:
+        """Receive-and-delete without handing anything back: how many were deleted.
+
+        Dead-letter queues are deleted in one statement; the main queue goes through receive,
+        whose rules (expiry, lapsed locks) decide what a receiver may take.
+        """
+        if max_count <= 0:
+            return 0
+        if address.sub_queue is SubQueue.NONE:
+            return len(self.receive(address, max_count, mode=ReceiveMode.RECEIVE_AND_DELETE))
+        now = self._now()
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            cur = db.execute(
+                "DELETE FROM message WHERE id IN (SELECT id FROM message WHERE entity_id = ? AND queue = ? "
+                f"AND state = {State.ACTIVE:d} AND (locked_until_ms IS NULL OR locked_until_ms <= ?) "
+                "ORDER BY seq LIMIT ?)",
+                (ent.id, Queue.of(address.sub_queue), now, max_count),
+            )
+            return max(cur.rowcount, 0)
+
+    def receive_deferred(
+        self, address: Address, sequence_numbers: Sequence[int], *, mode: ReceiveMode = ReceiveMode.PEEK_LOCK
+    ) -> list[Message]:
+        """Receive deferred messages by sequence number; MessageNotFound when one isn't deferred here."""
+        now = self._now()
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            locks.settle_lapsed(db, self._router, ent, now)
+            return locks.take_deferred(db, ent, Queue.of(address.sub_queue), sequence_numbers, mode, now)
+
+    # ------------------------------------------------------------------ settlement
+
+    def complete(self, address: Address, lock_tokens: Sequence[str]) -> list[str]:
+        """Remove locked messages; returns the tokens whose lock was lost."""
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            held, lost = locks.held(db, ent, Queue.of(address.sub_queue), lock_tokens, self._now())
+            delete_ids(db, [r.id for r in held])
+            return lost
+
+    def abandon(
+        self, address: Address, lock_tokens: Sequence[str], properties: dict[str, Any] | None = None
+    ) -> list[str]:
+        """Release locks: the message is available again, or dead-lettered past MaxDeliveryCount,
+        or (past its expiry) expired."""
+        now = self._now()
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            held, lost = locks.held(db, ent, Queue.of(address.sub_queue), lock_tokens, now)
+            if properties:
+                locks.modify(db, [r.id for r in held], properties)
+            locks.release(db, self._router, ent, held, now)
+            return lost
+
+    def release(self, address: Address, lock_tokens: Sequence[str]) -> list[str]:
+        """Give back messages delivered but never handed to the application (AMQP `released`).
+
+        Unlike abandon, this was not a delivery attempt: the lock goes and the delivery count
+        taken when it was locked is returned, so it can never push a message into the DLQ.
+        """
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            held, lost = locks.held(db, ent, Queue.of(address.sub_queue), lock_tokens, self._now())
+            locks.unlock(db, [r.id for r in held], undo_delivery=True)
+            return lost
+
+    def dead_letter(
+        self,
+        address: Address,
+        lock_tokens: Sequence[str],
+        reason: str | None = None,
+        description: str | None = None,
+        properties: dict[str, Any] | None = None,
+    ) -> list[str]:
+        """Move locked messages to the DLQ with the application's reason and description."""
+        if address.sub_queue is not SubQueue.NONE:
+            raise AlreadyDeadLettered()
+        now = self._now()
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            held, lost = locks.held(db, ent, Queue.MAIN, lock_tokens, now)
+            ids = [r.id for r in held]
+            if properties:
+                locks.modify(db, ids, properties)
+            self._router.dead_letter_ids(db, ent, ids, reason, description, now)
+            return lost
+
+    def defer(
+        self, address: Address, lock_tokens: Sequence[str], properties: dict[str, Any] | None = None
+    ) -> list[str]:
+        """Set messages aside: only receive_deferred by sequence number returns them."""
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            held, lost = locks.held(db, ent, Queue.of(address.sub_queue), lock_tokens, self._now())
+            ids = [r.id for r in held]
+            if properties:
+                locks.modify(db, ids, properties)
+            locks.defer(db, ids)
+            return lost
+
+    def renew_locks(self, address: Address, lock_tokens: Sequence[str]) -> dict[str, datetime]:
+        """Extend locks by the lock duration; lost tokens are absent from the result."""
+        now = self._now()
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            held, _lost = locks.held(db, ent, Queue.of(address.sub_queue), lock_tokens, now)
+            until = now + ent.lock_duration_ms
+            locks.renew(db, [r.id for r in held], until)
+            return {r.lock_token: stamp(until) for r in held}

@@ -1,0 +1,211 @@
+"""Subscription rules: checking, storing, compiling and applying filters and actions."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from sbdlq.paths import validate_name
+
+from .errors import BadCorrelationFilter
+from .model import Draft, Entity, Rule
+
+# Correlation filter keys as the service, Microsoft's Config.json and the admin SDK spell
+# them, compared without case or underscores; the value names the SQL system property.
+_CORRELATION_KEYS = {
+    "contenttype": "ContentType",
+    "correlationid": "CorrelationId",
+    "label": "Label",
+    "subject": "Label",
+    "messageid": "MessageId",
+    "replyto": "ReplyTo",
+    "replytosessionid": "ReplyToSessionId",
+    "sessionid": "SessionId",
+    "to": "To",
+}
+_CORRELATION_PROPS = {"properties", "applicationproperties", "userproperties"}
+_SELECT_RULES = "SELECT name, filter_type, filter, action FROM rule WHERE entity_id = ? ORDER BY id"
+
+#: A compiled rule: name, filter (True, False, Correlation or SqlFilter) and action (or None).
+Compiled = tuple[str, Any, Any]
+
+
+class RuleError(Exception):
+    """A filter or action failed on a message: what the subscription's DLQ records."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+        self.message = message
+
+    @staticmethod
+    def of(exc: Exception) -> RuleError:
+        """The service's view of an evaluation failure: the exception's type name and message."""
+        type_name = getattr(exc, "type_name", None) or type(exc).__name__
+        message = getattr(exc, "message", None) or str(exc)
+        return RuleError(str(type_name), str(message))
+
+
+@dataclass(frozen=True, slots=True)
+class Correlation:
+    """A compiled correlation filter: every named value must equal the message's."""
+
+    system: tuple[tuple[str, Any], ...]
+    props: tuple[tuple[str, Any], ...]
+
+    def matches(self, system: dict[str, Any], props: dict[str, Any]) -> bool:
+        for name, expected in self.system:
+            if system.get(name) != expected:
+                return False
+        return all(key in props and props[key] == expected for key, expected in self.props)
+
+
+def compile_correlation(flt: dict[str, Any]) -> Correlation:
+    """Check and compile a correlation filter; null values are not part of the match."""
+    if not isinstance(flt, dict):
+        raise BadCorrelationFilter.not_an_object()
+    system: list[tuple[str, Any]] = []
+    props: list[tuple[str, Any]] = []
+    for key, value in flt.items():
+        norm = str(key).replace("_", "").lower()
+        if norm in _CORRELATION_PROPS:
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise BadCorrelationFilter.properties_not_an_object(key)
+            props.extend((str(k), v) for k, v in value.items() if v is not None)
+        elif norm in _CORRELATION_KEYS:
+            if value is not None:
+                system.append((_CORRELATION_KEYS[norm], value))
+        else:
+            raise BadCorrelationFilter.unknown_key(key)
+    return Correlation(tuple(system), tuple(props))
+
+
+def constant_filter(sql: str) -> bool | None:
+    """True or False for the service's TrueFilter / FalseFilter texts, else None.
+
+    The default rule of every subscription is `1=1`: recognising it spares the SQL
+    evaluator on each fan-out (and the emulator the import).
+    """
+    text = "".join(sql.split()).lower()
+    if text in ("1=1", "true"):
+        return True
+    if text in ("1=0", "false"):
+        return False
+    return None
+
+
+def check_rule(rule: Rule) -> Rule:
+    """The rule, once its name, filter and action are known to compile."""
+    validate_name(rule.name.lstrip("$") or "x", what="rule")
+    if rule.correlation is not None:
+        compile_correlation(rule.correlation)
+    elif constant_filter(rule.sql or "1=1") is None:
+        from sbdlq.sqlfilter import compile_filter
+
+        compile_filter(rule.sql or "1=1")
+    if rule.action:
+        from sbdlq.sqlfilter import compile_action
+
+        compile_action(rule.action)
+    return rule
+
+
+def store_rules(db: sqlite3.Connection, entity_id: int, rules: list[Rule]) -> None:
+    """Replace a subscription's rules."""
+    db.execute("DELETE FROM rule WHERE entity_id = ?", (entity_id,))
+    for r in rules:
+        db.execute(
+            "INSERT INTO rule (entity_id, name, filter_type, filter, action) VALUES (?,?,?,?,?)",
+            (
+                entity_id,
+                r.name,
+                "correlation" if r.correlation is not None else "sql",
+                json.dumps(r.correlation) if r.correlation is not None else (r.sql or "1=1"),
+                r.action,
+            ),
+        )
+
+
+def read_rules(db: sqlite3.Connection, entity_id: int) -> list[Rule]:
+    """A subscription's rules as stored."""
+    out = []
+    for name, ftype, text, action in db.execute(_SELECT_RULES, (entity_id,)):
+        if ftype == "correlation":
+            out.append(Rule(name=name, correlation=json.loads(text), action=action))
+        else:
+            out.append(Rule(name=name, sql=text, action=action))
+    return out
+
+
+class RuleBook:
+    """Compiled filters and actions, kept by their text across calls."""
+
+    def __init__(self) -> None:
+        self._compiled: dict[tuple[str, str], Any] = {}
+
+    def rules(self, db: sqlite3.Connection, sub: Entity) -> list[Compiled]:
+        """A subscription's rules as (name, filter, action)."""
+        return [
+            (name, self._filter(ftype, text), self._action(action) if action else None)
+            for name, ftype, text, action in db.execute(_SELECT_RULES, (sub.id,))
+        ]
+
+    def _filter(self, ftype: str, text: str) -> Any:
+        key = (ftype, text)
+        if key not in self._compiled:
+            if ftype == "correlation":
+                self._compiled[key] = compile_correlation(json.loads(text))
+            else:
+                constant = constant_filter(text)
+                if constant is None:
+                    from sbdlq.sqlfilter import compile_filter
+
+                    self._compiled[key] = compile_filter(text)
+                else:
+                    self._compiled[key] = constant
+        return self._compiled[key]
+
+    def _action(self, action: str) -> Any:
+        key = ("action", action)
+        if key not in self._compiled:
+            from sbdlq.sqlfilter import compile_action
+
+            self._compiled[key] = compile_action(action)
+        return self._compiled[key]
+
+
+def apply_rules(rules: list[Compiled], d: Draft) -> Draft | None:
+    """The copy a subscription receives, or None when no rule matches; RuleError on failure.
+
+    Rules are OR-ed into one copy; the actions of every matching rule apply to it in order.
+    """
+    copy: Draft | None = None
+    system: dict[str, Any] | None = None
+    for _name, flt, act in rules:
+        if flt is True:
+            matched = True
+        elif flt is False:
+            matched = False
+        else:
+            if system is None:
+                system = d.system()
+            try:
+                matched = flt.matches(system, d.props)
+            except Exception as exc:
+                raise RuleError.of(exc) from None
+        if not matched:
+            continue
+        if copy is None:
+            copy = d.copy()
+        if act is not None:
+            sys_now = copy.system()
+            try:
+                act.apply(sys_now, copy.props)
+            except Exception as exc:
+                raise RuleError.of(exc) from None
+            copy.take_system(sys_now)
+    return copy
