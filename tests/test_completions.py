@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -274,15 +275,20 @@ def test_trouble_completes_nothing_and_prints_nothing(
 
 
 def test_a_busy_store_gives_up_at_the_deadline(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    unstuck = threading.Event()
+
     def stuck(path: str, kinds: tuple[str, ...]) -> list[str]:
-        time.sleep(5)
+        unstuck.wait(10)  # a store that never answers in time (released when the test ends)
         return ["orders"]
 
     monkeypatch.setattr(complete, "COMPLETION_DEADLINE_S", 0.2)
     monkeypatch.setattr(complete, "_entity_names", stuck)
     started = time.monotonic()
-    assert complete_entity(ctx_for("--emulator", str(store), "peek"), "") == []
-    assert time.monotonic() - started < 1.0
+    try:
+        assert complete_entity(ctx_for("--emulator", str(store), "peek"), "") == []
+        assert time.monotonic() - started < 1.0
+    finally:
+        unstuck.set()
 
 
 def test_complete_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: Path) -> None:
