@@ -1,4 +1,9 @@
-"""The scenarios resubmit and purge must survive: dry runs, exports, failures, slow brokers."""
+"""The scenarios resubmit and purge must survive: dry runs, exports, failures, slow brokers.
+
+The `asyncio.sleep` calls that make a broker slow cost no wall time on the emulator backend
+(its loop runs on virtual time, see the `virtual_time` fixture). On the servicebus backend
+they are real waits: its broker is a listener thread on the wall clock serving real sockets.
+"""
 
 from __future__ import annotations
 
