@@ -1,65 +1,24 @@
-"""Shared fixtures: a temporary emulator store, an engine on it, and the CLI run against it.
+"""Shared fixtures over the one harness in tests/support: a store, an engine, a seeder, the CLI.
 
 `cli("count", "orders", "-o", "json")` runs `sbdlq --emulator <store> count orders -o json`
 in-process and returns `(exit_code, stdout, stderr)` (a NamedTuple, so `.stdout` works too).
-The environment is isolated: no user config, no target variables, a wide terminal so Rich
-tables don't wrap, no colour.
+The environment is isolated (support.cli.isolated_env): no user config or HOME, no SBDLQ_*
+variables, a wide terminal so Rich tables don't wrap, no colour.
+
+Suites specialise these fixtures rather than redefining them with other types: the engine
+tests give `engine` a clock they move, the contract tests point `store` at the shared
+listener's store for the servicebus backend.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
 
 import pytest
-from typer.testing import CliRunner
+from support import Cli, Clock, Seeder
 
 from sbdlq.emulator.engine import Engine
-
-# Variables that would point sbdlq somewhere else than the test's store.
-_TARGET_VARS = (
-    "SBDLQ_CONNECTION_STRING",
-    "SBDLQ_NAMESPACE",
-    "SBDLQ_EMULATOR",
-    "SBDLQ_PROFILE",
-    "SBDLQ_TIMEOUT",
-    "SBDLQ_EMULATOR_KEY",
-    "SBDLQ_EMULATOR_LATENCY",
-    "SBDLQ_EMULATOR_CLOCK_SKEW",
-)
-
-
-class CliResult(NamedTuple):
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        """stdout parsed as one JSON document."""
-        return json.loads(self.stdout)
-
-
-class Cli:
-    """Invokes the sbdlq app in-process against one emulator store."""
-
-    def __init__(self, store: Path, config_file: Path) -> None:
-        self.store = store
-        self.env: dict[str, str | None] = {name: None for name in _TARGET_VARS}
-        self.env.update(SBDLQ_CONFIG=str(config_file), COLUMNS="200", NO_COLOR="1", TERM="dumb")
-
-    def __call__(self, *args: str, input: str | bytes | None = None, env: Mapping[str, str] | None = None) -> CliResult:
-        """`sbdlq --emulator STORE ARGS...`."""
-        return self.bare("--emulator", str(self.store), *args, input=input, env=env)
-
-    def bare(self, *args: str, input: str | bytes | None = None, env: Mapping[str, str] | None = None) -> CliResult:
-        """`sbdlq ARGS...` with no target option (for testing target resolution)."""
-        from sbdlq.cli.main import app
-
-        merged = {**self.env, **(env or {})}
-        result = CliRunner().invoke(app, list(args), input=input, env=merged, catch_exceptions=False)
-        return CliResult(result.exit_code, result.stdout, result.stderr)
 
 
 @pytest.fixture
@@ -69,9 +28,19 @@ def store(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def engine(store: Path) -> Iterator[Engine]:
-    """An engine on the test's store (creates it)."""
-    eng = Engine(store)
+def broker_clock() -> Callable[[], float] | None:
+    """The clock the test's engine reads: None is the wall clock, as another process sees it.
+
+    Suites override this (not `engine`): the engine tests with a clock they move, the
+    contract tests with virtual time.
+    """
+    return None
+
+
+@pytest.fixture
+def engine(store: Path, broker_clock: Callable[[], float] | None) -> Iterator[Engine]:
+    """An engine on the test's store (creates it), reading `broker_clock`."""
+    eng = Engine(store, clock=broker_clock)
     try:
         yield eng
     finally:
@@ -79,6 +48,18 @@ def engine(store: Path) -> Iterator[Engine]:
 
 
 @pytest.fixture
+def clock() -> Clock:
+    """A broker clock the test moves (for engines that take `clock=`)."""
+    return Clock()
+
+
+@pytest.fixture
+def seed(engine: Engine, store: Path) -> Seeder:
+    """Set up entities and messages through the test's engine, and look inside the store."""
+    return Seeder(engine, store)
+
+
+@pytest.fixture
 def cli(store: Path, tmp_path: Path) -> Cli:
     """Run the CLI against the test's store: `code, out, err = cli("emulator", "list")`."""
-    return Cli(store, tmp_path / "no-config.yaml")
+    return Cli(store, tmp_path)

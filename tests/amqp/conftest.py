@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.clock import SkewClock
 
 CONN = (
     "Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
@@ -31,6 +33,8 @@ class Emulator:
     thread: threading.Thread
     stop: threading.Event
     errors: list[BaseException] = field(default_factory=list)
+    #: The listener's and `engine`'s clock: the wall clock plus a skew `advance` moves.
+    clock: SkewClock = field(default_factory=SkewClock)
 
     def conn_str(self, key: str | None = None) -> str:
         return CONN.format(port=self.port, key=key or self.key or DEFAULT_KEY)
@@ -60,10 +64,12 @@ class Emulator:
 
 def start(store: Path, *, key: str | None = None, **options: Any) -> Emulator:
     """Start serve() in a thread and wait until it listens (options: serve()'s limits, clock)."""
+    from sbdlq.emulator.amqp import server
     from sbdlq.emulator.amqp.server import serve
     from sbdlq.emulator.engine import Engine
 
-    engine = Engine(store)
+    clock = SkewClock()
+    engine = Engine(store, clock=clock)
     stop = threading.Event()
     ready = threading.Event()
     ports: dict[str, Any] = {}
@@ -81,11 +87,15 @@ def start(store: Path, *, key: str | None = None, **options: Any) -> Emulator:
             ready.set()
 
     thread = threading.Thread(target=run, name="emulator-serve", daemon=True)
-    thread.start()
-    assert ready.wait(10), "the emulator did not start listening"
+    # The listener builds its engine before it is ready: give that engine the test's clock,
+    # so a test lets locks lapse by moving the clock instead of sleeping.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(server, "Engine", functools.partial(Engine, clock=clock))
+        thread.start()
+        assert ready.wait(10), "the emulator did not start listening"
     if errors:
         raise errors[0]
-    return Emulator(str(store), ports["amqp"], ports["http"], key, engine, thread, stop, errors)
+    return Emulator(str(store), ports["amqp"], ports["http"], key, engine, thread, stop, errors, clock)
 
 
 def finish(emulator: Emulator, *, close_engine: bool = True) -> None:

@@ -24,7 +24,7 @@ def test_lock_expiry_redelivers_while_connected(emulator: Any, client: Any) -> N
     with client.get_queue_receiver(q) as receiver:
         (first,) = receiver.receive_messages(max_wait_time=1.0)
         assert first.delivery_count == 0
-        time.sleep(1.1)  # let the lock lapse without settling
+        emulator.clock.advance(1.1)  # let the lock lapse without settling
         (second,) = receiver.receive_messages(max_wait_time=2.0)
         assert second.sequence_number == first.sequence_number
         assert second.delivery_count == 1
@@ -48,7 +48,7 @@ def test_stop_with_a_client_holding_a_lock_loses_nothing(launch: Any) -> None:
         address = parse_address(q)
         assert [m.body for m in emu.engine.peek(address, 0, 5)] == [b"keep me"]
         assert emu.engine.receive(address, 5) == []  # still locked by the departed client
-        time.sleep(1.1)
+        emu.clock.advance(1.1)
         (again,) = emu.engine.receive(address, 5)
         assert again.sequence_number == held.sequence_number and again.delivery_count == 2
     finally:

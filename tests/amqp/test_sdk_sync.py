@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -157,7 +156,7 @@ def test_renew_lock(emulator: Any, client: Any) -> None:
     with client.get_queue_receiver(q) as receiver:
         (m,) = _drain(receiver, 1)
         before = m.locked_until_utc
-        time.sleep(0.05)
+        emulator.clock.advance(0.05)
         after = receiver.renew_message_lock(m)
         assert after > before
         assert m.locked_until_utc == after

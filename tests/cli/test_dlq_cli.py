@@ -21,85 +21,21 @@ import pytest
 import yaml
 from click.testing import Result
 from json_shapes import MESSAGE_KEYS
-from typer.testing import CliRunner
+from support import Cli, Clock
+from support import Seeder as Store
 
 from sbdlq.backends.emulator import EmulatorBackend
-from sbdlq.cli.main import app
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import Message, OutboundMessage
-from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
+from sbdlq.paths import Address, EntityPath, SubQueue
 
 T0 = 1_735_689_600.0  # 2025-01-01T00:00:00Z
-ENV: dict[str, str | None] = {
-    "COLUMNS": "80",
-    "LINES": "40",
-    "FORCE_COLOR": None,
-    "NO_COLOR": None,
-    "TTY_COMPATIBLE": None,
-    "TTY_INTERACTIVE": None,
-    "SBDLQ_PROFILE": None,
-    "SBDLQ_CONNECTION_STRING": None,
-    "SBDLQ_NAMESPACE": None,
-    "SBDLQ_EMULATOR": None,
-    "SBDLQ_EMULATOR_LATENCY": None,
-    "SBDLQ_TIMEOUT": None,
-}
-
-
-class Store:
-    """The emulator store a test's commands read, and shorthands to fill and inspect it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.clock = T0
-        self.engine = Engine(path, clock=lambda: self.clock)
-
-    def dead_letter(
-        self,
-        entity: str,
-        messages: Sequence[OutboundMessage] | int,
-        reason: str = "Bad",
-        description: str = "it broke",
-        prefix: str = "m",
-    ) -> None:
-        """Send to the entity (its topic for a subscription), receive and dead-letter them."""
-        out = (
-            [OutboundMessage(body=f"{prefix}{i}".encode(), message_id=f"{prefix}{i}") for i in range(messages)]
-            if (isinstance(messages, int))
-            else list(messages)
-        )
-        path = parse_address(entity).entity
-        self.engine.send(path.name, out)
-        got = self.engine.receive(Address(path), len(out))
-        assert len(got) == len(out)
-        self.engine.dead_letter(Address(path), [m.lock_token for m in got if m.lock_token], reason, description)
-
-    def dlq(self, entity: str = "q", sub_queue: SubQueue = SubQueue.DEAD_LETTER) -> list[Message]:
-        return self.engine.peek(Address(parse_address(entity).entity, sub_queue), 0, 100_000)
-
-    def active(self, entity: str) -> list[Message]:
-        return self.engine.peek(parse_address(entity), 0, 100_000)
-
-    def dlq_ids(self, entity: str = "q") -> list[str | None]:
-        return [m.message_id for m in self.dlq(entity)]
-
-    def snapshot(self, entity: str = "q") -> Any:
-        """Counts, and sequence number, id and delivery count of each DLQ message."""
-        return self.engine.counts(entity), [
-            (m.sequence_number, m.message_id, m.delivery_count) for m in self.dlq(entity)
-        ]
-
-    def available(self, entity: str = "q") -> list[str]:
-        """Receive every DLQ message at once (none may still be locked), then let them go."""
-        a = Address(parse_address(entity).entity, SubQueue.DEAD_LETTER)
-        got = self.engine.receive(a, 100_000)
-        self.engine.abandon(a, [m.lock_token for m in got if m.lock_token])
-        return sorted(m.message_id for m in got if m.message_id)
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(tmp_path / "emulator.db")
+    """The store the commands read, seeded on a fixed clock so times in the output are known."""
+    s = Store(Engine(tmp_path / "emulator.db", clock=Clock(T0)), tmp_path / "emulator.db")
     try:
         yield s
     finally:
@@ -108,12 +44,11 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 @pytest.fixture
 def sbdlq(store: Store, tmp_path: Path) -> Callable[..., Result]:
-    """Run `sbdlq --emulator STORE ARGS...` and return the result."""
-    runner = CliRunner()
-    env = {**ENV, "SBDLQ_CONFIG": str(tmp_path / "no-config.yaml")}
+    """Run `sbdlq --emulator STORE ARGS...` (80 columns) and return the result."""
+    cli = Cli(store.path, tmp_path, columns=80)
 
     def invoke(*args: str, input: str | None = None) -> Result:
-        return runner.invoke(app, ["--emulator", str(store.path), *args], env=env, input=input)
+        return cli.invoke("--emulator", str(store.path), *args, input=input)
 
     return invoke
 
@@ -126,7 +61,7 @@ def orders(store: Store) -> Store:
     store.engine.create_subscription("t", "s1")
     store.engine.create_subscription("t", "s2")
     store.dead_letter("orders", 3, "Timeout", "took too long", prefix="o")
-    store.clock += 3600
+    store.clock.advance(3600)
     store.dead_letter("orders", 2, "Poison", "bad json", prefix="p")
     return store
 
@@ -854,13 +789,13 @@ def test_profile_sets_concurrency_and_batch_size(
         await real_send(self, entity, messages)
 
     monkeypatch.setattr(EmulatorBackend, "send", record)
-    runner = CliRunner()
-    env = {**ENV, "SBDLQ_CONFIG": str(config)}
-    r = runner.invoke(app, ["resubmit", "orders", "--max", "3"], env=env)
+    runner = Cli(orders.path, tmp_path, columns=80)
+    env = {"SBDLQ_CONFIG": str(config)}
+    r = runner.invoke("resubmit", "orders", "--max", "3", env=env)
     assert r.exit_code == 0, r.output
     # --concurrency 1 from the profile: one message per send.
     assert sizes == [1, 1, 1]
-    r = runner.invoke(app, ["resubmit", "orders", "--concurrency", "8"], env=env)
+    r = runner.invoke("resubmit", "orders", "--concurrency", "8", env=env)
     assert r.exit_code == 0, r.output
     # The option beats the profile: both left go in one send.
     assert sizes == [1, 1, 1, 2]

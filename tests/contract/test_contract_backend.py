@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support import ids
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import EntityDisabled, EntityNotFound, InvalidOperation
@@ -14,7 +14,7 @@ from sbdlq.models import OutboundMessage
 from sbdlq.paths import Address, EntityPath, SubQueue
 
 if TYPE_CHECKING:
-    from conftest import Seeder
+    from support import Seeder
 
 Q = EntityPath("q")
 MAIN = Address(Q)
@@ -23,10 +23,6 @@ DLQ = Address(Q, SubQueue.DEAD_LETTER)
 
 def seqs(messages: list[Any]) -> list[int]:
     return [m.sequence_number for m in messages]
-
-
-def ids(messages: list[Any]) -> list[str]:
-    return [m.message_id or "" for m in messages]
 
 
 # ---------------------------------------------------------------- entities and counts
@@ -203,12 +199,12 @@ def test_dead_lettering_a_dlq_message_is_refused(backend: Backend, seed: Seeder,
         aio(backend.dead_letter(DLQ, got, "Again", "no"))
 
 
-def test_renew_locks_extends_locked_until(backend: Backend, seed: Seeder, aio: Any) -> None:
+def test_renew_locks_extends_locked_until(backend: Backend, seed: Seeder, aio: Any, pause: Any) -> None:
     seed.queue("q", lock_duration_s=30)
     seed.dead_letter("q", 2)
     got = aio(backend.receive(DLQ, 2))
     first = [m.locked_until for m in got]
-    time.sleep(0.05)
+    pause(0.05)
     assert aio(backend.renew_locks(DLQ, got)) == []
     for m, before in zip(got, first, strict=True):
         assert m.locked_until is not None and before is not None
@@ -229,11 +225,11 @@ def test_lost_locks_are_returned_not_raised(backend: Backend, seed: Seeder, aio:
     assert ids(seed.dlq("q")) == ["m1"]
 
 
-def test_an_expired_lock_is_lost(backend: Backend, seed: Seeder, aio: Any) -> None:
+def test_an_expired_lock_is_lost(backend: Backend, seed: Seeder, aio: Any, pause: Any) -> None:
     seed.queue("q", lock_duration_s=0.2)
     seed.dead_letter("q", 1)
     got = aio(backend.receive(DLQ, 1))
-    time.sleep(0.3)
+    pause(0.3)
     assert seqs(aio(backend.renew_locks(DLQ, got))) == [1]
     assert seqs(aio(backend.complete(DLQ, got))) == [1]
     assert ids(seed.dlq("q")) == ["m0"]

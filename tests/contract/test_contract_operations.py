@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support import ids
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
@@ -19,14 +20,11 @@ from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.selection import Selection, build_selection
 
 if TYPE_CHECKING:
-    from conftest import Seeder, Spy
+    from support import Seeder
+    from support.spy import Spy
 
 Q = EntityPath("q")
 DLQ = Address(Q, SubQueue.DEAD_LETTER)
-
-
-def ids(messages: list[Any]) -> list[str]:
-    return [m.message_id or "" for m in messages]
 
 
 async def collect(it: Any) -> list[Any]:

@@ -1,4 +1,9 @@
-"""The scenarios resubmit and purge must survive: dry runs, exports, failures, slow brokers."""
+"""The scenarios resubmit and purge must survive: dry runs, exports, failures, slow brokers.
+
+The `asyncio.sleep` calls that make a broker slow cost no wall time on the emulator backend
+(its loop runs on virtual time, see the `virtual_time` fixture). On the servicebus backend
+they are real waits: its broker is a listener thread on the wall clock serving real sockets.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from json_shapes import MESSAGE_KEYS
+from support import ids
 
 from sbdlq.backends.base import Backend
 from sbdlq.models import RESUBMITTED_FROM, Message, OutboundMessage
@@ -21,14 +27,11 @@ from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.selection import build_selection
 
 if TYPE_CHECKING:
-    from conftest import Seeder, Spy
+    from support import Seeder
+    from support.spy import Spy
 
 Q = EntityPath("q")
 DLQ = Address(Q, SubQueue.DEAD_LETTER)
-
-
-def ids(messages: Sequence[Any]) -> list[str]:
-    return [m.message_id or "" for m in messages]
 
 
 def snapshot(seed: Seeder, entity: str = "q", *, deliveries: bool = True) -> tuple[Any, ...]:

@@ -12,9 +12,8 @@ import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from support import Cli
 
-from sbdlq.cli.main import app
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
 from sbdlq.paths import parse_address
@@ -152,17 +151,10 @@ def test_bad_input_row(
             text = text.replace("{" + name + "}", str(path))
         return text
 
-    monkeypatch.setenv("SBDLQ_CONFIG", str(tmp_path / "no-config.yaml"))
-    monkeypatch.setenv("SBDLQ_EMULATOR", str(store))
-    for var in ("SBDLQ_CONNECTION_STRING", "SBDLQ_NAMESPACE", "SBDLQ_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    for key, value in env.items():
-        if value == "":
-            monkeypatch.delenv(key, raising=False)
-        else:
-            monkeypatch.setenv(key, fill(value))
+    # "" in the table means: the variable is unset.
+    variables = {"SBDLQ_EMULATOR": str(store), **{k: fill(v) if v else None for k, v in env.items()}}
     before = snapshot(store)
-    result = CliRunner().invoke(app, [fill(a) for a in globals_] + [fill(a) for a in args])
+    result = Cli(store, tmp_path).invoke(*[fill(a) for a in globals_], *[fill(a) for a in args], env=variables)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.exit_code == status, f"{row_id}: exit {result.exit_code}, stderr={result.stderr!r}"
     assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
@@ -177,8 +169,6 @@ def test_full_disk_while_exporting_deletes_nothing_unexported(
     store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """ENOSPC on the export file: exit 1 with one line; every message still in the DLQ or the file."""
-    monkeypatch.setenv("SBDLQ_EMULATOR", str(store))
-    monkeypatch.setenv("SBDLQ_CONFIG", str(tmp_path / "no-config.yaml"))
     real_write = os.write
     calls = {"n": 0}
 
@@ -190,7 +180,8 @@ def test_full_disk_while_exporting_deletes_nothing_unexported(
 
     monkeypatch.setattr("sbdlq.operations.export.os.write", full_disk)
     export = tmp_path / "out.jsonl"
-    result = CliRunner().invoke(app, ["purge", "orders", "--yes", "--batch-size", "1", "--export", str(export)])
+    cli = Cli(store, tmp_path)
+    result = cli.invoke("purge", "orders", "--yes", "--batch-size", "1", "--export", str(export), env={"SBDLQ_EMULATOR": str(store)})
     assert result.exit_code == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert "No space left on device" in result.stderr

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from support import Cli, dead_lettered_store
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.backends.emulator import EmulatorBackend
-from sbdlq.cli.main import app
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import TransientError
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
@@ -51,7 +50,7 @@ class FlakyBackend(Backend):
             raise TransientError(f"{name}: server busy")
         if roll < 2 * self.rate / 3:
             self.faults[f"{name}:timeout"] += 1
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(0)  # the call yields, as a timed-out one would, then fails
             raise TransientError(f"{name}: operation timed out")
         result = await coro_fn()
         if roll < self.rate and name in ("send", "complete", "abandon"):
@@ -113,16 +112,8 @@ def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
-    path = tmp_path / "store.db"
-    eng = Engine(path)
-    eng.create_queue("orders")
-    eng.create_queue("retry")
-    eng.send("orders", [OutboundMessage(body=b"x", message_id=f"m-{i}") for i in range(N)])
-    address = parse_address("orders")
-    got = eng.receive(address, N)
-    eng.dead_letter(address, [m.lock_token for m in got if m.lock_token], "Flaky", "test")
-    eng.close()
-    return path
+    """N messages `m-<i>` in the DLQ of `orders`; an empty `retry`."""
+    return dead_lettered_store(tmp_path / "store.db", N, "Flaky")
 
 
 def _ids(store: Path, path: str) -> list[str]:
@@ -172,7 +163,7 @@ def test_purge_export_through_faults_loses_nothing(store: Path, tmp_path: Path, 
     assert exported == {f"m-{i}" for i in range(N)}
 
 
-def test_lost_locks_exit_1_with_exact_summary(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lost_locks_exit_1_with_exact_summary(store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Locks lost after the copy was sent: the originals stay in the DLQ, the run says so and exits 1."""
     import sbdlq.backends as backends
 
@@ -182,8 +173,8 @@ def test_lost_locks_exit_1_with_exact_summary(store: Path, monkeypatch: pytest.M
         return FlakyBackend(real(target, **kw), rate=0.0, seed=7, lose_locks=0.1)
 
     monkeypatch.setattr(backends, "open_backend", flaky_open)
-    monkeypatch.setenv("SBDLQ_EMULATOR", str(store))
-    result = CliRunner().invoke(app, ["resubmit", "orders", "--to", "retry", "-o", "json"])
+    cli = Cli(store, tmp_path)
+    result = cli.invoke("resubmit", "orders", "--to", "retry", "-o", "json", env={"SBDLQ_EMULATOR": str(store)})
     assert result.exit_code == 1, result.stderr
     doc = json.loads(result.stdout)
     left = len(_ids(store, "orders/$DeadLetterQueue"))

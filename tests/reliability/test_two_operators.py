@@ -10,9 +10,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support import dead_lettered_store
 
 from sbdlq.emulator.engine import Engine
-from sbdlq.models import OutboundMessage
 from sbdlq.paths import parse_address
 
 pytestmark = pytest.mark.slow
@@ -21,16 +21,8 @@ N = 1500
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
-    path = tmp_path / "store.db"
-    eng = Engine(path)
-    eng.create_queue("orders")
-    eng.create_queue("retry")
-    eng.send("orders", [OutboundMessage(body=b"x", message_id=f"m-{i}") for i in range(N)])
-    address = parse_address("orders")
-    got = eng.receive(address, N)
-    eng.dead_letter(address, [m.lock_token for m in got if m.lock_token], "Twice", "test")
-    eng.close()
-    return path
+    """N messages `m-<i>` in the DLQ of `orders`; an empty `retry`."""
+    return dead_lettered_store(tmp_path / "store.db", N, "Twice")
 
 
 def _start(store: Path, args: list[str]) -> subprocess.Popen[bytes]:
