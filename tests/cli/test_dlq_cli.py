@@ -23,8 +23,10 @@ from click.testing import Result
 from json_shapes import MESSAGE_KEYS
 from support import Cli, Clock
 from support import Seeder as Store
+from typer.testing import CliRunner
 
 from sbdlq.backends.emulator import EmulatorBackend
+from sbdlq.cli.main import app
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import Message, OutboundMessage
 from sbdlq.paths import Address, EntityPath, SubQueue

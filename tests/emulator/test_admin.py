@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
-def store(engine: Engine) -> EmulatorAdmin:
+def admin(engine: Engine) -> EmulatorAdmin:
     engine.create_queue("orders")
     engine.create_topic("events")
     engine.create_subscription("events", "audit")
@@ -41,7 +41,7 @@ def store(engine: Engine) -> EmulatorAdmin:
 
 
 @pytest.fixture
-def backend(db_path: Path, clock: Clock, store: EmulatorAdmin) -> Iterator[EmulatorBackend]:
+def backend(db_path: Path, clock: Clock, admin: EmulatorAdmin) -> Iterator[EmulatorBackend]:
     consumer = EmulatorBackend(str(db_path), clock=clock)
     yield consumer
     asyncio.run(consumer.close())
@@ -87,17 +87,17 @@ def test_copies_number_message_ids_only_for_several() -> None:
     assert [m.message_id for m in copies(OutboundMessage(), 2)] == [None, None]
 
 
-def test_send_counts_what_the_broker_accepted(engine: Engine, store: EmulatorAdmin) -> None:
-    assert store.send("orders", OutboundMessage(body=b"x"), count=3) == 3
+def test_send_counts_what_the_broker_accepted(engine: Engine, admin: EmulatorAdmin) -> None:
+    assert admin.send("orders", OutboundMessage(body=b"x"), count=3) == 3
     engine.create_queue("dedup", requires_duplicate_detection=True)
-    assert store.send("dedup", OutboundMessage(message_id="same"), count=1) == 1
-    assert store.send("dedup", OutboundMessage(message_id="same"), count=1) == 0
+    assert admin.send("dedup", OutboundMessage(message_id="same"), count=1) == 1
+    assert admin.send("dedup", OutboundMessage(message_id="same"), count=1) == 0
 
 
-def test_list_rows_topics_have_no_counts(store: EmulatorAdmin) -> None:
-    store.send("orders", OutboundMessage(body=b"x"), count=2)
-    store.send("events", OutboundMessage(body=b"y"))
-    rows = store.list_entities()
+def test_list_rows_topics_have_no_counts(admin: EmulatorAdmin) -> None:
+    admin.send("orders", OutboundMessage(body=b"x"), count=2)
+    admin.send("events", OutboundMessage(body=b"y"))
+    rows = admin.list_entities()
     assert rows == [
         EntityRow("events", "topic", None, None, None, None, 1),
         EntityRow("events/Subscriptions/audit", "subscription", 1, 0, 0, 0, None),
@@ -106,24 +106,24 @@ def test_list_rows_topics_have_no_counts(store: EmulatorAdmin) -> None:
     assert list(rows[0].to_json()) == list(LIST_COLUMNS)
 
 
-def test_reset_says_how_many_entities_went(store: EmulatorAdmin) -> None:
-    assert store.entity_count() == 3
-    assert store.reset() == 3
-    assert store.list_entities() == [] and store.entity_count() == 0
+def test_reset_says_how_many_entities_went(admin: EmulatorAdmin) -> None:
+    assert admin.entity_count() == 3
+    assert admin.reset() == 3
+    assert admin.list_entities() == [] and admin.entity_count() == 0
 
 
-def test_apply_config_and_check_new_config(store: EmulatorAdmin) -> None:
+def test_apply_config_and_check_new_config(admin: EmulatorAdmin) -> None:
     cfg = parse_config(json.dumps({"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [{"Name": "new"}]}]}}))
-    applied = store.apply_config(cfg)
+    applied = admin.apply_config(cfg)
     assert [(a.kind, a.path, a.created) for a in applied] == [("queue", "new", True)]
-    assert [(a.created) for a in store.apply_config(cfg)] == [False]
+    assert [(a.created) for a in admin.apply_config(cfg)] == [False]
     forwarding = {"Name": "fw", "Properties": {"ForwardTo": "elsewhere"}}
     bad = parse_config(json.dumps({"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [forwarding]}]}}))
     with pytest.raises(BadInput, match="'elsewhere' is not a queue or topic"):
         check_new_config(bad)
 
 
-def test_entity_names_by_kind(db_path: Path, store: EmulatorAdmin) -> None:
+def test_entity_names_by_kind(db_path: Path, admin: EmulatorAdmin) -> None:
     assert entity_names(str(db_path), ("queue", "subscription")) == ["events/Subscriptions/audit", "orders"]
     assert entity_names(str(db_path), ("queue", "topic")) == ["events", "orders"]
 
@@ -132,27 +132,27 @@ def test_entity_names_by_kind(db_path: Path, store: EmulatorAdmin) -> None:
 
 
 def test_dead_letter_with_reason_through_the_backend(
-    engine: Engine, store: EmulatorAdmin, backend: EmulatorBackend
+    engine: Engine, admin: EmulatorAdmin, backend: EmulatorBackend
 ) -> None:
-    store.send("orders", OutboundMessage(message_id="m"), count=2)
+    admin.send("orders", OutboundMessage(message_id="m"), count=2)
     got = settle(backend, "orders", Settle.DEAD_LETTER, reason="Bad", description="why")
     assert [m.message_id for m in got] == ["m-1", "m-2"]
     dlq = engine.peek(Address(parse_address("orders").entity, SubQueue.DEAD_LETTER), 0, 10)
     assert [(m.dead_letter_reason, m.dead_letter_error_description) for m in dlq] == [("Bad", "why")] * 2
 
 
-def test_complete_abandon_defer(engine: Engine, store: EmulatorAdmin, backend: EmulatorBackend) -> None:
-    store.send("orders", OutboundMessage(body=b"x"))
+def test_complete_abandon_defer(engine: Engine, admin: EmulatorAdmin, backend: EmulatorBackend) -> None:
+    admin.send("orders", OutboundMessage(body=b"x"))
     assert [m.delivery_count for m in settle(backend, "orders", Settle.ABANDON)] == [1]
     assert len(settle(backend, "orders", Settle.DEFER)) == 1
     assert settle(backend, "orders", Settle.COMPLETE) == []  # deferred: not receivable
-    store.send("orders", OutboundMessage(body=b"y"))
+    admin.send("orders", OutboundMessage(body=b"y"))
     assert len(settle(backend, "orders", Settle.COMPLETE)) == 1
     assert engine.counts("orders").active == 1  # only the deferred one is left
 
 
 def test_lost_locks_fail_and_leave_the_messages(
-    engine: Engine, clock: Clock, store: EmulatorAdmin, backend: EmulatorBackend
+    engine: Engine, clock: Clock, admin: EmulatorAdmin, backend: EmulatorBackend
 ) -> None:
     class Slow:
         """A consumer that takes longer than the lock before it settles."""
@@ -165,7 +165,7 @@ def test_lost_locks_fail_and_leave_the_messages(
         def __getattr__(self, name: str) -> object:
             return getattr(backend, name)
 
-    store.send("orders", OutboundMessage(body=b"x"), count=2)
+    admin.send("orders", OutboundMessage(body=b"x"), count=2)
     with pytest.raises(OperationFailed, match=r"^2 lock\(s\) lost before settling; those messages stay in orders$"):
         settle(Slow(), "orders", Settle.COMPLETE)
     assert engine.counts("orders").active == 2

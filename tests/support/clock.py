@@ -140,11 +140,14 @@ class VirtualTime:
         """Make the resubmit/purge loop (lock keeper, rate limiter, elapsed) read virtual time."""
         import time
 
-        from sbdlq.operations import move, purge, resubmit
+        from sbdlq.operations import move, purge, resubmit, run
 
         fake = SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
         fake.monotonic = self.monotonic
-        saved = [(module, module.time) for module in (move, purge, resubmit)]
+        # Every operations module that reads the clock (modules move as the code is reshaped).
+        modules = [m for m in (move, purge, resubmit, run) if getattr(m, "time", None) is time]
+        assert modules, "no operations module reads time.monotonic any more: update VirtualTime.patched"
+        saved = [(module, module.time) for module in modules]
         for module, _ in saved:
             module.time = fake  # type: ignore[assignment]
         try:
