@@ -173,6 +173,16 @@ class Broker:
         conn.open()
         self.peers[conn] = _Peer()
 
+    def on_transport_error(self, event: Event) -> None:
+        """Give proton's own protocol errors the info map SDKs index (error[2]) before the close goes out."""
+        transport = event.transport
+        condition = transport.condition if transport is not None else None
+        if transport is None or condition is None or condition.info:
+            return
+        log.info("emulator: closing a connection: %s: %s", condition.name, condition.description)
+        text = condition.description or condition.name
+        transport.condition = _condition(conditions.Failure(condition.name, text, 400))
+
     def on_connection_remote_close(self, event: Event) -> None:
         _connection(event).close()
 
