@@ -189,14 +189,10 @@ class Broker:
         self.peers[conn] = _Peer()
 
     def on_transport_error(self, event: Event) -> None:
-        """Give proton's own protocol errors the info map SDKs index (error[2]) before the close goes out."""
-        transport = event.transport
-        condition = transport.condition if transport is not None else None
-        if transport is None or condition is None or condition.info:
-            return
-        log.info("emulator: closing a connection: %s: %s", condition.name, condition.description)
-        text = condition.description or condition.name
-        transport.condition = _condition(conditions.Failure(condition.name, text, 400))
+        # Proton has already written its close frame by now; wire.py gives its error an info map.
+        condition = event.transport.condition if event.transport is not None else None
+        if condition is not None:
+            log.info("emulator: closing a connection: %s: %s", condition.name, condition.description)
 
     def on_connection_remote_close(self, event: Event) -> None:
         _connection(event).close()
