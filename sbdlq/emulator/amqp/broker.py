@@ -127,11 +127,26 @@ class _Requests:
 
 @dataclass(eq=False)
 class _Peer:
-    """Per-connection state: what its tokens grant, and reply links by node."""
+    """Per-connection state: what its tokens grant, and the reply links a `reply-to` can name."""
 
     grants: list[Grant] = field(default_factory=list)
-    replies: dict[str, Sender] = field(default_factory=dict)
-    outbox: dict[str, list[bytes]] = field(default_factory=dict)
+    by_address: dict[str, Sender] = field(default_factory=dict)  # the reply link's target address
+    by_name: dict[str, Sender] = field(default_factory=dict)  # the reply link's name
+    by_node: dict[str, Sender] = field(default_factory=dict)  # for requests without reply-to ($cbs)
+    outbox: dict[Sender, list[bytes]] = field(default_factory=dict)  # replies waiting for credit
+
+    def forget(self, link: Link) -> None:
+        """Drop a closed reply link, and the replies still waiting for it."""
+        for table in (self.by_address, self.by_name, self.by_node):
+            for key in [k for k, v in table.items() if v == link]:
+                del table[key]
+        self.outbox.pop(link, None)  # type: ignore[call-overload]
+
+    def reply_link(self, reply_to: str | None, node: str) -> Sender | None:
+        """The link a reply goes to: the one whose target address or name `reply-to` is."""
+        if not reply_to:
+            return self.by_node.get(node)
+        return self.by_address.get(node_name(reply_to).lower()) or self.by_name.get(reply_to)
 
 
 class Broker:
@@ -176,6 +191,12 @@ class Broker:
         conn.open()
         self.peers[conn] = _Peer()
 
+    def on_transport_error(self, event: Event) -> None:
+        # Proton has already written its close frame by now; wire.py gives its error an info map.
+        condition = event.transport.condition if event.transport is not None else None
+        if condition is not None:
+            log.info("emulator: closing a connection: %s: %s", condition.name, condition.description)
+
     def on_connection_remote_close(self, event: Event) -> None:
         _connection(event).close()
 
@@ -192,9 +213,7 @@ class Broker:
         self.requests.pop(link, None)
         peer = self.peers.get(link.connection)
         if peer is not None:
-            for node, sender in list(peer.replies.items()):
-                if sender == link:
-                    del peer.replies[node]
+            peer.forget(link)
         if link.state & Endpoint.LOCAL_ACTIVE:
             link.close()
 
@@ -229,8 +248,10 @@ class Broker:
             link.snd_settle_mode = Link.SND_MIXED
             link.open()
             peer = self.peers.setdefault(link.connection, _Peer())
-            peer.replies[key] = link
-            self._flush_replies(link.connection, key)
+            peer.by_node[key] = link
+            peer.by_name[link.name] = link
+            if link.remote_target.address:
+                peer.by_address[node_name(link.remote_target.address).lower()] = link
         else:
             assert isinstance(link, Receiver)
             link.open()
@@ -323,10 +344,7 @@ class Broker:
             if feed is not None:
                 self._pump(feed)
             else:
-                peer = self.peers.get(link.connection)
-                for node, sender in peer.replies.items() if peer else []:
-                    if sender == link:
-                        self._flush_replies(link.connection, node)
+                self._flush_replies(link)
             if link.drain_mode and link.credit > 0:
                 link.drained()
 
@@ -453,16 +471,16 @@ class Broker:
         if state == Delivery.ACCEPTED:
             return self.engine.complete(address, [token])
         if state == Delivery.REJECTED:
-            reason, description = _dead_letter_details(remote.condition)
-            return self.engine.dead_letter(address, [token], reason, description)
-        if state == Delivery.MODIFIED and (remote.failed or remote.undeliverable):
+            reason, description, extra = _dead_letter_details(remote.condition)
+            return self.engine.dead_letter(address, [token], reason, description, extra or None)
+        if state == Delivery.MODIFIED:
+            # Any modified without undeliverable-here is an abandon, delivery-failed or not.
             properties = _modified_properties(remote)
             if remote.undeliverable:
                 return self.engine.defer(address, [token], properties)
             return self.engine.abandon(address, [token], properties)
-        # released (or modified without delivery-failed): handed back unprocessed, e.g. what
-        # a closing SDK receiver had buffered; not a delivery attempt, so the count taken when
-        # it was locked is given back.
+        # released: handed back unprocessed, e.g. what a closing SDK receiver had buffered;
+        # not a delivery attempt, so the count taken when it was locked is given back.
         return self.engine.release(address, [token])
 
     # ------------------------------------------------------------------ request / response
@@ -481,8 +499,13 @@ class Broker:
         else:
             reply = self._management_reply(node.address, props, request.body)
         reply.correlation_id = request.id
-        target = node_name(request.reply_to).lower() if request.reply_to else node.node
-        self._send_reply(node.link.connection, target, reply.encode())
+        peer = self.peers.setdefault(node.link.connection, _Peer())
+        link = peer.reply_link(request.reply_to, node.node)
+        if link is None:  # a reply to nobody is dropped, never kept for later
+            log.info("emulator: no reply link %r on %s: reply dropped", request.reply_to, node.node)
+            return
+        peer.outbox.setdefault(link, []).append(reply.encode())
+        self._flush_replies(link)
 
     def _cbs_reply(self, connection: Connection, props: dict[str, Any], body: Any) -> Message:
         outcome = cbs.put_token(props, body, self.key, now=self.clock())
@@ -501,19 +524,9 @@ class Broker:
             self._wake(address.entity)
         return Message(body=reply.body, properties=app)
 
-    def _send_reply(self, connection: Connection, node: str, payload: bytes) -> None:
-        peer = self.peers.setdefault(connection, _Peer())
-        peer.outbox.setdefault(node, []).append(payload)
-        self._flush_replies(connection, node)
-
-    def _flush_replies(self, connection: Connection, node: str) -> None:
-        peer = self.peers.get(connection)
-        if peer is None:
-            return
-        link = peer.replies.get(node)
-        queue = peer.outbox.get(node)
-        if link is None or not queue:
-            return
+    def _flush_replies(self, link: Sender) -> None:
+        peer = self.peers.get(link.connection)
+        queue = peer.outbox.get(link) if peer is not None else None
         while queue and link.credit > 0:
             delivery = _new_delivery(link, next(self._tags).to_bytes(8, "big"))
             link.send(queue.pop(0))
@@ -529,15 +542,15 @@ def _modified_properties(remote: Any) -> dict[str, Any] | None:
     return {str(k): to_plain(v) for k, v in dict(notes).items()}
 
 
-def _dead_letter_details(condition: Condition | None) -> tuple[str | None, str | None]:
-    """DeadLetterReason and DeadLetterErrorDescription from a rejected outcome's error."""
+def _dead_letter_details(condition: Condition | None) -> tuple[str | None, str | None, dict[str, Any]]:
+    """DeadLetterReason, DeadLetterErrorDescription, and the info map's other keys (as properties)."""
     if condition is None:
-        return None, None
+        return None, None, {}
     raw = condition.info if isinstance(condition.info, dict) else {}
-    info = {str(k): v for k, v in raw.items()}
-    reason = as_text(info.get("DeadLetterReason"))
-    description = as_text(info.get("DeadLetterErrorDescription"))
+    info = {str(k): to_plain(v) for k, v in raw.items()}
+    reason = as_text(info.pop("DeadLetterReason", None))
+    description = as_text(info.pop("DeadLetterErrorDescription", None))
     if condition.name != conditions.DEAD_LETTER and reason is None:
         # A plain reject: keep the client's condition as the reason, as the broker does.
         reason, description = condition.name, condition.description
-    return reason, description
+    return reason, description, info

@@ -20,6 +20,8 @@ from typing import Protocol
 
 from proton import Collector, Connection, Event, Transport
 
+from .wire import DeliveryIdRepair
+
 log = logging.getLogger(__name__)
 
 _RECV_CHUNK = 64 * 1024
@@ -50,6 +52,8 @@ class _Peer:
     deadline: float = 0.0
     events: int = field(default=selectors.EVENT_READ)
     closing_since: float | None = None
+    wire: DeliveryIdRepair = field(default_factory=DeliveryIdRepair)
+    outbuf: bytearray = field(default_factory=bytearray)
 
 
 class _Throttled:
@@ -213,22 +217,27 @@ class Driver:
                     peer.sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
                 except OSError:
                     pass
-            peer.transport.push(data)
+            peer.transport.push(peer.wire.inbound(data))
         else:
             peer.transport.close_tail()
 
     def _write(self, peer: _Peer) -> None:
         pending = peer.transport.pending()
-        if pending <= 0:
+        if pending > 0:  # through the wire filter, which may rewrite frames (wire.py)
+            chunk = peer.transport.peek(pending) or b""
+            peer.transport.pop(len(chunk))
+            peer.outbuf += peer.wire.outbound(chunk)
+        if not peer.outbuf:
             return
         try:
-            sent = peer.sock.send(peer.transport.peek(pending) or b"")
+            sent = peer.sock.send(peer.outbuf)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
+            peer.outbuf.clear()
             peer.transport.close_head()
             return
-        peer.transport.pop(sent)
+        del peer.outbuf[:sent]
 
     # ------------------------------------------------------------------ proton
 
@@ -254,11 +263,11 @@ class Driver:
                 peer.deadline = 0.0
             self._write(peer)
             self._process()
-            if peer.transport.closed or self._stale(peer, now):
+            if (peer.transport.closed and not peer.outbuf) or self._stale(peer, now):
                 self._drop(fd, peer)
                 continue
             want = selectors.EVENT_READ if peer.transport.capacity() > 0 else 0
-            if peer.transport.pending() > 0:
+            if peer.transport.pending() > 0 or peer.outbuf:
                 want |= selectors.EVENT_WRITE
             self._watch(peer, want)
 
@@ -276,7 +285,7 @@ class Driver:
 
     def _stale(self, peer: _Peer, now: float) -> bool:
         """A connection the peer stopped talking to after close (two seconds), or never admitted."""
-        if peer.transport.capacity() < 0 and peer.transport.pending() <= 0:
+        if peer.transport.capacity() < 0 and peer.transport.pending() <= 0 and not peer.outbuf:
             return True
         if peer.admit_by and now > peer.admit_by:
             if self.admitted is None or self.admitted(peer.connection):
@@ -319,7 +328,7 @@ class Driver:
         while self.peers and time.monotonic() < deadline:
             for fd, peer in list(self.peers.items()):
                 self._write(peer)
-                if peer.transport.pending() <= 0:
+                if peer.transport.pending() <= 0 and not peer.outbuf:
                     self._drop(fd, peer)
             if self.peers:
                 time.sleep(0.01)

@@ -1,0 +1,77 @@
+"""A client on another stack (python-qpid-proton's own blocking API), not the Service Bus SDK."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("proton")
+
+from proton import Delivery, Link, Message, ulong
+from proton.reactor import LinkOption
+from proton.utils import BlockingConnection
+
+from sbdlq.paths import parse_address
+
+
+class _MaxMessageSize(LinkOption):
+    """Advertise our own max-message-size on attach."""
+
+    def apply(self, link: Link) -> None:
+        link.max_message_size = 4096
+
+
+@pytest.fixture
+def conn(emulator: Any) -> Iterator[BlockingConnection]:
+    c = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
+    yield c
+    c.close()
+
+
+def test_reply_goes_to_the_link_named_by_reply_to(emulator: Any, conn: BlockingConnection) -> None:
+    q = emulator.queue()
+    emulator.seed(q, "peeked")
+    node = f"{q}/$management"
+    replies = conn.create_receiver(node, name="bare-reply-link", credit=10)  # no target address: reply-to = link name
+    requests = conn.create_sender(node)
+    request = Message(
+        id=uuid.uuid4(),
+        reply_to="bare-reply-link",
+        properties={"operation": "com.microsoft:peek-message"},
+        body={"from-sequence-number": ulong(0), "message-count": 1},
+    )
+    requests.send(request)
+    reply = replies.receive(timeout=5)
+    assert reply.correlation_id == request.id
+    assert reply.properties["statusCode"] == 200
+    assert len(reply.body["messages"]) == 1
+
+
+def test_reply_to_nobody_is_dropped(emulator: Any, conn: BlockingConnection) -> None:
+    q = emulator.queue()
+    node = f"{q}/$management"
+    replies = conn.create_receiver(node, name="listening", credit=10)
+    requests = conn.create_sender(node)
+    lost = Message(id="lost", reply_to="nobody", properties={"operation": "com.microsoft:peek-message"}, body={})
+    kept = Message(id="kept", reply_to="listening", properties={"operation": "com.microsoft:peek-message"}, body={})
+    requests.send(lost)
+    requests.send(kept)
+    reply = replies.receive(timeout=5)
+    assert reply.correlation_id == "kept"  # the reply to nobody never arrives here
+
+
+def test_own_max_message_size_and_bare_modified_abandons(emulator: Any, conn: BlockingConnection) -> None:
+    q = emulator.queue()
+    sender = conn.create_sender(q, options=_MaxMessageSize())
+    sender.send(Message(body=b"x" * 100))
+    receiver = conn.create_receiver(q, credit=1, options=_MaxMessageSize())
+    message = receiver.receive(timeout=5)
+    assert message.body == b"x" * 100
+    receiver.fetcher.settle(Delivery.MODIFIED)  # modified, no delivery-failed: an abandon
+    receiver.close()
+    peeked = emulator.engine.peek(parse_address(q), 0, 1)
+    assert [m.delivery_count for m in peeked] == [1]
+    assert peeked[0].lock_token is None
