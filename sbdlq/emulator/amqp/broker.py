@@ -143,10 +143,18 @@ class _Peer:
         self.outbox.pop(link, None)  # type: ignore[call-overload]
 
     def reply_link(self, reply_to: str | None, node: str) -> Sender | None:
-        """The link a reply goes to: the one whose target address or name `reply-to` is."""
+        """The link a reply goes to: the one whose target address or name `reply-to` is.
+
+        A request with no reply-to, or one naming the node itself (`$cbs`), is answered on the
+        node's reply link of this connection.
+        """
         if not reply_to:
-            return self.by_node.get(node)
-        return self.by_address.get(node_name(reply_to).lower()) or self.by_name.get(reply_to)
+            return self.by_node.get(node.lower())
+        named = node_name(reply_to).lower()
+        found = self.by_address.get(named) or self.by_name.get(reply_to)
+        if found is None and named == node.lower():
+            return self.by_node.get(named)
+        return found
 
 
 class Broker:

@@ -54,6 +54,8 @@ class _Peer:
     closing_since: float | None = None
     wire: DeliveryIdRepair = field(default_factory=DeliveryIdRepair)
     outbuf: bytearray = field(default_factory=bytearray)
+    # Whole frames the wire filter released beyond what the transport could take yet.
+    inbuf: bytearray = field(default_factory=bytearray)
 
 
 class _Throttled:
@@ -197,9 +199,18 @@ class Driver:
             self.accepting_again = None
             self.selector.register(self.listener, selectors.EVENT_READ, None)
 
-    def _read(self, peer: _Peer) -> None:
+    def _feed(self, peer: _Peer) -> None:
+        """Push held inbound bytes into the transport, no more than it has room for."""
         capacity = peer.transport.capacity()
-        if capacity < 0:
+        if peer.inbuf and capacity > 0:
+            taken = min(capacity, len(peer.inbuf))
+            peer.transport.push(bytes(peer.inbuf[:taken]))
+            del peer.inbuf[:taken]
+
+    def _read(self, peer: _Peer) -> None:
+        self._feed(peer)
+        capacity = peer.transport.capacity()
+        if capacity < 0 or peer.inbuf:
             return
         try:
             data = peer.sock.recv(min(max(capacity, 1), _RECV_CHUNK)) if capacity > 0 else None
@@ -217,7 +228,9 @@ class Driver:
                     peer.sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
                 except OSError:
                     pass
-            peer.transport.push(peer.wire.inbound(data))
+            # The filter releases whole frames only, which may be more than this read.
+            peer.inbuf += peer.wire.inbound(data)
+            self._feed(peer)
         else:
             peer.transport.close_tail()
 
@@ -261,12 +274,13 @@ class Driver:
                 peer.deadline = peer.transport.tick(now) or 0.0
             except Exception:
                 peer.deadline = 0.0
+            self._feed(peer)
             self._write(peer)
             self._process()
             if (peer.transport.closed and not peer.outbuf) or self._stale(peer, now):
                 self._drop(fd, peer)
                 continue
-            want = selectors.EVENT_READ if peer.transport.capacity() > 0 else 0
+            want = selectors.EVENT_READ if peer.transport.capacity() > 0 and not peer.inbuf else 0
             if peer.transport.pending() > 0 or peer.outbuf:
                 want |= selectors.EVENT_WRITE
             self._watch(peer, want)
