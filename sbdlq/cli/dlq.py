@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
+from sbdlq.cli.common import Settings, err, handled, note, open_target, output_format, run
 from sbdlq.cli.complete import complete_destination, complete_entity
 from sbdlq.cli.options import Entity, Output, QueryOpt, SelectionOptions, for_sub_queue, selection_options
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
@@ -140,7 +140,7 @@ async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_se
     rows = rows[:limit]
     _peek_table(rows, str(address))
     if more:
-        err(
+        note(
             f"sbdlq: showing the first {limit}; see more with --from-sequence "
             f"{rows[-1].sequence_number + 1}, --max N or --all"
         )
@@ -425,8 +425,8 @@ def _tuning(s: Settings, key: str, given: int | None, default: int) -> int:
 
 
 def _note(text: str) -> None:
-    """A plan line or warning from an operation, on stderr like every other sbdlq line."""
-    err(f"sbdlq: {text}")
+    """A line from an operation: the plan is informational (see `note`), anything else a warning."""
+    (note if text.startswith("plan:") else err)(f"sbdlq: {text}")
 
 
 def _interactive() -> bool:
