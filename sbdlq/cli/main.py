@@ -18,6 +18,7 @@ app = typer.Typer(
     cls=SbdlqGroup,
     name="sbdlq",
     help="Operate Azure Service Bus dead-letter queues: count, peek, inspect, resubmit, purge.",
+    epilog="Target and diagnostic options may also follow the command: sbdlq count orders --profile prod.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,

@@ -1,0 +1,194 @@
+"""The operator's day (issue 14): global options anywhere, quiet cron runs, plain durations,
+profiles shown without secrets, and an unreachable broker that says why. Exact CLI output."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbdlq.emulator.engine import Engine
+
+STAGING = "profiles:\n  staging:\n    connection_string_env: STAGING_SB_CONN\n  local:\n    emulator: {store}\n"
+
+
+@pytest.fixture
+def orders(engine: Engine) -> Engine:
+    engine.create_queue("orders")
+    return engine
+
+
+@pytest.fixture
+def profiles(cli: Any, store: Path, tmp_path: Path) -> Path:
+    config = tmp_path / "config.yaml"
+    config.write_text(STAGING.format(store=store))
+    cli.env["SBDLQ_CONFIG"] = str(config)
+    return config
+
+
+@pytest.fixture
+def off_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """stderr is cron mail, a pipe or a file, not a person."""
+    monkeypatch.setattr("sbdlq.cli.common.stderr_is_terminal", lambda: False)
+
+
+# -------------------------------------------------------------- global options after the command
+
+
+def test_profile_after_the_command_is_the_same_as_before(orders: Engine, cli: Any, profiles: Path) -> None:
+    before = cli.bare("--profile", "local", "count", "orders", "-o", "json")
+    after = cli.bare("count", "orders", "--profile", "local", "-o", "json")
+    assert before == after
+    assert after.exit_code == 0
+    assert after.json() == [
+        {"entity": "orders", "active": 0, "dead_letter": 0, "transfer_dead_letter": 0, "scheduled": 0}
+    ]
+
+
+def test_global_options_after_subcommands_of_groups(orders: Engine, cli: Any, profiles: Path, store: Path) -> None:
+    r = cli.bare("transfer-dlq", "peek", "orders", "--profile", "local", "-o", "json")
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "[]\n", "")
+    r = cli.bare("emulator", "list", f"--emulator={store}", "-o", "json")
+    assert r.exit_code == 0, r
+    assert [e["entity"] for e in r.json()] == ["orders"]
+
+
+def test_diagnostic_options_after_the_command(orders: Engine, cli: Any, store: Path) -> None:
+    r = cli.bare("count", "orders", "--emulator", str(store), "-v", "--timeout", "10")
+    assert r.exit_code == 0
+    assert f"sbdlq: target: emulator store {store} (from --emulator)\n" in r.stderr
+
+
+def test_two_targets_are_refused_wherever_they_are(cli: Any, store: Path) -> None:
+    r = cli.bare("--emulator", str(store), "count", "--namespace", "contoso")
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr == "sbdlq: conflicting options: --namespace and --emulator (give only one target)\n"
+
+
+def test_an_option_value_that_looks_like_a_global_option_stays_with_the_command(orders: Engine, cli: Any) -> None:
+    r = cli("peek", "orders", "--subject", "--debug", "-o", "json")
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "[]\n", "")
+
+
+def test_after_double_dash_nothing_is_lifted(cli: Any) -> None:
+    r = cli("count", "--", "--profile")
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr.startswith("sbdlq: invalid entity name '--profile' (")
+
+
+def test_global_options_complete_after_the_command(profiles: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.shell_completion import BashComplete
+
+    from sbdlq.cli.main import app
+
+    monkeypatch.setenv("SBDLQ_CONFIG", str(profiles))
+    import typer
+
+    complete = BashComplete(typer.main.get_command(app), {}, "sbdlq", "_SBDLQ_COMPLETE")
+    assert [c.value for c in complete.get_completions(["count", "orders"], "--pro")] == ["--profile"]
+    assert [c.value for c in complete.get_completions(["count", "orders", "--profile"], "")] == ["staging", "local"]
+    assert "--debug" in [c.value for c in complete.get_completions(["transfer-dlq", "peek", "x"], "--d")]
+
+
+# -------------------------------------------------------------- notes: terminal or -v only
+
+
+def _default_store(tmp_path: Path) -> Path:
+    """The data dir of a user whose default emulator store exists."""
+    data = tmp_path / "data"
+    Engine(data / "sbdlq" / "emulator.db").close()
+    return data
+
+
+def test_notes_stay_off_cron_mail(cli: Any, off_terminal: None, tmp_path: Path) -> None:
+    _default_store(tmp_path)
+    r = cli.bare("count", "-o", "json", env={"XDG_DATA_HOME": str(tmp_path / "data")})
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "[]\n", "")
+
+
+def test_notes_shown_with_verbose_off_a_terminal(cli: Any, off_terminal: None, tmp_path: Path) -> None:
+    data = _default_store(tmp_path)
+    r = cli.bare("count", "-o", "json", "-v", env={"XDG_DATA_HOME": str(data)})
+    assert r.exit_code == 0
+    assert r.stderr.splitlines()[0] == (
+        f"sbdlq: using the local emulator at {data / 'sbdlq' / 'emulator.db'} (no target configured)"
+    )
+
+
+def test_plan_and_showing_the_first_only_on_a_terminal(engine: Engine, cli: Any, off_terminal: None) -> None:
+    engine.create_queue("q")
+    _dead_letter(engine, "q", 3)
+    r = cli("peek", "q", "--max", "1")
+    assert r.exit_code == 0 and r.stderr == ""
+    r = cli("resubmit", "q", "--dry-run")
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "dry run: 3 message(s) would be resubmitted\n", "")
+    r = cli("resubmit", "q", "--dry-run", "-v")
+    assert "sbdlq: plan: resubmit 3 message(s) from q/$DeadLetterQueue to q (dry run)\n" in r.stderr
+
+
+def test_errors_always_reach_stderr(engine: Engine, cli: Any, off_terminal: None) -> None:
+    r = cli("peek", "nosuch")
+    assert (r.exit_code, r.stdout) == (4, "")
+    assert r.stderr == "sbdlq: The messaging entity 'nosuch' could not be found.\n"
+
+
+# -------------------------------------------------------------- config show without the secret
+
+
+def test_config_show_names_an_unset_secret_variable(cli: Any, profiles: Path) -> None:
+    r = cli.bare("config", "show", "staging", "-o", "json", env={"STAGING_SB_CONN": ""})
+    assert r.exit_code == 0, r
+    assert r.json()[2] == {
+        "setting": "connection_string_env",
+        "value": "STAGING_SB_CONN (not set)",
+        "source": "profile staging",
+    }
+
+
+# -------------------------------------------------------------- durations and unreachable brokers
+
+
+def test_a_bare_number_is_seconds(orders: Engine, cli: Any, profiles: Path, store: Path) -> None:
+    r = cli("--timeout", "10", "count", "orders", "-o", "json")
+    assert r.exit_code == 0, r
+    r = cli("purge", "orders", "--older-than", "3600", "--dry-run")
+    assert (r.exit_code, r.stdout) == (0, "dry run: 0 message(s) would be deleted\n")
+    profiles.write_text(f"profiles:\n  local:\n    emulator: {store}\n    timeout: 10\n")
+    r = cli.bare("--profile", "local", "count", "orders", "-o", "json")
+    assert r.exit_code == 0, r
+    r = cli.bare("--profile", "local", "config", "show", "-o", "json")
+    assert {"setting": "timeout", "value": "10", "source": "profile local"} in r.json()
+
+
+def test_unresolvable_host_says_so(cli: Any) -> None:
+    conn = "Endpoint=sb://nosuch.invalid/;SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0"
+    r = cli.bare("--connection-string", conn, "count", "orders", "--timeout", "10")
+    assert (r.exit_code, r.stdout) == (6, "")
+    assert r.stderr == "sbdlq: cannot resolve nosuch.invalid (check the host name in the target)\n"
+
+
+def test_refused_connection_says_so(cli: Any) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conn = f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0;UseDevelopmentEmulator=true"
+    r = cli.bare("--connection-string", conn, "count", "orders", "--timeout", "10")
+    assert (r.exit_code, r.stdout) == (6, "")
+    assert r.stderr.splitlines()[-1] == (
+        f"sbdlq: cannot reach 127.0.0.1:{port}: connection refused "
+        f"(is the emulator running (sbdlq emulator serve) on 127.0.0.1:{port}?)"
+    )
+
+
+# -------------------------------------------------------------- helpers
+
+
+def _dead_letter(engine: Engine, queue: str, n: int) -> None:
+    from sbdlq.models import OutboundMessage
+    from sbdlq.paths import Address, EntityPath
+
+    engine.send(queue, [OutboundMessage(body=b"{}", message_id=f"m{i}") for i in range(n)])
+    got = engine.receive(Address(EntityPath(queue)), n)
+    engine.dead_letter(Address(EntityPath(queue)), [m.lock_token for m in got if m.lock_token], "Timeout", "slow")
