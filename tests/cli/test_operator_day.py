@@ -192,3 +192,45 @@ def _dead_letter(engine: Engine, queue: str, n: int) -> None:
     engine.send(queue, [OutboundMessage(body=b"{}", message_id=f"m{i}") for i in range(n)])
     got = engine.receive(Address(EntityPath(queue)), n)
     engine.dead_letter(Address(EntityPath(queue)), [m.lock_token for m in got if m.lock_token], "Timeout", "slow")
+
+
+# -------------------------------------------------------------- count TOPIC
+
+
+@pytest.fixture
+def topic(engine: Engine) -> Engine:
+    """Topic t with subscriptions a (2 dead-lettered) and b (none), and queue q."""
+    from sbdlq.models import OutboundMessage
+    from sbdlq.paths import Address, EntityPath
+
+    engine.create_topic("t")
+    engine.create_subscription("t", "a")
+    engine.create_subscription("t", "b")
+    engine.create_queue("q")
+    engine.send("t", [OutboundMessage(body=b"x", message_id=f"m{i}") for i in range(2)])
+    sub = Address(EntityPath("t", "a"))
+    got = engine.receive(sub, 2)
+    engine.dead_letter(sub, [m.lock_token for m in got if m.lock_token], "Timeout", "slow")
+    return engine
+
+
+def test_count_topic_shows_its_subscriptions(topic: Engine, cli: Any) -> None:
+    r = cli("count", "t", "-o", "json")
+    assert r.exit_code == 0, r
+    assert r.json() == [
+        {"entity": "t/Subscriptions/a", "active": 0, "dead_letter": 2, "transfer_dead_letter": 0, "scheduled": 0},
+        {"entity": "t/Subscriptions/b", "active": 2, "dead_letter": 0, "transfer_dead_letter": 0, "scheduled": 0},
+    ]
+
+
+def test_count_topic_fail_above_counts_its_subscriptions(topic: Engine, cli: Any) -> None:
+    r = cli("count", "t", "q", "--fail-above", "1", "-o", "jsonl")
+    assert r.exit_code == 3
+    assert r.stdout.count("\n") == 3
+    assert r.stderr == "sbdlq: t/Subscriptions/a: 2 messages in the dead-letter queue, above 1\n"
+    assert cli("count", "t", "--fail-above", "2", "-o", "json").exit_code == 0
+
+
+def test_count_of_a_missing_entity_is_still_not_found(topic: Engine, cli: Any) -> None:
+    r = cli("count", "nosuch", "-o", "json")
+    assert (r.exit_code, r.stdout) == (4, "")
