@@ -9,6 +9,8 @@ completion sees them on every command too (`_with_global_options`), so TAB and p
 from __future__ import annotations
 
 import copy
+import difflib
+import re
 import sys
 from typing import Any
 
@@ -102,6 +104,19 @@ def _with_global_options(cmd: click.Command, extra: list[click.Parameter]) -> cl
 class SbdlqGroup(TyperGroup):
     """Runs the app without click's standalone error printing, and prints one line instead."""
 
+    def _suggesting(self, exc: click.UsageError) -> str:
+        """exc's message with one "Did you mean" for a misspelt command or option, global ones too."""
+        message = exc.format_message()
+        # click and Typer both add the nearest command: say it once.
+        message = re.sub(r"(Did you mean [^?]*\?)(?: \1)+", r"\1", message)
+        if isinstance(exc, click.NoSuchOption):
+            # The command's options and the global ones that may follow it: the nearest of all.
+            names = [name for p in self.params if p.name in LIFTED for name in p.opts if name.startswith("--")]
+            near = difflib.get_close_matches(exc.option_name, [*(exc.possibilities or []), *names], n=1)
+            if near:
+                message = f"No such option {exc.option_name!r}. Did you mean {near[0]!r}?"
+        return message
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, lift_global_options(self, ctx, args))
 
@@ -134,7 +149,7 @@ class SbdlqGroup(TyperGroup):
             if exc.ctx is not None:
                 hint = f" (see '{exc.ctx.command_path} --help')"
             # A connection string typed where a command or value belongs lands in the message.
-            sys.stderr.write(redact(f"sbdlq: {exc.format_message()}{hint}") + "\n")
+            sys.stderr.write(redact(f"sbdlq: {self._suggesting(exc)}{hint}") + "\n")
             sys.exit(int(ExitStatus.USAGE))
         except click.ClickException as exc:
             sys.stderr.write(redact(f"sbdlq: {exc.format_message()}") + "\n")

@@ -234,3 +234,50 @@ def test_count_topic_fail_above_counts_its_subscriptions(topic: Engine, cli: Any
 def test_count_of_a_missing_entity_is_still_not_found(topic: Engine, cli: Any) -> None:
     r = cli("count", "nosuch", "-o", "json")
     assert (r.exit_code, r.stdout) == (4, "")
+
+
+# -------------------------------------------------------------- hints for likely mistakes
+
+
+def test_where_on_sys_dead_letter_reason_says_it_is_an_application_property(orders: Engine, cli: Any) -> None:
+    r = cli("peek", "orders", "--where", "sys.DeadLetterReason = 'X'")
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr == (
+        "sbdlq: invalid --where expression: syntax error at position 5: unknown system property "
+        "'sys.DeadLetterReason' (DeadLetterReason is an application property: write DeadLetterReason)\n"
+    )
+    r = cli("peek", "orders", "--where", "sys.Lable = 'X'")
+    assert r.stderr.endswith("unknown system property 'sys.Lable' (did you mean sys.Label?)\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["cuont"], "sbdlq: No such command 'cuont'. Did you mean 'count'? (see 'sbdlq --help')"),
+        (["emulator", "lsit"], "sbdlq: No such command 'lsit'. Did you mean 'list'? (see 'sbdlq emulator --help')"),
+        (
+            ["count", "--fial-above", "3"],
+            "sbdlq: No such option '--fial-above'. Did you mean '--fail-above'? (see 'sbdlq count --help')",
+        ),
+        (
+            ["count", "x", "--prfile", "p"],
+            "sbdlq: No such option '--prfile'. Did you mean '--profile'? (see 'sbdlq count --help')",
+        ),
+    ],
+)
+def test_a_misspelt_command_or_option_suggests_the_nearest(cli: Any, args: list[str], line: str) -> None:
+    r = cli.bare(*args)
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", line + "\n")
+
+
+def test_jsonl_query_null_on_every_line_warns_once(engine: Engine, cli: Any) -> None:
+    engine.create_queue("q")
+    _dead_letter(engine, "q", 3)
+    r = cli("peek", "q", "-o", "jsonl", "--query", "[].message_id")
+    assert (r.exit_code, r.stdout) == (0, "null\nnull\nnull\n")
+    assert r.stderr == (
+        "sbdlq: warning: --query '[].message_id' gave null on every line; with -o jsonl it applies to each "
+        "record (e.g. --query message_id, not [].message_id)\n"
+    )
+    r = cli("peek", "q", "-o", "jsonl", "--query", "message_id")
+    assert (r.exit_code, r.stdout, r.stderr) == (0, '"m0"\n"m1"\n"m2"\n', "")
