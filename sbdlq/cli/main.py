@@ -128,6 +128,9 @@ def _build() -> None:
     app.add_typer(transfer, name="transfer-dlq")
     from sbdlq.cli.config_cmds import app as config_app
     from sbdlq.cli.emulator_cmds import app as emulator_app
+    from sbdlq.cli.emulator_entities import register as register_entity_commands
+
+    register_entity_commands(emulator_app)
 
     app.add_typer(emulator_app, name="emulator")
 

@@ -281,3 +281,67 @@ def test_jsonl_query_null_on_every_line_warns_once(engine: Engine, cli: Any) -> 
     )
     r = cli("peek", "q", "-o", "jsonl", "--query", "message_id")
     assert (r.exit_code, r.stdout, r.stderr) == (0, '"m0"\n"m1"\n"m2"\n', "")
+
+
+# -------------------------------------------------------------- emulator entities without a Config.json
+
+
+def test_emulator_create_queue_with_its_properties(cli: Any, store: Path) -> None:
+    r = cli(
+        "emulator", "create", "queue", "orders", "--max-delivery-count", "3", "--lock-duration", "30",
+        "--ttl", "1h", "--requires-session", "--dead-letter-on-expiration",
+    )  # fmt: skip
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "created queue orders\n", "")
+    with Engine(store) as engine:
+        info = engine.get_entity("orders")
+    assert (info.max_delivery_count, info.lock_duration_s, info.default_ttl_s) == (3, 30.0, 3600.0)
+    assert info.requires_session and info.dead_lettering_on_expiration
+    r = cli("emulator", "create", "queue", "orders")
+    assert (r.exit_code, r.stderr) == (1, "sbdlq: The messaging entity 'orders' already exists.\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--lock-duration", "10m"], "sbdlq: --lock-duration 10m: Service Bus allows at most 5m"),
+        (["--ttl", "soon"], "sbdlq: invalid --ttl 'soon' (use e.g. 250ms, 30s, 5m, 2h, 3d or ISO 8601 like PT1M)"),
+    ],
+)
+def test_emulator_create_queue_bad_values(cli: Any, args: list[str], line: str) -> None:
+    r = cli("emulator", "create", "queue", "q", *args)
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", line + "\n")
+
+
+def test_emulator_create_topic_and_filtered_subscription(cli: Any, store: Path) -> None:
+    assert cli("emulator", "create", "topic", "t").stdout == "created topic t\n"
+    r = cli("emulator", "create", "subscription", "t/Subscriptions/eu", "--sql-filter", "region = 'eu'")
+    assert (r.exit_code, r.stdout) == (0, "created subscription t/Subscriptions/eu (filter: region = 'eu')\n")
+    assert cli("emulator", "send", "t", "--body", "x", "--property", "region=us").exit_code == 0
+    assert cli("emulator", "send", "t", "--body", "y", "--property", "region=eu").exit_code == 0
+    assert cli("count", "t/Subscriptions/eu", "-o", "json").json()[0]["active"] == 1
+    r = cli("emulator", "create", "subscription", "t/Subscriptions/bad", "--sql-filter", "region = ")
+    assert (r.exit_code, r.stderr) == (
+        2,
+        "sbdlq: invalid --sql-filter 'region = ': syntax error at position 10: unexpected end of expression\n",
+    )
+    r = cli("emulator", "create", "subscription", "nosuch/Subscriptions/s")
+    assert (r.exit_code, r.stderr) == (4, "sbdlq: The messaging entity 'nosuch' could not be found.\n")
+
+
+def test_emulator_delete_asks_or_needs_yes(cli: Any) -> None:
+    cli("emulator", "create", "topic", "t")
+    cli("emulator", "create", "subscription", "t/Subscriptions/s")
+    r = cli("emulator", "delete", "t")
+    assert (r.exit_code, r.stderr) == (2, "sbdlq: delete removes t and its messages; pass --yes to confirm\n")
+    r = cli("emulator", "delete", "t", "--yes")
+    assert (r.exit_code, r.stdout) == (0, "deleted topic t and its messages\n")
+    assert cli("emulator", "list", "-o", "json").json() == []
+
+
+def test_serve_without_the_amqp_extra_says_how_to_install_it(cli: Any, engine: Engine, monkeypatch: Any) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "sbdlq.emulator.amqp.server", None)
+    r = cli("emulator", "serve")
+    assert (r.exit_code, r.stdout) == (1, "")
+    assert r.stderr == "sbdlq: `sbdlq emulator serve` needs python-qpid-proton (pip install 'sbdlq[amqp]')\n"
