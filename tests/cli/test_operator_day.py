@@ -345,3 +345,18 @@ def test_serve_without_the_amqp_extra_says_how_to_install_it(cli: Any, engine: E
     r = cli("emulator", "serve")
     assert (r.exit_code, r.stdout) == (1, "")
     assert r.stderr == "sbdlq: `sbdlq emulator serve` needs python-qpid-proton (pip install 'sbdlq[amqp]')\n"
+
+
+# -------------------------------------------------------------- README on a fresh machine
+
+
+def test_readme_states_the_python_requirement_and_completion_lines_make_their_directory() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert "Needs Python 3.11 or newer as `python3`" in readme
+    assert "python3.11 " not in readme
+    for target in ("~/.zfunc/_sbdlq", "~/.config/fish/completions/sbdlq.fish"):
+        (line,) = [x for x in readme.splitlines() if "cp completions/" in x and target in x]
+        directory = target.rsplit("/", 1)[0]
+        assert line.startswith(f"mkdir -p {directory} && cp "), line
+    first_serve = readme.index("emulator serve")
+    assert "pip install 'sbdlq[amqp]'" in readme[first_serve : first_serve + 400]
