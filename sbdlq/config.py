@@ -189,6 +189,8 @@ def _check_profile(p: Path, name: str, values: Any) -> dict[str, Any]:
         elif key == "timeout":
             from sbdlq.timeparse import parse_duration
 
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = str(value)  # `timeout: 10` in YAML: seconds, as everywhere
             if not isinstance(value, str):
                 raise BadInput(f"{where}.timeout must be a duration such as 30s or 2m")
             try:

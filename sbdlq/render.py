@@ -113,6 +113,9 @@ class Query:
         from jmespath.exceptions import JMESPathError
 
         self.expression = expression
+        # Results so far, and how many were null: `--query` that never matches is warned about.
+        self.applied = 0
+        self.nulls = 0
         try:
             self._compiled = jmespath.compile(expression)
         except JMESPathError as exc:
@@ -120,7 +123,14 @@ class Query:
             raise BadInput(f"invalid --query {expression!r}: {detail}")
 
     def apply(self, data: Any) -> Any:
-        return self._compiled.search(data)
+        result = self._compiled.search(data)
+        self.applied += 1
+        self.nulls += result is None
+        return result
+
+    def found_nothing(self) -> bool:
+        """Whether every result so far was null (a path that matches no field, usually)."""
+        return self.applied > 0 and self.nulls == self.applied
 
 
 def compile_query(expression: str | None) -> Query | None:

@@ -174,5 +174,26 @@ def build_selection(
         try:
             sel.where = compile_filter(where)
         except SqlFilterSyntaxError as exc:
-            raise BadInput(f"invalid --where expression: {exc.message}")
+            raise BadInput(f"invalid --where expression: {exc.message}", hint=_where_hint(exc.message))
     return sel
+
+
+# Properties the broker sets on dead-lettering as application properties, not system ones.
+_DEAD_LETTER_PROPERTIES = ("DeadLetterReason", "DeadLetterErrorDescription")
+
+
+def _where_hint(message: str) -> str | None:
+    """What the operator probably meant by an unknown `sys.` name, or None."""
+    import difflib
+
+    from sbdlq.sqlfilter.sysprops import SYSTEM_PROPERTIES
+
+    m = re.search(r"unknown system property 'sys\.([^']*)'", message)
+    if m is None:
+        return None
+    name = m.group(1)
+    for prop in _DEAD_LETTER_PROPERTIES:
+        if name.lower() == prop.lower():
+            return f"{prop} is an application property: write {prop}"
+    near = difflib.get_close_matches(name, [*SYSTEM_PROPERTIES, "Subject"], n=1)
+    return f"did you mean sys.{near[0]}?" if near else None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from datetime import UTC, datetime, timedelta
 
 from sbdlq.errors import BadInput
 
-_SIMPLE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$", re.IGNORECASE)
+# A bare number is seconds, as in timeout(1), curl and az.
+_SIMPLE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$", re.IGNORECASE)
 _ISO = re.compile(
     r"^P(?!$)(?:(?P<y>\d+)Y)?(?:(?P<mo>\d+)M)?(?:(?P<w>\d+)W)?(?:(?P<d>\d+)D)?"
     r"(?:T(?=\d)(?:(?P<h>\d+)H)?(?:(?P<mi>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
@@ -21,7 +23,7 @@ def parse_duration(text: str, *, what: str = "duration") -> float:
     raw = (text or "").strip()
     m = _SIMPLE.match(raw)
     if m:
-        return float(m.group(1)) * _UNIT_S[m.group(2).lower()]
+        return float(m.group(1)) * _UNIT_S[(m.group(2) or "s").lower()]
     m = _ISO.match(raw)
     if m:
         parts = {k: float(v) if v else 0.0 for k, v in m.groupdict().items()}
@@ -40,6 +42,10 @@ def parse_duration(text: str, *, what: str = "duration") -> float:
 def parse_time(text: str, *, what: str = "time", now: datetime | None = None) -> datetime:
     """An ISO 8601 time (naive = UTC), or a duration meaning that long ago."""
     raw = (text or "").strip()
+    if raw.isdigit() and len(raw) >= 8:
+        # 20260131 is an ISO 8601 basic date, not 231 days of seconds.
+        with contextlib.suppress(ValueError):
+            return _utc(datetime.fromisoformat(raw))
     try:
         seconds = parse_duration(raw)
     except BadInput:
@@ -50,6 +56,11 @@ def parse_time(text: str, *, what: str = "time", now: datetime | None = None) ->
         value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise BadInput(f"invalid {what} {text!r}", hint="use ISO 8601 like 2026-01-31T12:00:00Z or a duration like 2h")
+    return _utc(value)
+
+
+def _utc(value: datetime) -> datetime:
+    """value in UTC; a naive time is taken as UTC."""
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC)

@@ -63,3 +63,10 @@ def seed(engine: Engine, store: Path) -> Seeder:
 def cli(store: Path, tmp_path: Path) -> Cli:
     """Run the CLI against the test's store: `code, out, err = cli("emulator", "list")`."""
     return Cli(store, tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def notes_as_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Informational notes show as a person at a terminal sees them (CliRunner's stderr is no
+    terminal); tests of the off-terminal rule patch `stderr_is_terminal` back to False."""
+    monkeypatch.setattr("sbdlq.cli.common.stderr_is_terminal", lambda: True)

@@ -103,9 +103,9 @@ def test_readme_opens_with_the_two_commands() -> None:
     commands = [line for line in first.group(1).splitlines() if line.strip() and not line.startswith("#")]
     assert len(commands) == 2, commands
     install, tests = commands
-    assert install.startswith("python3.11 -m venv .venv && . .venv/bin/activate && pip install . && ")
+    assert install.startswith("python3 -m venv .venv && . .venv/bin/activate && pip install . && ")
     assert "sbdlq emulator demo" in install
-    assert tests.startswith('python3.11 -m venv .venv && . .venv/bin/activate && pip install -e ".[test')
+    assert tests.startswith('python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test')
     assert tests.endswith("python -m pytest -q")
 
 

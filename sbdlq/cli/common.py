@@ -31,6 +31,24 @@ def err(line: str) -> None:
     sys.stderr.flush()
 
 
+def stderr_is_terminal() -> bool:
+    """Whether a person is watching stderr (not cron mail, a log file or a pipe)."""
+    return sys.stderr.isatty()
+
+
+def note(line: str) -> None:
+    """An informational line (plan, target, "showing the first N"): the one place that decides.
+
+    It goes to stderr only on a terminal or with -v/--debug, so cron runs stay quiet;
+    warnings and errors go through `err`, always.
+    """
+    ctx = click.get_current_context(silent=True)
+    s = ctx.find_root().obj if ctx is not None else None
+    asked = isinstance(s, Settings) and (s.verbose or s.debug)
+    if asked or stderr_is_terminal():
+        err(line)
+
+
 @dataclass
 class Settings:
     """The global options, resolved lazily so `--help` reads no config."""
@@ -60,7 +78,7 @@ class Settings:
         if self._target is None:
             self._target = resolve_target(options=self.options, profile_name=self.profile, warn=err)
             if self._target.level is Source.DEFAULT:
-                err(f"sbdlq: using the local emulator at {self._target.value} (no target configured)")
+                note(f"sbdlq: using the local emulator at {self._target.value} (no target configured)")
             self.log(f"target: {self._target.describe()}")
         return self._target
 

@@ -14,6 +14,7 @@ from sbdlq.cli.common import Settings, err, handled
 from sbdlq.cli.complete import complete_profile
 from sbdlq.cli.options import Output
 from sbdlq.config import ENV_VARS, Setting, Source, Target, flag
+from sbdlq.errors import BadInput
 
 app = typer.Typer(
     name="config",
@@ -117,9 +118,15 @@ def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[
     else:
         # The profile alone, at the config-file level: options and environment variables don't apply.
         options, profile_name = {"profile": Setting(name, Source.PROFILE)}, name
-    target = resolve_target(options=options, profile_name=profile_name, warn=err)
     choice = choose_profile(options, profile_name)
     prof = choice.profile if choice else None
+    unset = _unset_secret_variable(prof)
+    try:
+        target: Target | None = resolve_target(options=options, profile_name=profile_name, warn=err)
+    except BadInput:
+        if unset is None:
+            raise
+        target = None  # the profile's secret is not in the environment: showing it needs no secret
 
     if choice is None:
         rows.append(("profile", None, "default"))
@@ -130,8 +137,12 @@ def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[
     else:
         rows.append(("profile", choice.name, _given_by(s.options.get("profile", Setting(None)), "profile")))
 
-    value = redact(target.value) if target.kind == "connection_string" else target.value
-    rows.append((target.kind, value, _target_source(target)))
+    if target is None:
+        assert prof is not None
+        rows.append(("connection_string_env", f"{unset} (not set)", f"profile {prof.name}"))
+    else:
+        value = redact(target.value) if target.kind == "connection_string" else target.value
+        rows.append((target.kind, value, _target_source(target)))
 
     timeout = s.options.get("timeout", Setting(None))
     if name is None and timeout.source in (Source.OPTION, Source.ENV) and timeout.value:
@@ -149,6 +160,14 @@ def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[
         if key not in ("output", "timeout") and prof is not None and prof.option(key) is not None:
             rows.append((key, prof.option(key), f"profile {prof.name}"))
     return rows
+
+
+def _unset_secret_variable(prof: Any) -> str | None:
+    """The profile's connection_string_env variable when it is not set in the environment."""
+    if prof is None or prof.target_key != "connection_string_env":
+        return None
+    variable = str(prof.values["connection_string_env"])
+    return None if os.environ.get(variable) else variable
 
 
 def _given_by(setting: Setting, key: str) -> str:

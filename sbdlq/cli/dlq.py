@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
+from sbdlq.cli.common import Settings, err, handled, note, open_target, output_format, run
 from sbdlq.cli.complete import complete_destination, complete_entity
 from sbdlq.cli.options import Entity, Output, QueryOpt, SelectionOptions, for_sub_queue, selection_options
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
@@ -75,6 +75,7 @@ def count(
     fmt, counts = run(ctx, work)
     rows = [c.to_json() for c in counts]
     _emit_list(rows, fmt, ["entity", "active", "dead_letter", "transfer_dead_letter", "scheduled"], q)
+    _warn_if_query_found_nothing(q, fmt)
     if fail_above is not None:
         _check_threshold(ctx, counts, sub_queue, fail_above)
 
@@ -111,7 +112,7 @@ def peek(
     """Browse the queue without locking or changing anything."""
     q = _query(ctx, query)
 
-    async def work(s: Settings) -> None:
+    async def work(s: Settings) -> str:
         address = _address(entity, sub_queue)
         sel = selection.compile()
         fmt = output_format(s, output)
@@ -122,8 +123,9 @@ def peek(
                 await _peek_to_table(backend, address, sel, from_sequence, limit)
             else:
                 await _peek_to_document(backend, address, sel, from_sequence, limit, Emitter(fmt, query=q))
+        return fmt
 
-    run(ctx, work)
+    _warn_if_query_found_nothing(q, run(ctx, work))
 
 
 async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_sequence: int, limit: int | None) -> None:
@@ -140,7 +142,7 @@ async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_se
     rows = rows[:limit]
     _peek_table(rows, str(address))
     if more:
-        err(
+        note(
             f"sbdlq: showing the first {limit}; see more with --from-sequence "
             f"{rows[-1].sequence_number + 1}, --max N or --all"
         )
@@ -425,8 +427,8 @@ def _tuning(s: Settings, key: str, given: int | None, default: int) -> int:
 
 
 def _note(text: str) -> None:
-    """A plan line or warning from an operation, on stderr like every other sbdlq line."""
-    err(f"sbdlq: {text}")
+    """A line from an operation: the plan is informational (see `note`), anything else a warning."""
+    (note if text.startswith("plan:") else err)(f"sbdlq: {text}")
 
 
 def _interactive() -> bool:
@@ -513,6 +515,15 @@ def _report(fmt: str, doc: dict[str, Any], summary: str, q: Query | None = None)
         sys.stdout.write(summary + "\n")
     else:
         _write(doc, fmt, q)
+
+
+def _warn_if_query_found_nothing(q: Query | None, fmt: str) -> None:
+    """A jsonl --query that gave null on every line is most likely written for the whole list."""
+    if q is not None and fmt == "jsonl" and q.found_nothing():
+        err(
+            f"sbdlq: warning: --query {q.expression!r} gave null on every line; with -o jsonl it applies "
+            "to each record (e.g. --query message_id, not [].message_id)"
+        )
 
 
 def _query(ctx: typer.Context, expression: str | None) -> Query | None:

@@ -515,12 +515,27 @@ def serve(
         def ready(amqp_port: int, web_port: int | None) -> None:
             http = f" (http {host}:{web_port})" if web_port is not None else ""
             sys.stdout.write(f"listening on amqp://{host}:{amqp_port}{http}\n")
+            sys.stdout.write(_connection_string_line(host, amqp_port, web_port, keyed=bool(key)))
             sys.stdout.flush()
 
         with stop_on_signals(stop):
             server.serve(
                 path, host=host, port=port, key=key, http_port=http_port, ready=ready, stop_event=stop, limits=limits
             )
+
+
+def _connection_string_line(host: str, amqp_port: int, web_port: int | None, *, keyed: bool) -> str:
+    """What a client passes to reach this server (never the key itself), and the HTTP port if not 5300."""
+    reach = "localhost" if host in ("0.0.0.0", "::", "") else host
+    # Without a key any SAS key is accepted; with one, the client signs with it.
+    secret = "<the key>" if keyed else "SAS_KEY_VALUE"
+    line = (
+        f"connection string: Endpoint=sb://{reach}:{amqp_port};SharedAccessKeyName=RootManageSharedAccessKey;"
+        f"SharedAccessKey={secret};UseDevelopmentEmulator=true\n"
+    )
+    if web_port is not None and web_port != 5300:
+        line += f"admin clients: export SBDLQ_EMULATOR_HTTP_PORT={web_port}\n"
+    return line
 
 
 def _server_module() -> Any:

@@ -18,6 +18,7 @@ app = typer.Typer(
     cls=SbdlqGroup,
     name="sbdlq",
     help="Operate Azure Service Bus dead-letter queues: count, peek, inspect, resubmit, purge.",
+    epilog="Target and diagnostic options may also follow the command: sbdlq count orders --profile prod.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
@@ -127,6 +128,9 @@ def _build() -> None:
     app.add_typer(transfer, name="transfer-dlq")
     from sbdlq.cli.config_cmds import app as config_app
     from sbdlq.cli.emulator_cmds import app as emulator_app
+    from sbdlq.cli.emulator_entities import register as register_entity_commands
+
+    register_entity_commands(emulator_app)
 
     app.add_typer(emulator_app, name="emulator")
 

@@ -14,8 +14,8 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sbdlq.emulator.engine import Engine
-from sbdlq.errors import OperationFailed
-from sbdlq.models import Message, OutboundMessage
+from sbdlq.errors import BadInput, OperationFailed
+from sbdlq.models import EntityInfo, Message, OutboundMessage
 from sbdlq.paths import Address, EntityPath
 
 if TYPE_CHECKING:
@@ -104,6 +104,29 @@ class EmulatorAdmin:
         n = self.entity_count()
         self._engine.reset()
         return n
+
+    def create_queue(self, name: str, **props: Any) -> EntityInfo:
+        """A new queue; props as the engine takes them (lock_duration_s, max_delivery_count, ...)."""
+        return self._engine.create_queue(name, **props)
+
+    def create_topic(self, name: str) -> EntityInfo:
+        """A new topic (no subscriptions: messages sent to it go nowhere until one exists)."""
+        return self._engine.create_topic(name)
+
+    def create_subscription(self, entity: EntityPath, sql_filter: str | None = None) -> EntityInfo:
+        """A new subscription taking every message, or those matching sql_filter (its $Default rule)."""
+        from sbdlq.emulator.engine import Rule
+
+        if entity.subscription is None:
+            raise BadInput(f"{entity}: name a subscription as TOPIC/Subscriptions/SUB")
+        rules = None if sql_filter is None else [Rule(name="$Default", sql=sql_filter)]
+        return self._engine.create_subscription(entity.name, entity.subscription, rules=rules)
+
+    def delete(self, entity: EntityPath) -> EntityInfo:
+        """Delete a queue, topic (with its subscriptions) or subscription and its messages; what it was."""
+        info = self._engine.get_entity(entity)
+        self._engine.delete_entity(entity)
+        return info
 
     def demo(self) -> DemoSummary:
         """Fill the store with the demo namespace (demo entities that exist are recreated)."""

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput
+from sbdlq.errors import BadInput, EntityNotFound
 from sbdlq.models import Counts, Message, ReasonGroup
 from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.selection import Selection
@@ -53,7 +53,7 @@ async def iter_messages(
 async def count_entities(backend: Backend, entities: list[EntityPath] | None) -> list[Counts]:
     """Counts per queue and subscription; with no entities, every one of the namespace."""
     if entities:
-        return [await backend.counts(e) for e in entities]
+        return [c for e in entities for c in await _counts_of(backend, e)]
     out = []
     for info in await backend.list_entities():
         if info.kind == "topic":
@@ -61,6 +61,30 @@ async def count_entities(backend: Backend, entities: list[EntityPath] | None) ->
         entity = _entity_of(info.path)
         out.append(await backend.counts(entity))
     return out
+
+
+async def _counts_of(backend: Backend, entity: EntityPath) -> list[Counts]:
+    """The entity's counts; a topic's are its subscriptions' (a topic has no DLQ of its own)."""
+    try:
+        return [await backend.counts(entity)]
+    except (BadInput, EntityNotFound):
+        # Each backend refuses a topic's counts its own way; only then is it worth asking.
+        if entity.is_subscription or (await _kind(backend, entity)) != "topic":
+            raise
+    prefix = f"{entity.name}/subscriptions/".lower()
+    subscriptions = [
+        info.path
+        for info in await backend.list_entities()
+        if info.kind == "subscription" and info.path.lower().startswith(prefix)
+    ]
+    return [await backend.counts(_entity_of(path)) for path in subscriptions]
+
+
+async def _kind(backend: Backend, entity: EntityPath) -> str | None:
+    try:
+        return (await backend.get_entity(entity)).kind
+    except EntityNotFound:
+        return None
 
 
 def _entity_of(path: str) -> EntityPath:

@@ -542,8 +542,9 @@ BAD_FILES = [
         "emulator, output, timeout, concurrency, batch_size)",
     ),
     (
-        "timeout-number",
-        "profiles:\n  prod:\n    timeout: 30\n",
+        # A bare number is seconds (`timeout: 30`); a boolean is no duration.
+        "timeout-boolean",
+        "profiles:\n  prod:\n    timeout: yes\n",
         "profiles.prod.timeout must be a duration such as 30s or 2m",
     ),
     (
@@ -649,7 +650,15 @@ def test_connection_string_env_naming_an_unset_variable(run: Run, config: Path) 
         "environment variable STAGING_SB_CONN is not set (export it, or pick a target)\n",
     )
     assert run("count", "orders") == expected
-    assert run("config", "show") == expected
+    # Showing the profile needs no secret: it says the variable is not set.
+    shown = run("config", "show")
+    assert shown.exit_code == 0, shown
+    rows = [line.split("  ") for line in shown.stdout.splitlines()]
+    assert [[cell.strip() for cell in row if cell.strip()] for row in rows][3] == [
+        "connection_string_env",
+        "STAGING_SB_CONN (not set)",
+        "profile staging",
+    ]
     # Overridden by a higher level, the unset variable doesn't matter.
     assert run("--emulator", "/x.db", "config", "show", "-o", "json").exit_code == 0
 

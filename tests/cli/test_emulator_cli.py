@@ -642,7 +642,14 @@ def test_serve_passes_options_and_announces_ports(cli: Any, monkeypatch: pytest.
         "5301",
         env={"SBDLQ_EMULATOR_KEY": "s3cret-key"},
     )
-    assert result == (0, "listening on amqp://0.0.0.0:5999 (http 0.0.0.0:5301)\n", "")
+    assert result == (
+        0,
+        "listening on amqp://0.0.0.0:5999 (http 0.0.0.0:5301)\n"
+        "connection string: Endpoint=sb://localhost:5999;SharedAccessKeyName=RootManageSharedAccessKey;"
+        "SharedAccessKey=<the key>;UseDevelopmentEmulator=true\n"
+        "admin clients: export SBDLQ_EMULATOR_HTTP_PORT=5301\n",
+        "",
+    )
     assert "s3cret" not in result.stdout + result.stderr
     (call,) = calls
     assert {k: call[k] for k in ("store", "host", "port", "http_port", "key")} == {

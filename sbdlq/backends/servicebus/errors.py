@@ -106,7 +106,7 @@ def translate_error(
             OSError,
         ),
     ):
-        return _unreachable(host, timeout_s, emulator)
+        return _unreachable(host, timeout_s, emulator, cause=network_cause(exc))
     if isinstance(exc, sb.MessageNotFoundError):
         return MessageNotFound(f"{what}: {detail}")
     if isinstance(exc, sb.MessagingEntityDisabledError):
@@ -157,13 +157,59 @@ def _sdk_internal(exc: BaseException, condition: str | None) -> bool:
     return isinstance(exc, AttributeError) and str(exc).startswith("'NoneType' object has no attribute")
 
 
-def _unreachable(host: str, timeout_s: float, emulator: bool) -> ServiceUnavailable:
+def _unreachable(host: str, timeout_s: float, emulator: bool, *, cause: str | None = None) -> ServiceUnavailable:
+    """What stopped us reaching host: a name that did not resolve, a refusal, or the clock."""
     hint = (
         f"is the emulator running (sbdlq emulator serve) on {host}?"
         if emulator
         else "check the namespace name, the network and firewalls (AMQP 5671, HTTPS 443), or raise --timeout"
     )
+    if cause == "resolve":
+        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        return ServiceUnavailable(
+            f"cannot resolve {name}", hint="check the host name in the target" if not emulator else hint
+        )
+    if cause == "refused":
+        return ServiceUnavailable(f"cannot reach {host}: connection refused", hint=hint)
+    if cause == "timeout":
+        return ServiceUnavailable(f"cannot reach {host}: timed out after {timeout_s:g}s", hint=hint)
     return ServiceUnavailable(f"cannot reach {host} after {timeout_s:g}s", hint=hint)
+
+
+# Words of the resolver and of a refused connect, for causes that reach us only as text
+# (an SDK that wraps the socket error in a string).
+_UNRESOLVED_WORDS = re.compile(
+    r"Name or service not known|nodename nor servname|Temporary failure in name resolution|getaddrinfo failed"
+    r"|Failed to resolve|No address associated with hostname",
+    re.IGNORECASE,
+)
+_REFUSED_WORDS = re.compile(r"\[Errno 111\]|Connection refused|Connect call failed|actively refused", re.IGNORECASE)
+
+
+def network_cause(exc: BaseException) -> str | None:
+    """`resolve`, `refused`, `timeout` or None (not known) from exc and what it wraps."""
+    import socket
+
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    texts = []
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, socket.gaierror):
+            return "resolve"
+        if isinstance(link, ConnectionRefusedError):
+            return "refused"
+        if isinstance(link, TimeoutError):
+            return "timeout"
+        texts.append(str(link))
+        inner = getattr(link, "inner_exception", None)
+        link = inner if isinstance(inner, BaseException) else (link.__cause__ or link.__context__)
+    text = " ".join(texts)
+    if _UNRESOLVED_WORDS.search(text):
+        return "resolve"
+    if _REFUSED_WORDS.search(text):
+        return "refused"
+    return None
 
 
 def _refusal(exc: BaseException, *, host: str, what: str, detail: str, condition: str | None) -> AuthError | None:

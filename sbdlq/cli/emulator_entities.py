@@ -1,0 +1,142 @@
+"""`sbdlq emulator create queue|topic|subscription` and `emulator delete`: entities without a Config.json."""
+
+from typing import Annotated
+
+import typer
+
+from sbdlq.cli.common import Settings, run
+from sbdlq.cli.emulator_cmds import _interactive, emulator_settings, open_store
+from sbdlq.errors import BadInput, OperationFailed
+
+create_app = typer.Typer(
+    name="create",
+    help="Create a queue, topic or subscription in the emulator store (no Config.json needed).",
+    no_args_is_help=True,
+)
+
+# Service Bus caps a peek-lock at five minutes.
+MAX_LOCK_S = 300.0
+
+Name = Annotated[str, typer.Argument(help="The entity's name.", show_default=False)]
+
+
+def register(emulator_app: typer.Typer) -> None:
+    """Add `create ...` and `delete` to the emulator commands."""
+    emulator_app.add_typer(create_app, name="create")
+    emulator_app.command("delete")(delete)
+
+
+def _seconds(text: str | None, option: str) -> float | None:
+    """A duration option in seconds (a bare number is seconds), or None when not given."""
+    from sbdlq.timeparse import parse_duration
+
+    if text is None:
+        return None
+    seconds = parse_duration(text, what=option)
+    if seconds <= 0:
+        raise BadInput(f"{option} must be positive")
+    return seconds
+
+
+@create_app.command("queue")
+def create_queue(
+    ctx: typer.Context,
+    name: Name,
+    max_delivery_count: Annotated[
+        int | None, typer.Option("--max-delivery-count", help="Deliveries before dead-lettering.", min=1)
+    ] = None,
+    lock_duration: Annotated[
+        str | None, typer.Option("--lock-duration", help="Peek-lock duration (30s, 1m; default 60s).")
+    ] = None,
+    requires_session: Annotated[bool, typer.Option("--requires-session", help="Messages need a session id.")] = False,
+    forward_to: Annotated[
+        str | None, typer.Option("--forward-to", help="Forward every message to this queue or topic.")
+    ] = None,
+    dead_letter_on_expiration: Annotated[
+        bool, typer.Option("--dead-letter-on-expiration", help="Expired messages go to the DLQ.")
+    ] = False,
+    ttl: Annotated[str | None, typer.Option("--ttl", help="Default message time to live (1h, 7d).")] = None,
+) -> None:
+    """Create a queue."""
+
+    async def work(s: Settings) -> None:
+        lock_s = _seconds(lock_duration, "--lock-duration")
+        if lock_s is not None and lock_s > MAX_LOCK_S:
+            raise BadInput(f"--lock-duration {lock_duration}: Service Bus allows at most 5m")
+        props = {
+            "max_delivery_count": max_delivery_count,
+            "lock_duration_s": lock_s,
+            "default_ttl_s": _seconds(ttl, "--ttl"),
+            "forward_to": forward_to,
+            "requires_session": requires_session or None,
+            "dead_lettering_on_expiration": dead_letter_on_expiration or None,
+        }
+        async with open_store(emulator_settings(s), create=True) as store:
+            store.create_queue(name, **{k: v for k, v in props.items() if v is not None})
+
+    run(ctx, work)
+    typer.echo(f"created queue {name}")
+
+
+@create_app.command("topic")
+def create_topic(ctx: typer.Context, name: Name) -> None:
+    """Create a topic (add subscriptions with `create subscription TOPIC/Subscriptions/SUB`)."""
+
+    async def work(s: Settings) -> None:
+        async with open_store(emulator_settings(s), create=True) as store:
+            store.create_topic(name)
+
+    run(ctx, work)
+    typer.echo(f"created topic {name}")
+
+
+@create_app.command("subscription")
+def create_subscription(
+    ctx: typer.Context,
+    path: Annotated[str, typer.Argument(help="TOPIC/Subscriptions/SUB (the topic must exist).", show_default=False)],
+    sql_filter: Annotated[
+        str | None,
+        typer.Option("--sql-filter", help="Take only messages matching this SQL filter (default: every message)."),
+    ] = None,
+) -> None:
+    """Create a subscription of an existing topic."""
+    from sbdlq.paths import parse_entity
+
+    async def work(s: Settings) -> str:
+        entity = parse_entity(path)
+        async with open_store(emulator_settings(s)) as store:
+            try:
+                store.create_subscription(entity, sql_filter)
+            except BadInput as exc:
+                if sql_filter is None:
+                    raise
+                raise BadInput(f"invalid --sql-filter {sql_filter!r}: {exc.message}", hint=exc.hint) from None
+        return str(entity)
+
+    created = run(ctx, work)
+    typer.echo(f"created subscription {created}" + (f" (filter: {sql_filter})" if sql_filter else ""))
+
+
+def delete(
+    ctx: typer.Context,
+    entity: Annotated[str, typer.Argument(help="Queue, topic, or TOPIC/Subscriptions/SUB.", show_default=False)],
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Don't ask (required when stdin is not a terminal).")
+    ] = False,
+) -> None:
+    """Delete a queue, topic (with its subscriptions) or subscription, and its messages."""
+    from sbdlq.paths import parse_entity
+
+    async def work(s: Settings) -> tuple[str, str]:
+        path = parse_entity(entity)
+        if not yes and not _interactive():
+            # Before any I/O: a script without --yes must not delete, nor wait for an answer.
+            raise BadInput(f"delete removes {path} and its messages; pass --yes to confirm")
+        async with open_store(emulator_settings(s)) as store:
+            if not yes and not typer.confirm(f"Delete {path} and its messages?", default=False, err=True):
+                raise OperationFailed("delete cancelled; nothing was deleted")
+            info = store.delete(path)
+        return info.kind, info.path
+
+    kind, deleted = run(ctx, work)
+    typer.echo(f"deleted {kind} {deleted} and its messages")
