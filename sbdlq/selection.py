@@ -11,6 +11,9 @@ from sbdlq.errors import BadInput
 from sbdlq.models import Message
 from sbdlq.timeparse import parse_time
 
+#: The largest sequence number Service Bus hands out (a signed 64-bit integer).
+MAX_SEQUENCE = 2**63 - 1
+
 
 @dataclass
 class Selection:
@@ -117,13 +120,15 @@ def parse_sequence_range(text: str) -> tuple[int, int]:
     try:
         if m and (m.group(1) or m.group(2)):
             lo = int(m.group(1)) if m.group(1) else 0
-            hi = int(m.group(2)) if m.group(2) else 2**63 - 1
+            hi = int(m.group(2)) if m.group(2) else MAX_SEQUENCE
         else:
             lo = hi = int(raw)
     except ValueError:
         raise BadInput(f"invalid --sequence {text!r}", hint="use N, N-M, N- or -M")
     if lo > hi or lo < 0:
         raise BadInput(f"invalid --sequence {text!r}: the range is empty")
+    if hi > MAX_SEQUENCE:
+        raise BadInput(f"invalid --sequence {text!r}: sequence numbers go up to {MAX_SEQUENCE}")
     return lo, hi
 
 
@@ -156,11 +161,10 @@ def build_selection(
     if enqueued_after:
         sel.enqueued_after = parse_time(enqueued_after, what="--enqueued-after", now=now)
     if older_than:
-        from datetime import UTC, timedelta
+        from sbdlq.timeparse import ago, parse_duration
 
-        from sbdlq.timeparse import parse_duration
-
-        cutoff = (now or datetime.now(UTC)) - timedelta(seconds=parse_duration(older_than, what="--older-than"))
+        seconds = parse_duration(older_than, what="--older-than")
+        cutoff = ago(seconds, what="--older-than", text=older_than, now=now)
         if sel.enqueued_before is None or cutoff < sel.enqueued_before:
             sel.enqueued_before = cutoff
     if body_regex is not None:

@@ -18,7 +18,7 @@ from sbdlq.cli.options import Entity, Output, QueryOpt, SelectionOptions, for_su
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
 from sbdlq.paths import Address, SubQueue, parse_address, parse_entity
 from sbdlq.render import Emitter, Query
-from sbdlq.selection import Selection
+from sbdlq.selection import MAX_SEQUENCE, Selection
 
 NO_SELECTION = SelectionOptions()
 
@@ -103,7 +103,9 @@ def peek(
     entity: Entity,
     max_count: Annotated[int, typer.Option("--max", help="Show at most N messages.", min=1)] = 20,
     all_: Annotated[bool, typer.Option("--all", help="Every message (overrides --max).")] = False,
-    from_sequence: Annotated[int, typer.Option("--from-sequence", help="Start at this sequence number.", min=0)] = 0,
+    from_sequence: Annotated[
+        int, typer.Option("--from-sequence", help="Start at this sequence number.", min=0, max=MAX_SEQUENCE)
+    ] = 0,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
     query: QueryOpt = None,

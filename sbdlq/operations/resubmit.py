@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable
 
@@ -104,6 +105,7 @@ class Resubmit(MovingRun[ResubmitResult]):
     ) -> None:
         super().__init__(backend, source, ResubmitResult(dry_run=options.dry_run), options)
         self.target = target
+        self.rate = rate
         self.limiter = RateLimiter(rate)
         self.new_message_id = new_message_id
         self.keep_dead_letter_properties = keep_dead_letter_properties
@@ -112,6 +114,8 @@ class Resubmit(MovingRun[ResubmitResult]):
     async def check(self) -> EntityInfo:
         if self.options.batch_size < 1 or self.options.concurrency < 1:
             raise BadInput("--batch-size and --concurrency must be at least 1")
+        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
+            raise BadInput(f"invalid --rate {self.rate}: give a positive number of messages per second")
         source_info = await self.backend.get_entity(self.source.entity)
         target_info = self.target_info = await self.backend.get_entity(self.target)
         if target_info.kind == "subscription":
