@@ -328,6 +328,9 @@ def purge(
         Path | None,
         typer.Option("--export", help="Append each message to this JSONL file (synced) before deleting it."),
     ] = None,
+    export_follow_symlinks: Annotated[
+        bool, typer.Option("--export-follow-symlinks", help="Let --export write through a symlink.")
+    ] = False,
     batch_size: Annotated[
         int | None, typer.Option("--batch-size", help="Messages per batch.", min=1, show_default="500")
     ] = None,
@@ -361,6 +364,7 @@ def purge(
                     selection=sel,
                     max_count=max_count,
                     export=export,
+                    export_follow_symlinks=export_follow_symlinks,
                     batch_size=_tuning(s, "batch_size", batch_size, 500),
                     concurrency=_tuning(s, "concurrency", None, 32),
                     dry_run=dry_run,
