@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -72,10 +73,10 @@ class Purge(MovingRun[PurgeResult]):
         if self.options.batch_size < 1:
             raise BadInput("--batch-size must be at least 1")
         if self.export is not None:
-            if self.options.dry_run:
-                check_export_target(self.export, follow_symlinks=self.follow_symlinks)
-            else:
-                # Opened (and locked) before the plan: a second run onto the file refuses up front.
+            check_export_target(self.export, follow_symlinks=self.follow_symlinks)
+            if not self.options.dry_run and os.path.lexists(self.export):
+                # Locked before the plan: a second run onto an existing file refuses up front. A
+                # new file is created (and locked) only when there is something to write.
                 self.exporter = Exporter(self.export, follow_symlinks=self.follow_symlinks)
         return await self.backend.get_entity(self.source.entity)
 
@@ -100,6 +101,8 @@ class Purge(MovingRun[PurgeResult]):
         if self.export is None and self.selection.is_empty:
             await self.discard(plan.selected, tick)
             return
+        if self.export is not None and self.exporter is None:
+            self.exporter = Exporter(self.export, follow_symlinks=self.follow_symlinks)
         await super().move(plan, info, tick)
 
     async def discard(self, limit: int, tick: Callable[[int], None] | None) -> None:

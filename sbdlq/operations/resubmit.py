@@ -89,7 +89,9 @@ async def resubmit(
 class Resubmit(MovingRun[ResubmitResult]):
     """Send a copy of each message to the target, then complete the original."""
 
-    LOST_ARE_DONE = True
+    # An original left in the DLQ after its copy went out is not "resubmitted": the summary
+    # counts what was both sent and completed, and reports the rest as lock_lost.
+    LOST_ARE_DONE = False
     target_info: EntityInfo  # read by check()
 
     def __init__(
@@ -156,8 +158,11 @@ class Resubmit(MovingRun[ResubmitResult]):
             lost = await retrying(lambda: self.backend.complete(self.source, sent), stats)
         except SbdlqError as exc:
             lost = sent
-            stats.error(f"complete failed after the copy was sent: {exc.message}")
-        stats.handled += len(sent)
+            # Stop: each further chunk would leave up to a chunk of duplicates (a full store
+            # doesn't get better), and the bound is --concurrency per run, not per chunk.
+            stats.abort(f"complete failed after the copy was sent: {exc.message}")
+        # Only what was both sent and completed is resubmitted; the rest is reported as left over.
+        stats.handled += len(sent) - len(lost)
         if lost:
             stats.lock_lost += len(lost)
             stats.error(f"{len(lost)} original(s) stayed in the {queue_word(self.source)} after their copy was sent")

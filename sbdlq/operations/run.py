@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Generic, TypeVar
 
 from sbdlq.backends.base import Backend
+from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import EntityInfo, Message, RunResult
 from sbdlq.operations.move import LockedLoop, LoopStats, Plan, plan_run, report_unreceived
 from sbdlq.paths import Address
@@ -42,8 +43,8 @@ class RunOptions:
 class MovingRun(ABC, Generic[R]):
     """Takes matching DLQ messages under lock and settles each after its action succeeded."""
 
-    #: Whether a message whose lock was lost at settlement counts as done: resubmit counts it
-    #: (its copy went out), purge does not (it was not deleted).
+    #: Whether a message whose lock was lost at settlement counts as done. Neither run counts it:
+    #: purge did not delete it, and resubmit's original is still in the DLQ beside its copy.
     LOST_ARE_DONE: ClassVar[bool]
 
     def __init__(self, backend: Backend, source: Address, result: R, options: RunOptions) -> None:
@@ -97,7 +98,14 @@ class MovingRun(ABC, Generic[R]):
                 return self.result
             self.before_moving()
             tick = progress(plan.selected) if progress else None
-            await self.move(plan, info, tick)
+            try:
+                await self.move(plan, info, tick)
+            except BadInput:
+                raise  # a bad selection (a --body-regex over its budget) is a usage error, exit 2
+            except SbdlqError as exc:
+                # The loop has wound down (chunks in flight finished, the rest released): a
+                # failing broker or store ends the run with its partial summary, not a bare error.
+                self.stats.abort(exc.message)
             self.account()
             return self.result
         finally:
