@@ -309,7 +309,7 @@ def resubmit(
                 )
         return fmt, result
 
-    _change(ctx, query, work, _resubmit_summary, "resubmitted")
+    _change(ctx, query, work, _resubmit_summary, "resubmitted", output)
 
 
 # ---------------------------------------------------------------------- purge
@@ -374,7 +374,7 @@ def purge(
                 )
         return fmt, result
 
-    _change(ctx, query, work, _purge_summary, "purged")
+    _change(ctx, query, work, _purge_summary, "purged", output)
 
 
 def _change(
@@ -383,11 +383,29 @@ def _change(
     work: Callable[[Settings], Awaitable[tuple[str, Any]]],
     summary: Callable[[Any], str],
     verb: str,
+    output: str | None = None,
 ) -> None:
-    """Run a resubmit or purge under the error path, report it, and exit 1 when messages were left."""
+    """Run a resubmit or purge under the error path, report it, and exit 1 when messages were left.
+
+    Stopped by SIGINT or SIGTERM, it still reports what it did, then exits 130 or 143.
+    """
+    from sbdlq.operations.stopping import RunInterrupted
+
     q = _query(ctx, query)
-    fmt, result = run(ctx, work)
+
+    async def keeping_partial(s: Settings) -> tuple[str, Any, RunInterrupted | None]:
+        try:
+            fmt, result = await work(s)
+        except RunInterrupted as stop:
+            return output_format(s, output), stop.result, stop
+        return fmt, result, None
+
+    fmt, result, stop = run(ctx, keeping_partial)
     _report(fmt, result.to_json(), summary(result), q)
+    if stop is not None:
+        from sbdlq.cli.common import fail
+
+        fail(stop)
     _finish(ctx, result, verb)
 
 

@@ -108,7 +108,7 @@ class Purge(MovingRun[PurgeResult]):
     async def discard(self, limit: int, tick: Callable[[int], None] | None) -> None:
         """Nothing to keep and nothing to choose: delete on receive, in large batches."""
         stats = self.stats
-        while stats.handled < limit:
+        while stats.handled < limit and stats.aborted is None:
             want = min(self.options.batch_size, limit - stats.handled)
             gone = await retrying(partial(self.backend.discard, self.source, want), stats)
             if not gone:
