@@ -18,6 +18,7 @@ class ExitStatus(IntEnum):
     AUTH = 5
     UNAVAILABLE = 6
     INTERRUPTED = 130
+    TERMINATED = 143  # 128 + SIGTERM
 
 
 class SbdlqError(Exception):

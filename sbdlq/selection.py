@@ -11,6 +11,59 @@ from sbdlq.errors import BadInput
 from sbdlq.models import Message
 from sbdlq.timeparse import parse_time
 
+#: How long --body-regex may take on one body before the run fails: a pattern that needs longer
+#: is backtracking catastrophically (`(a|aa)+$`), and would hold the run for minutes.
+REGEX_BUDGET_S = 1.0
+
+
+class BodyRegex:
+    """--body-regex: Python syntax, on an engine with a time budget that Ctrl-C can interrupt.
+
+    The standard `re` holds the GIL while it backtracks and never looks at signals, so
+    neither a timer nor Ctrl-C can stop it. The `regex` package (re-compatible in its
+    default V0 mode) checks signals while matching and takes a `timeout`.
+    """
+
+    def __init__(self, pattern: str) -> None:
+        try:
+            # `re` is the judge of the syntax: the option promises a Python regular expression,
+            # and its messages are the ones Python users know.
+            re.compile(pattern)
+        except re.error as exc:
+            raise BadInput(f"invalid --body-regex {pattern!r}: {exc}") from None
+        import regex
+
+        self.pattern = pattern
+        self._compiled = regex.compile(pattern)
+
+    def search(self, text: str, sequence_number: int = 0) -> bool:
+        """Whether the pattern occurs in `text`; BadInput when it takes longer than the budget."""
+        try:
+            found = self._compiled.search(text, timeout=REGEX_BUDGET_S) is not None
+        except TimeoutError:
+            raise BadInput(
+                f"--body-regex {self.pattern!r} took more than {REGEX_BUDGET_S:g}s on message {sequence_number}",
+                hint="simplify it: nested repetition such as (a|aa)+ backtracks without end",
+            ) from None
+        _stop_if_cancelled()
+        return found
+
+
+def _stop_if_cancelled() -> None:
+    """Honour a Ctrl-C that arrived during a long match: asyncio only cancels at the next await."""
+    import asyncio
+
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return  # not inside an event loop
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+#: The largest sequence number Service Bus hands out (a signed 64-bit integer).
+MAX_SEQUENCE = 2**63 - 1
+
 
 @dataclass
 class Selection:
@@ -24,7 +77,7 @@ class Selection:
     enqueued_after: datetime | None = None
     sequences: list[tuple[int, int]] = field(default_factory=list)
     body_contains: str | None = None
-    body_regex: re.Pattern[str] | None = None
+    body_regex: BodyRegex | None = None
     where: Any = None  # sbdlq.sqlfilter.SqlFilter
 
     @property
@@ -78,7 +131,7 @@ class Selection:
             text = m.body.decode("utf-8", errors="replace")
             if self.body_contains is not None and self.body_contains not in text:
                 return False
-            if self.body_regex is not None and not self.body_regex.search(text):
+            if self.body_regex is not None and not self.body_regex.search(text, m.sequence_number):
                 return False
         if self.where is not None:
             from sbdlq.sqlfilter import FilterEvaluationError, message_context
@@ -117,13 +170,15 @@ def parse_sequence_range(text: str) -> tuple[int, int]:
     try:
         if m and (m.group(1) or m.group(2)):
             lo = int(m.group(1)) if m.group(1) else 0
-            hi = int(m.group(2)) if m.group(2) else 2**63 - 1
+            hi = int(m.group(2)) if m.group(2) else MAX_SEQUENCE
         else:
             lo = hi = int(raw)
     except ValueError:
         raise BadInput(f"invalid --sequence {text!r}", hint="use N, N-M, N- or -M")
     if lo > hi or lo < 0:
         raise BadInput(f"invalid --sequence {text!r}: the range is empty")
+    if hi > MAX_SEQUENCE:
+        raise BadInput(f"invalid --sequence {text!r}: sequence numbers go up to {MAX_SEQUENCE}")
     return lo, hi
 
 
@@ -156,18 +211,14 @@ def build_selection(
     if enqueued_after:
         sel.enqueued_after = parse_time(enqueued_after, what="--enqueued-after", now=now)
     if older_than:
-        from datetime import UTC, timedelta
+        from sbdlq.timeparse import ago, parse_duration
 
-        from sbdlq.timeparse import parse_duration
-
-        cutoff = (now or datetime.now(UTC)) - timedelta(seconds=parse_duration(older_than, what="--older-than"))
+        seconds = parse_duration(older_than, what="--older-than")
+        cutoff = ago(seconds, what="--older-than", text=older_than, now=now)
         if sel.enqueued_before is None or cutoff < sel.enqueued_before:
             sel.enqueued_before = cutoff
     if body_regex is not None:
-        try:
-            sel.body_regex = re.compile(body_regex)
-        except re.error as exc:
-            raise BadInput(f"invalid --body-regex {body_regex!r}: {exc}")
+        sel.body_regex = BodyRegex(body_regex)
     if where is not None:
         from sbdlq.sqlfilter import SqlFilterSyntaxError, compile_filter
 

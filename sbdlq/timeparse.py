@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -21,6 +22,16 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604
 def parse_duration(text: str, *, what: str = "duration") -> float:
     """Seconds in a duration; BadInput naming `what` otherwise."""
     raw = (text or "").strip()
+    seconds = _duration_s(raw)
+    if seconds is None:
+        raise BadInput(f"invalid {what} {text!r}", hint="use e.g. 250ms, 30s, 5m, 2h, 3d or ISO 8601 like PT1M")
+    if not math.isfinite(seconds):
+        raise BadInput(f"invalid {what} {text!r}: out of range")
+    return seconds
+
+
+def _duration_s(raw: str) -> float | None:
+    """Seconds in a duration (possibly inf for a number of hundreds of digits); None when it is not one."""
     m = _SIMPLE.match(raw)
     if m:
         return float(m.group(1)) * _UNIT_S[(m.group(2) or "s").lower()]
@@ -36,7 +47,15 @@ def parse_duration(text: str, *, what: str = "duration") -> float:
             + parts["mi"] * 60
             + parts["s"]
         )
-    raise BadInput(f"invalid {what} {text!r}", hint="use e.g. 250ms, 30s, 5m, 2h, 3d or ISO 8601 like PT1M")
+    return None
+
+
+def ago(seconds: float, *, what: str, text: str, now: datetime | None = None) -> datetime:
+    """The time `seconds` before now; BadInput naming `what` when that is before year 1."""
+    try:
+        return (now or datetime.now(UTC)) - timedelta(seconds=seconds)
+    except OverflowError:
+        raise BadInput(f"invalid {what} {text!r}: out of range (that long ago is before year 1)") from None
 
 
 def parse_time(text: str, *, what: str = "time", now: datetime | None = None) -> datetime:
@@ -46,12 +65,9 @@ def parse_time(text: str, *, what: str = "time", now: datetime | None = None) ->
         # 20260131 is an ISO 8601 basic date, not 231 days of seconds.
         with contextlib.suppress(ValueError):
             return _utc(datetime.fromisoformat(raw))
-    try:
-        seconds = parse_duration(raw)
-    except BadInput:
-        pass
-    else:
-        return (now or datetime.now(UTC)) - timedelta(seconds=seconds)
+    seconds = _duration_s(raw)
+    if seconds is not None:
+        return ago(seconds, what=what, text=text, now=now)
     try:
         value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:

@@ -18,7 +18,7 @@ from sbdlq.cli.options import Entity, Output, QueryOpt, SelectionOptions, for_su
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
 from sbdlq.paths import Address, SubQueue, parse_address, parse_entity
 from sbdlq.render import Emitter, Query
-from sbdlq.selection import Selection
+from sbdlq.selection import MAX_SEQUENCE, Selection
 
 NO_SELECTION = SelectionOptions()
 
@@ -104,7 +104,9 @@ def peek(
     entity: Entity,
     max_count: Annotated[int, typer.Option("--max", help="Show at most N messages.", min=1)] = 20,
     all_: Annotated[bool, typer.Option("--all", help="Every message (overrides --max).")] = False,
-    from_sequence: Annotated[int, typer.Option("--from-sequence", help="Start at this sequence number.", min=0)] = 0,
+    from_sequence: Annotated[
+        int, typer.Option("--from-sequence", help="Start at this sequence number.", min=0, max=MAX_SEQUENCE)
+    ] = 0,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
     query: QueryOpt = None,
@@ -309,7 +311,7 @@ def resubmit(
                 )
         return fmt, result
 
-    _change(ctx, query, work, _resubmit_summary, "resubmitted")
+    _change(ctx, query, work, _resubmit_summary, "resubmitted", output)
 
 
 # ---------------------------------------------------------------------- purge
@@ -328,6 +330,9 @@ def purge(
         Path | None,
         typer.Option("--export", help="Append each message to this JSONL file (synced) before deleting it."),
     ] = None,
+    export_follow_symlinks: Annotated[
+        bool, typer.Option("--export-follow-symlinks", help="Let --export write through a symlink.")
+    ] = False,
     batch_size: Annotated[
         int | None, typer.Option("--batch-size", help="Messages per batch.", min=1, show_default="500")
     ] = None,
@@ -361,6 +366,7 @@ def purge(
                     selection=sel,
                     max_count=max_count,
                     export=export,
+                    export_follow_symlinks=export_follow_symlinks,
                     batch_size=_tuning(s, "batch_size", batch_size, 500),
                     concurrency=_tuning(s, "concurrency", None, 32),
                     dry_run=dry_run,
@@ -370,7 +376,7 @@ def purge(
                 )
         return fmt, result
 
-    _change(ctx, query, work, _purge_summary, "purged")
+    _change(ctx, query, work, _purge_summary, "purged", output)
 
 
 def _change(
@@ -379,11 +385,29 @@ def _change(
     work: Callable[[Settings], Awaitable[tuple[str, Any]]],
     summary: Callable[[Any], str],
     verb: str,
+    output: str | None = None,
 ) -> None:
-    """Run a resubmit or purge under the error path, report it, and exit 1 when messages were left."""
+    """Run a resubmit or purge under the error path, report it, and exit 1 when messages were left.
+
+    Stopped by SIGINT or SIGTERM, it still reports what it did, then exits 130 or 143.
+    """
+    from sbdlq.operations.stopping import RunInterrupted
+
     q = _query(ctx, query)
-    fmt, result = run(ctx, work)
+
+    async def keeping_partial(s: Settings) -> tuple[str, Any, RunInterrupted | None]:
+        try:
+            fmt, result = await work(s)
+        except RunInterrupted as stop:
+            return output_format(s, output), stop.result, stop
+        return fmt, result, None
+
+    fmt, result, stop = run(ctx, keeping_partial)
     _report(fmt, result.to_json(), summary(result), q)
+    if stop is not None:
+        from sbdlq.cli.common import fail
+
+        fail(stop)
     _finish(ctx, result, verb)
 
 

@@ -1,29 +1,113 @@
-"""JSONL export that survives a kill -9: whole lines, flushed and synced before deletes."""
+"""JSONL export that survives a kill -9: whole lines, flushed and synced before deletes.
+
+The export file is the only copy of a purged message, so the exporter treats it as someone
+else's data until proven otherwise: it refuses a symlink (unless asked to follow it), refuses
+an existing file that is not an sbdlq export, holds an exclusive lock for the whole run (two
+runs appending to one file would tear each other's lines), and never truncates anything but
+its own failed write or, under that lock and before writing, a torn record from a crashed run.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import re
+import stat
 from pathlib import Path
 
 from sbdlq.errors import BadInput, OperationFailed
 from sbdlq.models import Message
 
+# Every line starts so: `json.dumps(Message.to_json())` puts the sequence number first.
+_RECORD_PREFIX = b'{"sequence_number": '
+_RECORD_START = re.compile(re.escape(_RECORD_PREFIX) + rb"\d")
+# How much of the first line is read to tell whether the file is an export.
+_HEAD_BYTES = 4096
+
+
+def check_export_target(path: Path, *, follow_symlinks: bool) -> None:
+    """Refuse a symlink or an existing file that isn't an sbdlq export (BadInput), without changing it."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise BadInput(f"cannot read export file {path}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(st.st_mode) and not follow_symlinks:
+        raise BadInput(
+            f"--export {path} is a symlink; refusing to write through it", hint="add --export-follow-symlinks"
+        )
+    if st.st_size == 0 and not stat.S_ISLNK(st.st_mode):
+        return
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+    except OSError as exc:
+        raise BadInput(f"cannot read export file {path}: {exc.strerror or exc}") from None
+    _check_head(path, head)
+
+
+def _check_head(path: Path, head: bytes) -> None:
+    """The file's first bytes must start an export record (and, when whole, the first line must be one)."""
+    if not head:
+        return
+    first, newline, _ = head.partition(b"\n")
+    looks_like_export = _starts_record(first)
+    if looks_like_export and newline:
+        try:
+            looks_like_export = isinstance(json.loads(first), dict)
+        except ValueError:
+            looks_like_export = False
+    if not looks_like_export:
+        raise BadInput(
+            f"--export {path} exists and is not an sbdlq JSONL export; refusing to append to it",
+            hint="name a new file",
+        )
+
+
+def _starts_record(data: bytes) -> bool:
+    """Whether `data` is the start of an export record (a kill -9 may have cut it anywhere)."""
+    if _RECORD_START.match(data) is not None:
+        return True
+    return 0 < len(data) <= len(_RECORD_PREFIX) and _RECORD_PREFIX.startswith(data)
+
 
 class Exporter:
-    """Appends messages to a JSONL file; a torn last line from a crash is cut off first."""
+    """Appends messages to a JSONL file it holds an exclusive lock on for its whole life."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, follow_symlinks: bool = False) -> None:
         self.path = path
+        check_export_target(path, follow_symlinks=follow_symlinks)
         created = not path.exists()
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | (0 if follow_symlinks else os.O_NOFOLLOW)
         try:
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            self.fd = os.open(path, flags, 0o600)
         except OSError as exc:
-            raise BadInput(f"cannot write export file {path}: {exc.strerror or exc}")
-        if created:
-            self._sync_directory()
-        self._repair()
+            raise BadInput(f"cannot write export file {path}: {exc.strerror or exc}") from None
+        try:
+            self._lock()
+            # Checked again under the lock: another run may have written it since.
+            _check_head(path, os.pread(self.fd, _HEAD_BYTES, 0))
+            if created:
+                self._sync_directory()
+            self._repair()
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def _lock(self) -> None:
+        """Exclusive for the whole run; a second run refuses instead of interleaving its lines."""
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OperationFailed(
+                f"{self.path} is being written by another sbdlq run; nothing was deleted",
+                hint="wait for it to finish, or export to another file",
+            ) from None
+        except OSError:
+            pass  # a filesystem without flock (some network mounts): one writer is then the operator's job
 
     def _sync_directory(self) -> None:
         """Make the new file's name durable: fsyncing the file alone doesn't survive an OS crash."""
@@ -39,22 +123,33 @@ class Exporter:
             os.close(dir_fd)
 
     def _repair(self) -> None:
-        """Drop a partial last line: its message was never completed, so it is still in the DLQ."""
+        """Drop a torn last record from a crashed run: its message was never completed, so it is still in the DLQ.
+
+        Only a tail that starts like an export record is ours to cut; anything else is refused.
+        """
         size = os.fstat(self.fd).st_size
         if size == 0 or os.pread(self.fd, 1, size - 1) == b"\n":
             return
-        # Scan back block by block for the last newline: export files can be large.
+        keep = self._last_line_start(size)
+        if not _starts_record(os.pread(self.fd, min(64, size - keep), keep)):
+            raise BadInput(
+                f"--export {self.path} ends with a partial line that is not an sbdlq export record; "
+                "refusing to change it",
+                hint="name a new file",
+            )
+        os.ftruncate(self.fd, keep)
+        os.fsync(self.fd)
+
+    def _last_line_start(self, size: int) -> int:
+        """Offset just after the last newline (0 when there is none); scans back block by block."""
         end = size
-        keep = 0
         while end > 0:
             start = max(0, end - 65536)
-            block = os.pread(self.fd, end - start, start)
-            i = block.rfind(b"\n")
+            i = os.pread(self.fd, end - start, start).rfind(b"\n")
             if i >= 0:
-                keep = start + i + 1
-                break
+                return start + i + 1
             end = start
-        os.ftruncate(self.fd, keep)
+        return 0
 
     def write(self, messages: list[Message]) -> None:
         """Write whole lines, then fsync: after this the messages are safe to delete."""
@@ -67,12 +162,12 @@ class Exporter:
                 view = view[n:]
             os.fsync(self.fd)
         except OSError as exc:
-            # Cut what reached the file so it stays whole lines; if even that fails, the
-            # next run's repair drops the torn line.
+            # Cut what reached the file so it stays whole lines (everything past `start` is
+            # ours: we hold the lock); if even that fails, the next run's repair drops the torn line.
             with contextlib.suppress(OSError):
                 os.ftruncate(self.fd, start)
-            raise OperationFailed(f"cannot write export file {self.path}: {exc.strerror or exc}")
+            raise OperationFailed(f"cannot write export file {self.path}: {exc.strerror or exc}") from None
 
     def close(self) -> None:
-        """Close the file (everything written is already synced)."""
+        """Close the file, which releases the lock (everything written is already synced)."""
         os.close(self.fd)

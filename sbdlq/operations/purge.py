@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -10,7 +11,7 @@ from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import EntityInfo, Message, PurgeResult
 from sbdlq.operations.browse import queue_word
-from sbdlq.operations.export import Exporter
+from sbdlq.operations.export import Exporter, check_export_target
 from sbdlq.operations.move import Plan, retrying
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.paths import Address
@@ -24,6 +25,7 @@ async def purge(
     selection: Selection | None = None,
     max_count: int | None = None,
     export: Path | None = None,
+    export_follow_symlinks: bool = False,
     batch_size: int = 500,
     concurrency: int = 32,
     dry_run: bool = False,
@@ -38,7 +40,8 @@ async def purge(
     """
     # In RunOptions' field order.
     options = RunOptions(selection or Selection(), max_count, batch_size, concurrency, dry_run, note, progress)
-    return await Purge(backend, source, options, export=export, confirm=confirm).run()
+    run = Purge(backend, source, options, export=export, follow_symlinks=export_follow_symlinks, confirm=confirm)
+    return await run.run()
 
 
 class Purge(MovingRun[PurgeResult]):
@@ -53,10 +56,12 @@ class Purge(MovingRun[PurgeResult]):
         options: RunOptions,
         *,
         export: Path | None,
+        follow_symlinks: bool = False,
         confirm: Callable[[int], None] | None,
     ) -> None:
         super().__init__(backend, source, PurgeResult(dry_run=options.dry_run), options)
         self.export = export
+        self.follow_symlinks = follow_symlinks
         self.confirm = confirm
         self.exporter: Exporter | None = None
         if export is not None:
@@ -67,7 +72,22 @@ class Purge(MovingRun[PurgeResult]):
     async def check(self) -> EntityInfo:
         if self.options.batch_size < 1:
             raise BadInput("--batch-size must be at least 1")
+        if self.export is not None:
+            check_export_target(self.export, follow_symlinks=self.follow_symlinks)
+            if not self.options.dry_run and os.path.lexists(self.export):
+                # Locked before the plan: a second run onto an existing file refuses up front. A
+                # new file is created (and locked) only when there is something to write.
+                self.exporter = Exporter(self.export, follow_symlinks=self.follow_symlinks)
         return await self.backend.get_entity(self.source.entity)
+
+    async def run(self) -> PurgeResult:
+        """The run, with the export file locked from the check to the end."""
+        try:
+            return await super().run()
+        finally:
+            if self.exporter is not None:
+                self.exporter.close()
+                self.exporter = None
 
     def plan_line(self) -> str:
         verb = "export and delete" if self.export else "delete"
@@ -81,17 +101,14 @@ class Purge(MovingRun[PurgeResult]):
         if self.export is None and self.selection.is_empty:
             await self.discard(plan.selected, tick)
             return
-        self.exporter = Exporter(self.export) if self.export is not None else None
-        try:
-            await super().move(plan, info, tick)
-        finally:
-            if self.exporter is not None:
-                self.exporter.close()
+        if self.export is not None and self.exporter is None:
+            self.exporter = Exporter(self.export, follow_symlinks=self.follow_symlinks)
+        await super().move(plan, info, tick)
 
     async def discard(self, limit: int, tick: Callable[[int], None] | None) -> None:
         """Nothing to keep and nothing to choose: delete on receive, in large batches."""
         stats = self.stats
-        while stats.handled < limit:
+        while stats.handled < limit and stats.aborted is None:
             want = min(self.options.batch_size, limit - stats.handled)
             gone = await retrying(partial(self.backend.discard, self.source, want), stats)
             if not gone:

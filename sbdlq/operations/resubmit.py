@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable
 
@@ -88,7 +89,9 @@ async def resubmit(
 class Resubmit(MovingRun[ResubmitResult]):
     """Send a copy of each message to the target, then complete the original."""
 
-    LOST_ARE_DONE = True
+    # An original left in the DLQ after its copy went out is not "resubmitted": the summary
+    # counts what was both sent and completed, and reports the rest as lock_lost.
+    LOST_ARE_DONE = False
     target_info: EntityInfo  # read by check()
 
     def __init__(
@@ -104,6 +107,7 @@ class Resubmit(MovingRun[ResubmitResult]):
     ) -> None:
         super().__init__(backend, source, ResubmitResult(dry_run=options.dry_run), options)
         self.target = target
+        self.rate = rate
         self.limiter = RateLimiter(rate)
         self.new_message_id = new_message_id
         self.keep_dead_letter_properties = keep_dead_letter_properties
@@ -112,6 +116,8 @@ class Resubmit(MovingRun[ResubmitResult]):
     async def check(self) -> EntityInfo:
         if self.options.batch_size < 1 or self.options.concurrency < 1:
             raise BadInput("--batch-size and --concurrency must be at least 1")
+        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
+            raise BadInput(f"invalid --rate {self.rate}: give a positive number of messages per second")
         source_info = await self.backend.get_entity(self.source.entity)
         target_info = self.target_info = await self.backend.get_entity(self.target)
         if target_info.kind == "subscription":
@@ -152,8 +158,11 @@ class Resubmit(MovingRun[ResubmitResult]):
             lost = await retrying(lambda: self.backend.complete(self.source, sent), stats)
         except SbdlqError as exc:
             lost = sent
-            stats.error(f"complete failed after the copy was sent: {exc.message}")
-        stats.handled += len(sent)
+            # Stop: each further chunk would leave up to a chunk of duplicates (a full store
+            # doesn't get better), and the bound is --concurrency per run, not per chunk.
+            stats.abort(f"complete failed after the copy was sent: {exc.message}")
+        # Only what was both sent and completed is resubmitted; the rest is reported as left over.
+        stats.handled += len(sent) - len(lost)
         if lost:
             stats.lock_lost += len(lost)
             stats.error(f"{len(lost)} original(s) stayed in the {queue_word(self.source)} after their copy was sent")

@@ -8,6 +8,7 @@ accounting of `LoopStats` into the result are written here once.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -15,8 +16,10 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Generic, TypeVar
 
 from sbdlq.backends.base import Backend
+from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import EntityInfo, Message, RunResult
 from sbdlq.operations.move import LockedLoop, LoopStats, Plan, plan_run, report_unreceived
+from sbdlq.operations.stopping import RunInterrupted, Stopper
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
@@ -42,8 +45,8 @@ class RunOptions:
 class MovingRun(ABC, Generic[R]):
     """Takes matching DLQ messages under lock and settles each after its action succeeded."""
 
-    #: Whether a message whose lock was lost at settlement counts as done: resubmit counts it
-    #: (its copy went out), purge does not (it was not deleted).
+    #: Whether a message whose lock was lost at settlement counts as done. Neither run counts it:
+    #: purge did not delete it, and resubmit's original is still in the DLQ beside its copy.
     LOST_ARE_DONE: ClassVar[bool]
 
     def __init__(self, backend: Backend, source: Address, result: R, options: RunOptions) -> None:
@@ -77,31 +80,54 @@ class MovingRun(ABC, Generic[R]):
         """Act on a chunk and settle what succeeded; returns the messages it left unsettled."""
 
     async def run(self) -> R:
-        """Check, plan, say so, and unless it is a dry run, move and account."""
+        """Check, plan, say so, and unless it is a dry run, move and account.
+
+        Raises RunInterrupted, carrying the partial result, when SIGINT or SIGTERM stopped it.
+        """
         started = time.monotonic()
+        stopper = Stopper(self.stats.abort)
         try:
-            info = await self.check()
-            dry_run, progress = self.options.dry_run, self.options.progress
-            plan = await plan_run(
-                self.backend,
-                self.source,
-                self.selection,
-                max_count=self.options.max_count,
-                scan=dry_run,
-                progress=progress,
-            )
-            self.result.selected = plan.selected
-            self.note(self.plan_line() + (" (dry run)" if dry_run else ""))
-            self.explain()
-            if dry_run or plan.selected == 0:
-                return self.result
-            self.before_moving()
-            tick = progress(plan.selected) if progress else None
-            await self.move(plan, info, tick)
+            with stopper.installed():
+                return await self._run(stopper)
+        except asyncio.CancelledError:
+            if stopper.signum is None:
+                raise
             self.account()
-            return self.result
+            raise RunInterrupted(self.result, stopper.signum) from None
         finally:
             self.result.elapsed_s = time.monotonic() - started
+
+    async def _run(self, stopper: Stopper) -> R:
+        info = await self.check()
+        dry_run, progress = self.options.dry_run, self.options.progress
+        plan = await plan_run(
+            self.backend,
+            self.source,
+            self.selection,
+            max_count=self.options.max_count,
+            scan=dry_run,
+            progress=progress,
+        )
+        self.result.selected = plan.selected
+        self.note(self.plan_line() + (" (dry run)" if dry_run else ""))
+        self.explain()
+        if dry_run or plan.selected == 0:
+            return self.result
+        self.before_moving()
+        tick = progress(plan.selected) if progress else None
+        stopper.moving = True
+        try:
+            await self.move(plan, info, tick)
+        except BadInput:
+            raise  # a bad selection (a --body-regex over its budget) is a usage error, exit 2
+        except SbdlqError as exc:
+            # The loop has wound down (chunks in flight finished, the rest released): a
+            # failing broker or store ends the run with its partial summary, not a bare error.
+            self.stats.abort(exc.message)
+        self.account()
+        if stopper.signum is not None:
+            raise RunInterrupted(self.result, stopper.signum)
+        return self.result
 
     async def move(self, plan: Plan, info: EntityInfo, tick: Callable[[int], None] | None) -> None:
         """The batched peek-lock loop with `settle` as its action."""

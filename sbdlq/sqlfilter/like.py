@@ -1,8 +1,13 @@
-"""LIKE patterns (`%` any run, `_` any one character, optional escape) compiled to matchers."""
+"""LIKE patterns (`%` any run, `_` any one character, optional escape) compiled to matchers.
+
+No regular expressions: a backtracking engine takes exponential time on a pattern such as
+`%a%a%a%a%a%a%a%a%a%a%b` (an attacker's `--where`, or a rule from a Config.json), and Python's
+`re` cannot be interrupted meanwhile. The general case is a two-pointer wildcard matcher:
+O(len(pattern) * len(text)) at worst, with no recursion.
+"""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -58,9 +63,43 @@ def like_matcher(pattern: str, escape: str | None = None) -> Matcher:
             if starts_open:
                 return lambda s: s.endswith(text)
             return lambda s: s == text
-    regex = "".join(re.escape(p) if isinstance(p, str) else (".*" if p is _ANY_RUN else ".") for p in parts)
-    compiled = re.compile(regex, re.DOTALL)
-    return lambda s: compiled.fullmatch(s) is not None
+    # One token per character; a run of `%` is one `%`.
+    tokens: list[object] = []
+    for p in parts:
+        if isinstance(p, str):
+            tokens.extend(p)
+        elif not (p is _ANY_RUN and tokens and tokens[-1] is _ANY_RUN):
+            tokens.append(p)
+    return lambda s: _wildcard_match(tokens, s)
+
+
+def _wildcard_match(tokens: list[object], text: str) -> bool:
+    """Whether `text` matches the whole token list, in linear space and O(n*m) time.
+
+    On a mismatch after a `%`, only the latest `%` is retried, one character further on:
+    an earlier `%` never needs to take more, because whatever the later part matched
+    further right it can match from the latest `%` as well (the classic wildcard argument).
+    """
+    t = p = 0
+    star = -1  # index of the latest % in tokens
+    resume = 0  # where in text the latest % started to absorb characters
+    n, m = len(text), len(tokens)
+    while t < n:
+        token = tokens[p] if p < m else None
+        if token is _ANY_RUN:
+            star, resume = p, t
+            p += 1
+        elif token is not None and (token is _ANY_ONE or token == text[t]):
+            t += 1
+            p += 1
+        elif star >= 0:
+            resume += 1
+            t, p = resume, star + 1
+        else:
+            return False
+    while p < m and tokens[p] is _ANY_RUN:
+        p += 1
+    return p == m
 
 
 def _always(s: str) -> bool:

@@ -129,6 +129,16 @@ ROWS: list[tuple[str, list[str], list[str], dict[str, str], int, str]] = [
     ("store-not-a-database", ["--emulator", "{notadb}"], ["count", "orders"], {}, 2, "not an sbdlq emulator store"),
     ("store-missing", ["--emulator", "/nonexistent/store.db"], ["count", "orders"], {}, 2, "no emulator store"),
     ("unknown-command", [], ["resubmitt", "orders"], {}, 2, "resubmitt"),
+    ("enqueued-after-overflow", [], ["peek", "orders", "--enqueued-after", "99999999999d"], {}, 2, "--enqueued-after"),
+    ("enqueued-before-overflow", [], ["peek", "orders", "--enqueued-before", "1" + "0" * 400 + "s"], {}, 2, "--enqueued-before"),
+    ("older-than-overflow", [], ["purge", "orders", "--older-than", "1000000000000d", "--yes"], {}, 2, "--older-than"),
+    ("from-sequence-overflow", [], ["peek", "orders", "--from-sequence", "99999999999999999999"], {}, 2, "--from-sequence"),
+    ("sequence-overflow", [], ["peek", "orders", "--sequence", "99999999999999999999"], {}, 2, "--sequence"),
+    ("sequence-range-overflow", [], ["purge", "orders", "--sequence", "1-99999999999999999999", "--yes"], {}, 2, "--sequence"),
+    ("rate-nan", [], ["resubmit", "orders", "--to", "retry", "--rate", "nan"], {}, 2, "--rate"),
+    ("rate-inf", [], ["resubmit", "orders", "--to", "retry", "--rate", "inf"], {}, 2, "--rate"),
+    ("rate-negative", [], ["resubmit", "orders", "--to", "retry", "--rate", "-5"], {}, 2, "--rate"),
+    ("rate-zero", [], ["resubmit", "orders", "--to", "retry", "--rate", "0"], {}, 2, "--rate"),
 ]
 
 

@@ -278,20 +278,34 @@ def test_a_dry_run_summary_says_what_would_happen() -> None:
 
 def test_exporter_cuts_a_torn_last_line_from_a_crashed_run(tmp_path: Path) -> None:
     path = tmp_path / "x.jsonl"
-    path.write_bytes(b'{"a": 1}\n{"b": 2}\n{"sequence_nu')
+    ex = Exporter(path)
+    ex.write([msg(1), msg(2)])
+    ex.close()
+    whole = path.read_bytes()
+    with open(path, "ab") as f:
+        f.write(b'{"sequence_nu')
     ex = Exporter(path)
     ex.write([msg(7)])
     ex.close()
+    assert path.read_bytes().startswith(whole)
     lines = path.read_text().splitlines()
-    assert lines[:2] == ['{"a": 1}', '{"b": 2}']
-    assert json.loads(lines[2])["sequence_number"] == 7 and len(lines) == 3
+    assert [json.loads(line)["sequence_number"] for line in lines] == [1, 2, 7]
 
 
-def test_exporter_repairs_a_file_that_is_one_torn_line(tmp_path: Path) -> None:
+def test_exporter_repairs_a_file_that_is_one_torn_record(tmp_path: Path) -> None:
     path = tmp_path / "x.jsonl"
-    path.write_bytes(b"x" * 70000)
+    path.write_bytes(b'{"sequence_number": 12, "message_id": "' + b"x" * 70000)
     Exporter(path).close()
     assert path.read_bytes() == b""
+
+
+def test_exporter_refuses_a_file_that_is_one_foreign_line(tmp_path: Path) -> None:
+    """An unterminated line that isn't an export record is someone's data (a token file): never cut."""
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b"x" * 70000)
+    with pytest.raises(BadInput, match="not an sbdlq JSONL export"):
+        Exporter(path)
+    assert path.read_bytes() == b"x" * 70000
 
 
 def test_a_failed_write_leaves_only_whole_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

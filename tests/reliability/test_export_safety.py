@@ -1,0 +1,146 @@
+"""`purge --export` never cuts data it did not write (issue 12 items 2 and 3).
+
+The export file may be someone else's: another run appending to it right now, a token file
+typed by mistake, a symlink to a file elsewhere. Each case checks the exit status, the one
+line on stderr, that the file is byte for byte as before, and that the DLQ lost nothing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sbdlq.emulator.engine import Engine
+from sbdlq.models import OutboundMessage
+from sbdlq.paths import parse_address
+from tests.conftest import Cli
+
+N = 6
+RECORD = b'{"sequence_number": 1, "message_id": "old-1", "body": "x"}\n'
+
+
+@pytest.fixture
+def seeded(engine: Engine) -> Engine:
+    engine.create_queue("orders")
+    engine.send("orders", [OutboundMessage(body=b"order %d" % i, message_id=f"m-{i}") for i in range(N)])
+    address = parse_address("orders")
+    got = engine.receive(address, N)
+    engine.dead_letter(address, [m.lock_token for m in got if m.lock_token], "Bad", "broken")
+    return engine
+
+
+def _dlq_ids(store: Path) -> list[str]:
+    eng = Engine(store)
+    try:
+        return [m.message_id or "" for m in eng.peek(parse_address("orders/$DeadLetterQueue"), 0, 10_000)]
+    finally:
+        eng.close()
+
+
+def _refused(cli: Cli, target: Path, status: int, phrase: str, *extra: str) -> None:
+    before = target.read_bytes() if target.exists() else None
+    code, out, err = cli("purge", "orders", "--yes", "--export", str(target), *extra)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == status, err
+    assert len(lines) == 1 and phrase in lines[0], lines
+    assert out == ""
+    assert (target.read_bytes() if target.exists() else None) == before
+    assert len(_dlq_ids(cli.store)) == N
+
+
+def test_unterminated_token_file_is_refused_not_cut(seeded: Engine, cli: Cli, tmp_path: Path) -> None:
+    token = tmp_path / "token.txt"
+    token.write_bytes(b"ghp_very-secret-token-with-no-newline")
+    _refused(cli, token, 2, "not an sbdlq JSONL export")
+
+
+def test_other_jsonl_file_is_refused(seeded: Engine, cli: Cli, tmp_path: Path) -> None:
+    other = tmp_path / "events.jsonl"
+    other.write_bytes(b'{"event": "a"}\n{"event": "b"}\n')
+    _refused(cli, other, 2, "not an sbdlq JSONL export")
+    _refused(cli, other, 2, "not an sbdlq JSONL export", "--dry-run")
+
+
+def test_export_with_a_foreign_tail_is_refused(seeded: Engine, cli: Cli, tmp_path: Path) -> None:
+    """Whole records, then a last line someone else appended: not ours to cut."""
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(RECORD + b"a note typed by hand")
+    _refused(cli, path, 2, "partial line that is not an sbdlq export record")
+
+
+def test_symlink_is_refused_unless_asked(seeded: Engine, cli: Cli, tmp_path: Path) -> None:
+    precious = tmp_path / "precious.txt"
+    precious.write_bytes(b"line one\nunterminated")
+    link = tmp_path / "export.jsonl"
+    link.symlink_to(precious)
+    _refused(cli, link, 2, "symlink")
+    # Following it is allowed on request, and still never cuts a file that isn't an export.
+    _refused(cli, link, 2, "not an sbdlq JSONL export", "--export-follow-symlinks")
+    exports = tmp_path / "real-export.jsonl"
+    exports.write_bytes(RECORD)
+    link.unlink()
+    link.symlink_to(exports)
+    code, _, err = cli("purge", "orders", "--yes", "--export", str(link), "--export-follow-symlinks")
+    assert code == 0, err
+    assert exports.read_bytes().startswith(RECORD)
+    assert len(exports.read_bytes().splitlines()) == N + 1
+
+
+def test_torn_export_record_is_repaired(seeded: Engine, cli: Cli, tmp_path: Path) -> None:
+    """What a kill -9 leaves (a record cut mid-line) is dropped: its message is still in the DLQ."""
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(RECORD + b'{"sequence_number": 2, "message_id": "m-0", "bo')
+    code, _, err = cli("purge", "orders", "--yes", "--export", str(path))
+    assert code == 0, err
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert lines[0] == RECORD
+    assert sorted(json.loads(line)["message_id"] for line in lines[1:]) == [f"m-{i}" for i in range(N)]
+
+
+def test_file_locked_by_another_run_is_refused(seeded: Engine, cli: Cli, tmp_path: Path) -> None:
+    """While another run holds the file (its last line still being written), a second run refuses."""
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(RECORD + b'{"sequence_number": 2, "message_id": "in-flight", "bo')
+    with open(path, "rb") as holder:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        _refused(cli, path, 1, "is being written by another sbdlq run")
+
+
+def test_two_runs_at_once_lose_nothing(seeded: Engine, store: Path, tmp_path: Path) -> None:
+    """Two real processes onto one file: the second refuses with exit 1; every message is kept."""
+    extra = [OutboundMessage(body=b"more %d" % i, message_id=f"x-{i}") for i in range(200)]
+    seeded.send("orders", extra)
+    address = parse_address("orders")
+    got = seeded.receive(address, 200)
+    seeded.dead_letter(address, [m.lock_token for m in got if m.lock_token], "Bad", "broken")
+    path = tmp_path / "export.jsonl"
+    env = {
+        **os.environ,
+        "SBDLQ_EMULATOR": str(store),
+        "SBDLQ_CONFIG": str(tmp_path / "none.yaml"),
+        "SBDLQ_EMULATOR_LATENCY": "20ms",
+    }
+    argv = [sys.executable, "-m", "sbdlq", "purge", "orders", "--yes", "--batch-size", "5", "--export", str(path)]
+    first = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Wait until the first run is writing.
+    for _ in range(400):
+        if path.exists() and path.stat().st_size > 0:
+            break
+        time.sleep(0.02)
+    second = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    _, first_err = first.communicate(timeout=120)
+    assert first.returncode == 0, first_err
+    assert second.returncode == 1, second.stderr
+    assert "is being written by another sbdlq run" in second.stderr
+    exported = [json.loads(line)["message_id"] for line in path.read_bytes().splitlines()]
+    assert path.read_bytes().endswith(b"\n")
+    expected = sorted([f"m-{i}" for i in range(N)] + [f"x-{i}" for i in range(200)])
+    assert sorted(exported + _dlq_ids(store)) == expected
+    assert len(set(exported)) == len(exported)
