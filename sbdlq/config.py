@@ -33,7 +33,7 @@ ENV_VARS = {
     "profile": "SBDLQ_PROFILE",
     "timeout": "SBDLQ_TIMEOUT",
 }
-_OUTPUTS = ("table", "json", "jsonl", "yaml")
+_OUTPUTS = ("table", "json", "jsonl", "yaml", "tsv")
 
 
 class Source(StrEnum):

@@ -1,7 +1,8 @@
-"""Output: table / json / jsonl / yaml on stdout, progress bars and notes on stderr.
+"""Output: table / json / jsonl / yaml / tsv on stdout, progress bars and notes on stderr.
 
 stdout carries only the requested output so pipes stay clean; progress appears only
-when stderr is a terminal.
+when stderr is a terminal. Tables never cut an identifier: on a terminal they fold it,
+off one they are as wide as their content.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from typing import IO, Any
 
 from sbdlq.errors import BadInput
 
-OUTPUTS = ("table", "json", "jsonl", "yaml")
+OUTPUTS = ("table", "json", "jsonl", "yaml", "tsv")
 # One encoder for every record: json.dumps builds a new one per call when given options.
 _encode = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def check_output(fmt: str) -> str:
     if fmt not in OUTPUTS:
-        raise BadInput(f"invalid output format {fmt!r}", hint="use table, json, jsonl or yaml")
+        raise BadInput(f"invalid output format {fmt!r}", hint="use table, json, jsonl, yaml or tsv")
     return fmt
 
 
@@ -53,11 +54,20 @@ def note(text: str) -> None:
 class Emitter:
     """Writes a stream of records in one format; json becomes one array document, streamed."""
 
-    def __init__(self, fmt: str, out: IO[str] | None = None, query: Query | None = None) -> None:
+    def __init__(
+        self,
+        fmt: str,
+        out: IO[str] | None = None,
+        query: Query | None = None,
+        *,
+        tsv_keys: Sequence[str] | None = None,
+    ) -> None:
         self.fmt = check_output(fmt)
         self.out = out or sys.stdout
         self.count = 0
         self.query = query
+        #: the record keys a tsv line holds (the table's columns); None: every key
+        self.tsv_keys = tsv_keys
         self._flushed = time.monotonic()
         # A query over the whole list needs the whole list; jsonl applies it line by line.
         self._held: list[dict[str, Any]] | None = [] if query is not None and fmt != "jsonl" else None
@@ -77,8 +87,12 @@ class Emitter:
             return
         if self.fmt == "json":
             self.out.write(("\n  " if self.count == 0 else ",\n  ") + _encode(record))
-        elif self.fmt == "jsonl":
-            self.out.write(_encode(record) + "\n")
+        elif self.fmt in ("jsonl", "tsv"):
+            if self.fmt == "tsv":
+                keys = self.tsv_keys or list(record)
+                self.out.write(tsv_line([record.get(k) for k in keys]))
+            else:
+                self.out.write(_encode(record) + "\n")
             now = time.monotonic()
             if now - self._flushed > 0.2:
                 # Streamed: a reader sees lines as they come, without a flush per line.
@@ -152,21 +166,65 @@ def write_document(data: Any, fmt: str, out: IO[str] | None = None, *, query: Qu
             stream.write(json.dumps(record, ensure_ascii=False) + "\n")
     elif fmt == "yaml":
         stream.write(dump_yaml(data))
+    elif fmt == "tsv":
+        write_tsv(data, stream)
     stream.flush()
+
+
+def tsv_cell(value: Any) -> str:
+    """One tsv field: the full value, with backslash, tab, newline and carriage return escaped."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+        text = ",".join(tsv_cell(v) for v in value)
+    elif isinstance(value, (dict, list)):
+        text = _encode(value)
+    else:
+        text = str(value)
+    return text.translate(_TSV_ESCAPES)
+
+
+_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def tsv_line(values: Sequence[Any]) -> str:
+    """One row as a tab-separated line."""
+    return "\t".join(tsv_cell(v) for v in values) + "\n"
+
+
+def write_tsv(data: Any, out: IO[str]) -> None:
+    """A document as az writes tsv: no header, one line per row (an object's values), nothing for null."""
+    for row in data if isinstance(data, list) else [data]:
+        if row is None:
+            continue
+        out.write(tsv_line(list(row.values()) if isinstance(row, dict) else [row]))
 
 
 @dataclass(frozen=True)
 class Col:
-    """A table column: how it may shrink, and whether it may be dropped on a narrow terminal."""
+    """A table column: whether its values must stay whole, how far it may shrink, and when it goes.
+
+    `whole` columns (entity paths, reasons, message ids, sequence numbers, times) are never
+    cut: on a narrow terminal they fold onto more lines. The others hold free text (bodies,
+    descriptions) and are shortened with a visible ellipsis.
+    """
 
     name: str
     numeric: bool = False
+    #: never cut: fold onto more lines instead (numbers are always whole)
+    whole: bool = False
     #: never narrower than this (None: the header's length)
     min_width: int | None = None
-    #: never wider than this
+    #: free text only: never wider than this, on a terminal or off one
     max_width: int | None = None
     #: columns with a higher number are dropped first when the terminal is too narrow; 0: never
     drop: int = 0
+
+    @property
+    def kept_whole(self) -> bool:
+        return self.whole or self.numeric
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -190,35 +248,50 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def layout(columns: Sequence[Col], rows: Sequence[Sequence[str]], width: int) -> list[tuple[int, int]]:
-    """(column index, width) of the columns that fit in `width`, most important kept."""
-    keep = list(range(len(columns)))
+def table_width(widths: Sequence[int]) -> int:
+    """The printed width of a table with these column widths (rules and padding included)."""
+    return sum(widths) + _PER_COLUMN * len(widths) + 1
+
+
+def layout(columns: Sequence[Col], rows: Sequence[Sequence[str]], width: int | None) -> list[tuple[int, int]]:
+    """(column index, width) of the columns to show: all at their content's width when `width`
+    is None (off a terminal), else fitted to `width`: drop, shorten free text, then fold the rest."""
     natural = []
     for i, c in enumerate(columns):
         n = max([len(c.name), *(len(r[i]) for r in rows)])
-        natural.append(min(n, c.max_width) if c.max_width is not None else n)
+        natural.append(min(n, c.max_width) if c.max_width is not None and not c.kept_whole else n)
+    keep = list(range(len(columns)))
+    if width is None:
+        return [(i, natural[i]) for i in keep]
 
     def floor(i: int) -> int:
-        # Short content needs no more than itself: more columns then fit.
+        # Short content needs no more than itself; a header is never cut; numbers never shrink.
         c = columns[i]
-        return min(c.min_width if c.min_width is not None else len(c.name), natural[i])
+        if c.numeric:
+            return natural[i]
+        return min(max(c.min_width or 0, len(c.name)), natural[i])
 
-    while True:
-        need = sum(floor(i) for i in keep) + _PER_COLUMN * len(keep) + 1
+    def needed(i: int) -> int:
+        # Optional columns go before an identifier has to fold.
+        return natural[i] if columns[i].kept_whole else floor(i)
+
+    while table_width([needed(i) for i in keep]) > width:
         droppable = [i for i in keep if columns[i].drop]
-        if need <= width or not droppable:
+        if not droppable:
             break
         keep.remove(max(droppable, key=lambda i: (columns[i].drop, i)))
-    widths = {i: max(natural[i], floor(i)) for i in keep}
-    excess = sum(widths.values()) + _PER_COLUMN * len(keep) + 1 - width
-    while excess > 0:
-        # Take a character from the widest column that can still give one.
-        shrinkable = [i for i in keep if widths[i] > floor(i) and not columns[i].numeric]
-        if not shrinkable:
-            break
-        i = max(shrinkable, key=lambda j: (widths[j] - floor(j), j))
-        widths[i] -= 1
-        excess -= 1
+    widths = {i: natural[i] for i in keep}
+    excess = table_width(list(widths.values())) - width
+    # Free text gives way first; identifiers fold only when that is not enough.
+    for whole in (False, True):
+        while excess > 0:
+            shrinkable = [i for i in keep if widths[i] > floor(i) and columns[i].kept_whole is whole]
+            if not shrinkable:
+                break
+            # Take a character from the column with the most to give.
+            i = max(shrinkable, key=lambda j: (widths[j] - floor(j), j))
+            widths[i] -= 1
+            excess -= 1
     return [(i, widths[i]) for i in keep]
 
 
@@ -229,26 +302,32 @@ def table(
     title: str | None = None,
     width: int | None = None,
 ) -> None:
-    """A Rich table on stdout, one line per row: columns shrink (ellipsis) or drop to fit the terminal."""
+    """A Rich table on stdout: fitted to a terminal (free text shortened, identifiers folded),
+    as wide as its content off one, so a pipe to grep sees every identifier whole."""
     from rich.table import Table
     from rich.text import Text
 
-    cols = [c if isinstance(c, Col) else Col(c, numeric=c in _NUMERIC) for c in columns]
+    # A column named by a bare string holds identifiers or numbers: kept whole.
+    cols = [c if isinstance(c, Col) else Col(c, numeric=c in _NUMERIC, whole=True) for c in columns]
     texts = [[cell_text(v) for v in r] for r in rows]
     con = stdout_console()
-    fitted = layout(cols, texts, width or con.width)
+    fitted = layout(cols, texts, width or (con.width if con.is_terminal else None))
+    if width is None and not con.is_terminal:
+        # Off a terminal Rich would squeeze the table into 80 columns: give it its own width.
+        con.width = table_width([w for _, w in fitted])
     t = Table(title=Text(title) if title else None, show_lines=False, header_style="bold", expand=False)
     for i, w in fitted:
+        whole = cols[i].kept_whole
         t.add_column(
-            Text(clip(cols[i].name, w)),
+            Text(cols[i].name),
             justify="right" if cols[i].numeric else "left",
             width=w,
-            no_wrap=True,
-            overflow="ellipsis",
+            no_wrap=not whole,
+            overflow="fold" if whole else "ellipsis",
         )
     for r in texts:
         # Text, not str: message content must never be read as Rich markup.
-        t.add_row(*[Text(clip(r[i], w)) for i, w in fitted])
+        t.add_row(*[Text(r[i] if cols[i].kept_whole else clip(r[i], w)) for i, w in fitted])
     con.print(t)
 
 

@@ -35,6 +35,22 @@ def complete_profile(ctx: click.Context, incomplete: str) -> list[str]:
     return _matching(list(cfg.profiles) if cfg else [], incomplete)
 
 
+def complete_output(ctx: click.Context, incomplete: str) -> list[str]:
+    """The output formats (`-o`)."""
+    from sbdlq.render import OUTPUTS
+
+    return _matching(list(OUTPUTS), incomplete)
+
+
+# `--by` values; `property:` is completed up to the name the user types.
+GROUP_BY = ("reason", "description", "source", "subject", "property:", "hour", "day")
+
+
+def complete_group_by(ctx: click.Context, incomplete: str) -> list[str]:
+    """The groupings of inspect-reason (`--by`)."""
+    return _matching(list(GROUP_BY), incomplete)
+
+
 def _complete(ctx: click.Context, incomplete: str, kinds: tuple[str, ...]) -> list[str]:
     try:
         store = _emulator_store(ctx)

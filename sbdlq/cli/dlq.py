@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from sbdlq.cli.common import Settings, err, handled, note, open_target, output_format, run
-from sbdlq.cli.complete import complete_destination, complete_entity
+from sbdlq.cli.complete import complete_destination, complete_entity, complete_group_by
 from sbdlq.cli.options import Entity, Output, QueryOpt, SelectionOptions, for_sub_queue, selection_options
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
 from sbdlq.paths import Address, SubQueue, parse_address, parse_entity
@@ -21,6 +21,17 @@ from sbdlq.render import Emitter, Query
 from sbdlq.selection import MAX_SEQUENCE, Selection
 
 NO_SELECTION = SelectionOptions()
+# `peek -o tsv`: the peek table's columns, as Message JSON keys, with full values.
+PEEK_TSV_KEYS = (
+    "sequence_number",
+    "enqueued_time",
+    "delivery_count",
+    "dead_letter_reason",
+    "dead_letter_error_description",
+    "subject",
+    "message_id",
+    "body",
+)
 
 
 def register(app: typer.Typer, sub_queue: SubQueue) -> None:
@@ -43,7 +54,7 @@ def _queue_name(sub_queue: SubQueue) -> str:
 def _fail_above_option(sub_queue: SubQueue) -> Any:
     """--fail-above, its help naming the queue it watches."""
     help_ = f"Exit 3 when a {_queue_name(sub_queue)} holds more than N."
-    return Annotated[int | None, typer.Option("--fail-above", help=help_, min=0)]
+    return Annotated[int | None, typer.Option("--fail-above", help=help_, min=0, metavar="N")]
 
 
 # ---------------------------------------------------------------------- count
@@ -102,10 +113,11 @@ def peek(
     ctx: typer.Context,
     sub_queue: SubQueue,
     entity: Entity,
-    max_count: Annotated[int, typer.Option("--max", help="Show at most N messages.", min=1)] = 20,
+    max_count: Annotated[int, typer.Option("--max", help="Show at most N messages.", min=1, metavar="N")] = 20,
     all_: Annotated[bool, typer.Option("--all", help="Every message (overrides --max).")] = False,
     from_sequence: Annotated[
-        int, typer.Option("--from-sequence", help="Start at this sequence number.", min=0, max=MAX_SEQUENCE)
+        int,
+        typer.Option("--from-sequence", help="Start at this sequence number.", min=0, max=MAX_SEQUENCE, metavar="N"),
     ] = 0,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
@@ -124,7 +136,8 @@ def peek(
             if fmt == "table" and q is None:
                 await _peek_to_table(backend, address, sel, from_sequence, limit)
             else:
-                await _peek_to_document(backend, address, sel, from_sequence, limit, Emitter(fmt, query=q))
+                emitter = Emitter(fmt, query=q, tsv_keys=PEEK_TSV_KEYS)
+                await _peek_to_document(backend, address, sel, from_sequence, limit, emitter)
         return fmt
 
     _warn_if_query_found_nothing(q, run(ctx, work))
@@ -182,7 +195,11 @@ def inspect_reason(
     entity: Entity,
     by: Annotated[
         str,
-        typer.Option("--by", help="reason, description, source, subject, property:NAME, hour or day."),
+        typer.Option(
+            "--by",
+            help="reason, description, source, subject, property:NAME, hour or day.",
+            autocompletion=complete_group_by,
+        ),
     ] = "reason",
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
@@ -218,19 +235,19 @@ def _reasons_table(groups: list[Any], by: str) -> None:
 
     table(
         [
-            # The reason is what the operator came for: room for MaxDeliveryCountExceeded.
-            Col("key", min_width=24),
+            # The key (a reason, a description, ...) is what the operator came for: never cut.
+            Col("key", whole=True, min_width=12),
             Col("count", numeric=True),
-            Col("first_enqueued", min_width=16),
-            Col("last_enqueued", min_width=16),
-            Col("samples", min_width=7, drop=1),
+            Col("first_enqueued", whole=True, min_width=20),
+            Col("last_enqueued", whole=True, min_width=20),
+            Col("samples", whole=True, min_width=7),
         ],
         [
             (
                 g.key,
                 g.count,
-                _time(g.first_enqueued, seconds=False),
-                _time(g.last_enqueued, seconds=False),
+                _time(g.first_enqueued),
+                _time(g.last_enqueued),
                 ", ".join(str(n) for n in g.sample_sequence_numbers),
             )
             for g in groups
@@ -264,15 +281,17 @@ def resubmit(
         ),
     ] = None,
     concurrency: Annotated[
-        int | None,
-        typer.Option("--concurrency", help="Messages in flight at most.", min=1, show_default="32"),
-    ] = None,
+        int, typer.Option("--concurrency", help="Messages in flight at most.", min=1, metavar="N")
+    ] = 32,
     batch_size: Annotated[
-        int | None,
-        typer.Option("--batch-size", help="Messages received per batch.", min=1, show_default="100"),
+        int, typer.Option("--batch-size", help="Messages received per batch.", min=1, metavar="N")
+    ] = 100,
+    rate: Annotated[
+        float | None, typer.Option("--rate", help="At most N messages per second.", min=0.001, metavar="N")
     ] = None,
-    rate: Annotated[float | None, typer.Option("--rate", help="At most N messages per second.", min=0.001)] = None,
-    max_count: Annotated[int | None, typer.Option("--max", help="Resubmit at most N messages.", min=1)] = None,
+    max_count: Annotated[
+        int | None, typer.Option("--max", help="Resubmit at most N messages.", min=1, metavar="N")
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; change nothing.")] = False,
     new_message_id: Annotated[bool, typer.Option("--new-message-id", help="Give copies fresh message ids.")] = False,
     keep_dead_letter_properties: Annotated[
@@ -300,8 +319,8 @@ def resubmit(
                     target,
                     selection=sel,
                     max_count=max_count,
-                    batch_size=_tuning(s, "batch_size", batch_size, 100),
-                    concurrency=_tuning(s, "concurrency", concurrency, 32),
+                    batch_size=_tuning(ctx, s, "batch_size", batch_size),
+                    concurrency=_tuning(ctx, s, "concurrency", concurrency),
                     rate=rate,
                     dry_run=dry_run,
                     new_message_id=new_message_id,
@@ -322,7 +341,9 @@ def purge(
     ctx: typer.Context,
     sub_queue: SubQueue,
     entity: Entity,
-    max_count: Annotated[int | None, typer.Option("--max", help="Delete at most N messages.", min=1)] = None,
+    max_count: Annotated[
+        int | None, typer.Option("--max", help="Delete at most N messages.", min=1, metavar="N")
+    ] = None,
     older_than: Annotated[
         str | None, typer.Option("--older-than", help="Only messages enqueued more than this long ago (7d).")
     ] = None,
@@ -333,9 +354,7 @@ def purge(
     export_follow_symlinks: Annotated[
         bool, typer.Option("--export-follow-symlinks", help="Let --export write through a symlink.")
     ] = False,
-    batch_size: Annotated[
-        int | None, typer.Option("--batch-size", help="Messages per batch.", min=1, show_default="500")
-    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Messages per batch.", min=1, metavar="N")] = 500,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Don't ask (required when stdin is not a terminal).")
@@ -367,8 +386,8 @@ def purge(
                     max_count=max_count,
                     export=export,
                     export_follow_symlinks=export_follow_symlinks,
-                    batch_size=_tuning(s, "batch_size", batch_size, 500),
-                    concurrency=_tuning(s, "concurrency", None, 32),
+                    batch_size=_tuning(ctx, s, "batch_size", batch_size),
+                    concurrency=_tuning(ctx, s, "concurrency", None, 32),
                     dry_run=dry_run,
                     note=_note,
                     progress=bars,
@@ -442,12 +461,22 @@ def _check_export_path(path: Path) -> None:
         raise BadInput(f"--export {path}: not writable")
 
 
-def _tuning(s: Settings, key: str, given: int | None, default: int) -> int:
-    """--concurrency / --batch-size: the option, else the profile's value, else the default."""
-    if given is not None:
-        return given
-    value = s.profile_default(key)
-    return int(value) if value else default
+def _tuning(ctx: typer.Context, s: Settings, key: str, value: int | None, default: int | None = None) -> int:
+    """--concurrency / --batch-size: the option when given, else the profile's value, else the default.
+
+    The option's declared default is the one `--help` shows; a profile's value overrides it.
+    """
+    from click.core import ParameterSource
+
+    if value is not None and ctx.get_parameter_source(key) not in (ParameterSource.DEFAULT, None):
+        return value
+    chosen = s.profile_default(key)
+    if chosen:
+        return int(chosen)
+    if value is not None:
+        return value
+    assert default is not None
+    return default
 
 
 def _note(text: str) -> None:
@@ -467,13 +496,13 @@ def _confirm(address: Address, n: int, export: Path | None) -> None:
         raise OperationFailed("purge cancelled; nothing was deleted")
 
 
-def _time(ts: Any, *, seconds: bool = True) -> str:
-    """A table's time: UTC to the second, or the minute where room is short (json keeps it all)."""
+def _time(ts: Any) -> str:
+    """A table's time: ISO 8601 UTC with a Z, to the second (json keeps the fraction)."""
     from datetime import UTC
 
     if ts is None:
         return ""
-    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ" if seconds else "%Y-%m-%d %H:%M")
+    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _peek_table(messages: list[Any], title: str) -> None:
@@ -492,21 +521,22 @@ def _peek_table(messages: list[Any], title: str) -> None:
                 m.dead_letter_error_description,
                 m.subject,
                 m.message_id,
-                # Enough of the body for any width; the layout cuts it to fit.
+                # Enough of the body for any width; the layout shortens it visibly to fit.
                 text[:200] if enc == "utf-8" else f"<{len(m.body)} bytes>",
             )
         )
     # On a narrow terminal the least telling columns go first: deliveries, description, subject.
+    # Identifiers (seq, time, reason, message id) are never cut; the free text gives way.
     table(
         [
             Col("seq", numeric=True),
-            Col("enqueued", min_width=20),
+            Col("enqueued", whole=True, min_width=20),
             Col("deliveries", numeric=True, drop=4),
-            Col("reason", min_width=12, max_width=32),
+            Col("reason", whole=True, min_width=12),
             Col("description", min_width=11, max_width=40, drop=3),
             Col("subject", min_width=7, max_width=24, drop=2),
-            Col("message_id", min_width=12, max_width=36),
-            Col("body", min_width=12),
+            Col("message_id", whole=True, min_width=12),
+            Col("body", min_width=12, max_width=60),
         ],
         rows,
         title=f"{title}: {len(rows)} message(s)",
@@ -522,7 +552,7 @@ def _emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str], q: Quer
     if fmt == "table" and q is None:
         from sbdlq.render import Col, table
 
-        cols = [Col(c, min_width=10) if c == "entity" else c for c in columns]
+        cols = [Col(c, whole=True, min_width=10) if c == "entity" else c for c in columns]
         table(cols, [[r[c] for c in columns] for r in rows])
     else:
         _write(rows, fmt, q)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
+from sbdlq.cli.options import Output
 from sbdlq.connstr import is_loopback as _is_loopback
 from sbdlq.emulator.signals import stop_on_signals
 from sbdlq.errors import BadInput, OperationFailed
@@ -32,13 +33,8 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-OUT = "Output"
 MSG = "Message"
 
-Output = Annotated[
-    str | None,
-    typer.Option("--output", "-o", help="table, json, jsonl or yaml (default: table).", rich_help_panel=OUT),
-]
 SendTo = Annotated[str, typer.Argument(help="Queue or topic.", show_default=False)]
 ReceiveFrom = Annotated[
     str,
@@ -381,22 +377,30 @@ def receive(
     if fmt != "table":
         from sbdlq.render import write_document
 
-        write_document([m.to_json() for m in got], fmt)
+        records = [m.to_json() for m in got]
+        if fmt == "tsv":
+            # The table's columns, with full values.
+            records = [{k: r[k] for k in RECEIVE_TSV_KEYS} for r in records]
+        write_document(records, fmt)
         err(summary)
         return
     if not got:
         typer.echo(f"no messages available in {where}")
         return
-    from sbdlq.render import table
+    from sbdlq.render import Col, table
 
     table(
-        ["seq", "message_id", "deliveries", "subject", "reason", "body"],
+        ["seq", "message_id", "deliveries", Col("subject", max_width=24), "reason", Col("body", min_width=12)],
         [
             (m.sequence_number, m.message_id, m.delivery_count, m.subject, m.dead_letter_reason, _preview(m.body))
             for m in got
         ],
     )
     typer.echo(summary)
+
+
+# `receive -o tsv`: the receive table's columns, as Message JSON keys.
+RECEIVE_TSV_KEYS = ("sequence_number", "message_id", "delivery_count", "subject", "dead_letter_reason", "body")
 
 
 def _receive_address(entity: str, sub_queue: str | None) -> "Address":

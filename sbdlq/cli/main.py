@@ -116,7 +116,9 @@ def _source(ctx: typer.Context, name: str) -> Source:
 
 
 def _build() -> None:
-    from sbdlq.cli import dlq
+    from sbdlq.cli import dlq, helpfmt
+
+    helpfmt.install()
 
     dlq.register(app, SubQueue.DEAD_LETTER)
     transfer = typer.Typer(

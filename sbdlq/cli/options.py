@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
-from sbdlq.cli.complete import complete_entity
+from sbdlq.cli.complete import complete_entity, complete_output
 from sbdlq.paths import SubQueue
 from sbdlq.selection import Selection, build_selection
 
@@ -23,7 +23,14 @@ OUT = "Output"
 
 Output = Annotated[
     str | None,
-    typer.Option("--output", "-o", help="table, json, jsonl or yaml (default: table).", rich_help_panel=OUT),
+    typer.Option(
+        "--output",
+        "-o",
+        help="table, json, jsonl, yaml or tsv (no header, tab-separated; default: table).",
+        rich_help_panel=OUT,
+        autocompletion=complete_output,
+        show_default=False,
+    ),
 ]
 QueryOpt = Annotated[
     str | None,

@@ -179,7 +179,7 @@ def test_config_list_rejects_a_bad_output(run: Run, config: Path) -> None:
     assert run("config", "list", "-o", "xml") == (
         2,
         "",
-        "sbdlq: invalid output format 'xml' (use table, json, jsonl or yaml)\n",
+        "sbdlq: invalid output format 'xml' (use table, json, jsonl, yaml or tsv)\n",
     )
 
 
@@ -555,7 +555,7 @@ BAD_FILES = [
     (
         "output-bad",
         "profiles:\n  prod:\n    output: xml\n",
-        "profiles.prod.output must be one of table, json, jsonl, yaml",
+        "profiles.prod.output must be one of table, json, jsonl, yaml, tsv",
     ),
     (
         "namespace-number",

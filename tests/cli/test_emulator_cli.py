@@ -181,7 +181,7 @@ def test_list_rejects_a_bad_output_format(cli: Any) -> None:
     assert cli("emulator", "list", "-o", "xml") == (
         2,
         "",
-        "sbdlq: invalid output format 'xml' (use table, json, jsonl or yaml)\n",
+        "sbdlq: invalid output format 'xml' (use table, json, jsonl, yaml or tsv)\n",
     )
 
 
