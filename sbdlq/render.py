@@ -195,11 +195,14 @@ def tsv_line(values: Sequence[Any]) -> str:
 
 
 def write_tsv(data: Any, out: IO[str]) -> None:
-    """A document as az writes tsv: no header, one line per row (an object's values), nothing for null."""
+    """A document as az writes tsv: no header, one line per row (an object's values or a list's
+    items), nothing for null."""
     for row in data if isinstance(data, list) else [data]:
         if row is None:
             continue
-        out.write(tsv_line(list(row.values()) if isinstance(row, dict) else [row]))
+        if isinstance(row, dict):
+            row = list(row.values())
+        out.write(tsv_line(row if isinstance(row, list) else [row]))
 
 
 @dataclass(frozen=True)
