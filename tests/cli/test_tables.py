@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Cli
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
@@ -58,19 +57,19 @@ def seed(store: Path) -> None:
 
 
 @pytest.fixture
-def seeded(cli: Cli, store: Path) -> Cli:
+def seeded(cli: Any, store: Path) -> Any:
     seed(store)
     return cli
 
 
-def on_terminal(cli: Cli, columns: int, *args: str) -> str:
+def on_terminal(cli: Any, columns: int, *args: str) -> str:
     """stdout of `sbdlq ARGS` on a terminal COLUMNS wide, styles removed."""
     code, out, err = cli(*args, env={**TERMINAL, "COLUMNS": str(columns)})
     assert (code, err) == (0, "")
     return _STYLE.sub("", out)
 
 
-def off_terminal(cli: Cli, *args: str, columns: int = 80) -> str:
+def off_terminal(cli: Any, *args: str, columns: int = 80) -> str:
     code, out, err = cli(*args, env={"COLUMNS": str(columns)})
     assert (code, err) == (0, "")
     return out
@@ -115,7 +114,7 @@ COUNT_80 = (
 )
 
 
-def test_count_off_a_terminal_is_as_wide_as_its_content(seeded: Cli) -> None:
+def test_count_off_a_terminal_is_as_wide_as_its_content(seeded: Any) -> None:
     # COLUMNS=80 is ignored off a terminal: `sbdlq count | grep notifications` finds every row.
     assert off_terminal(seeded, "count", columns=80) == COUNT_OFF
     assert max(len(line) for line in COUNT_OFF.splitlines()) > 80
@@ -123,7 +122,7 @@ def test_count_off_a_terminal_is_as_wide_as_its_content(seeded: Cli) -> None:
     assert [line.split()[1] for line in grepped] == [f"{TOPIC}/Subscriptions/{s}" for s in SUBSCRIPTIONS]
 
 
-def test_count_at_80_columns_folds_entity_paths(seeded: Cli) -> None:
+def test_count_at_80_columns_folds_entity_paths(seeded: Any) -> None:
     out = on_terminal(seeded, 80, "count")
     assert out == COUNT_80
     assert all(len(line) <= 80 for line in out.splitlines())
@@ -131,7 +130,7 @@ def test_count_at_80_columns_folds_entity_paths(seeded: Cli) -> None:
     assert "…" not in out
 
 
-def test_count_at_120_columns_shows_paths_on_one_line(seeded: Cli) -> None:
+def test_count_at_120_columns_shows_paths_on_one_line(seeded: Any) -> None:
     # The content needs 120 columns: the same table as off a terminal.
     assert on_terminal(seeded, 120, "count") == COUNT_OFF
 
@@ -169,17 +168,17 @@ PEEK_120 = (
 )
 
 
-def test_peek_off_a_terminal_shows_reason_and_message_id_whole(seeded: Cli) -> None:
+def test_peek_off_a_terminal_shows_reason_and_message_id_whole(seeded: Any) -> None:
     # The description is free text: shortened, visibly.
     assert off_terminal(seeded, "peek", SMS) == PEEK_OFF
 
 
-def test_peek_at_80_columns_folds_reason_and_message_id(seeded: Cli) -> None:
+def test_peek_at_80_columns_folds_reason_and_message_id(seeded: Any) -> None:
     # Deliveries, description and subject give way; reason and message id fold, never cut.
     assert on_terminal(seeded, 80, "peek", SMS) == PEEK_80
 
 
-def test_peek_at_120_columns_keeps_reason_and_message_id_on_one_line(seeded: Cli) -> None:
+def test_peek_at_120_columns_keeps_reason_and_message_id_on_one_line(seeded: Any) -> None:
     assert on_terminal(seeded, 120, "peek", SMS) == PEEK_120
 
 
@@ -210,18 +209,18 @@ BY_DESC_80 = (
 )
 
 
-def test_inspect_reason_by_description_keeps_the_whole_description(seeded: Cli) -> None:
+def test_inspect_reason_by_description_keeps_the_whole_description(seeded: Any) -> None:
     assert off_terminal(seeded, "inspect-reason", SMS, "--by", "description") == BY_DESC_OFF
 
 
-def test_inspect_reason_at_80_columns_keeps_the_samples(seeded: Cli) -> None:
+def test_inspect_reason_at_80_columns_keeps_the_samples(seeded: Any) -> None:
     assert on_terminal(seeded, 80, "inspect-reason", SMS, "--by", "description") == BY_DESC_80
 
 
 # ------------------------------------------------------------------ -o tsv
 
 
-def test_count_tsv(seeded: Cli) -> None:
+def test_count_tsv(seeded: Any) -> None:
     assert seeded("count", "-o", "tsv") == (
         0,
         f"{TOPIC}/Subscriptions/notifications-email\t1\t0\t0\t0\n"
@@ -233,7 +232,7 @@ def test_count_tsv(seeded: Cli) -> None:
     )
 
 
-def test_peek_tsv_has_the_table_columns_with_full_escaped_values(seeded: Cli) -> None:
+def test_peek_tsv_has_the_table_columns_with_full_escaped_values(seeded: Any) -> None:
     # seq, enqueued, deliveries, reason, description, subject, message_id, body.
     assert seeded("peek", SMS, "-o", "tsv") == (
         0,
@@ -248,7 +247,7 @@ def test_peek_tsv_has_the_table_columns_with_full_escaped_values(seeded: Cli) ->
     )
 
 
-def test_inspect_reason_tsv(seeded: Cli) -> None:
+def test_inspect_reason_tsv(seeded: Any) -> None:
     assert seeded("inspect-reason", SMS, "-o", "tsv") == (
         0,
         f"{REASON}\t1\t2025-01-01T00:00:00Z\t2025-01-01T00:00:00Z\t1\n",
@@ -256,12 +255,12 @@ def test_inspect_reason_tsv(seeded: Cli) -> None:
     )
 
 
-def test_tsv_after_a_query(seeded: Cli) -> None:
+def test_tsv_after_a_query(seeded: Any) -> None:
     assert seeded("count", "-o", "tsv", "--query", "[?dead_letter > `0`].entity") == (0, f"{SMS}\norders\n", "")
     assert seeded("count", "orders", "-o", "tsv", "--query", "[].[entity, dead_letter]") == (0, "orders\t1\n", "")
 
 
-def test_emulator_list_and_receive_tsv(seeded: Cli) -> None:
+def test_emulator_list_and_receive_tsv(seeded: Any) -> None:
     code, out, err = seeded("emulator", "list", "-o", "tsv")
     assert (code, err) == (0, "")
     assert out.splitlines()[0] == f"{TOPIC}\ttopic\t\t\t\t\t4"
@@ -273,7 +272,7 @@ def test_emulator_list_and_receive_tsv(seeded: Cli) -> None:
     )
 
 
-def test_tsv_in_a_profile(seeded: Cli, tmp_path: Path) -> None:
+def test_tsv_in_a_profile(seeded: Any, tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(f"profiles:\n  local:\n    emulator: {seeded.store}\n    output: tsv\n")
     assert seeded.bare("--profile", "local", "count", "orders", env={"SBDLQ_CONFIG": str(config)}) == (
@@ -296,7 +295,7 @@ def _times(doc: Any) -> list[str]:
 
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
 @pytest.mark.parametrize("command", [["peek", SMS], ["inspect-reason", SMS], ["inspect-reason", SMS, "--by", "hour"]])
-def test_every_document_shows_time_as_iso_8601_utc_with_z(seeded: Cli, fmt: str, command: list[str]) -> None:
+def test_every_document_shows_time_as_iso_8601_utc_with_z(seeded: Any, fmt: str, command: list[str]) -> None:
     import yaml
 
     code, out, err = seeded(*command, "-o", fmt)
@@ -306,7 +305,7 @@ def test_every_document_shows_time_as_iso_8601_utc_with_z(seeded: Cli, fmt: str,
     assert times and all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", t) for t in times), times
 
 
-def test_every_table_shows_time_as_iso_8601_utc_with_z(seeded: Cli) -> None:
+def test_every_table_shows_time_as_iso_8601_utc_with_z(seeded: Any) -> None:
     for command in (["peek", SMS], ["inspect-reason", SMS]):
         out = off_terminal(seeded, *command)
         assert "2025-01-01T00:00:00Z" in out
