@@ -125,3 +125,33 @@ def test_a_topic_whose_subscriptions_take_everything_is_not_held_back(env: Path)
     assert json.loads(r.stdout)["unroutable"] == 0
     with Engine(env) as eng:
         assert eng.counts("T/Subscriptions/all").active == 2
+
+
+def test_rules_that_cannot_be_read_require_allow_unverified_routing(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sbdlq.backends.emulator import EmulatorBackend
+    from sbdlq.errors import AuthError
+
+    async def refused(self: EmulatorBackend, topic: object) -> None:
+        raise AuthError("Unauthorized: Manage claim required")
+
+    monkeypatch.setattr(EmulatorBackend, "subscription_rules", refused)
+    with Engine(env) as eng:
+        eng.create_queue("q")
+        eng.create_topic("T")
+        eng.create_subscription("T", "all")
+        eng.send("q", [OutboundMessage(body=b"x")])
+        _dead_letter_all(eng, "q", 1)
+    r = CliRunner().invoke(app, ["resubmit", "q", "--to", "T"])
+    assert r.exit_code == 5
+    assert r.stderr.splitlines() == [
+        "sbdlq: cannot read the rules of topic T's subscriptions (Unauthorized: Manage claim required): copies no "
+        "subscription takes would be dropped by the broker (use a key with Manage rights, or rerun with "
+        "--allow-unverified-routing)"
+    ]
+    r = CliRunner().invoke(app, ["resubmit", "q", "--to", "T", "--allow-unverified-routing"])
+    assert r.exit_code == 0, r.stderr
+    assert "sbdlq: warning: routing not verified: cannot read the rules of topic T's subscriptions" in r.stderr
+    with Engine(env) as eng:
+        assert eng.counts("T/Subscriptions/all").active == 1

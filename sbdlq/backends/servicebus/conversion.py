@@ -280,4 +280,3 @@ def subscription_rule(r: Any) -> SubscriptionRule:
     correlation: dict[str, Any] = {f: getattr(flt, f, None) for f in fields}
     correlation["properties"] = dict(getattr(flt, "properties", None) or {})
     return SubscriptionRule(r.name, correlation=correlation, action=sql_action)
-

@@ -150,4 +150,3 @@ def rule_entry(rule: SubscriptionRule, url: str) -> str:
         f'xmlns:i="http://www.w3.org/2001/XMLSchema-instance">{_rule_filter(rule)}{action}'
         f"<CreatedAt>{now}</CreatedAt><Name>{escape(rule.name)}</Name></RuleDescription></content></entry>"
     )
-
