@@ -127,9 +127,7 @@ def test_a_topic_whose_subscriptions_take_everything_is_not_held_back(env: Path)
         assert eng.counts("T/Subscriptions/all").active == 2
 
 
-def test_rules_that_cannot_be_read_require_allow_unverified_routing(
-    env: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_rules_that_cannot_be_read_require_allow_unverified_routing(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from sbdlq.backends.emulator import EmulatorBackend
     from sbdlq.errors import AuthError
 
