@@ -195,6 +195,25 @@ class ReasonGroup:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class SubscriptionRule:
+    """One rule of a subscription: a SQL or correlation filter and an optional SQL action."""
+
+    name: str
+    sql: str | None = None
+    correlation: dict[str, Any] | None = None
+    action: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionRules:
+    """A topic's subscription with its status and rules, as the routing check reads them."""
+
+    subscription: str
+    status: str
+    rules: tuple[SubscriptionRule, ...]
+
+
 @dataclass(slots=True)
 class RunResult:
     """What a moving run (resubmit, purge) did: the fields they share, their JSON and summary.
@@ -253,10 +272,12 @@ class ResubmitResult(RunResult):
 
     VERB: ClassVar[str] = "resubmitted"
     DRY_RUN_VERB: ClassVar[str] = "resubmitted"
-    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("resubmitted", "failed", "skipped")
-    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "skipped", "retries")
+    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("resubmitted", "failed", "skipped", "unroutable")
+    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "skipped", "unroutable", "retries")
 
     resubmitted: int = 0
+    #: Copies no subscription of the target topic would take: not sent, originals left in the DLQ.
+    unroutable: int = 0
 
 
 @dataclass(slots=True)

@@ -14,7 +14,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from types import TracebackType
 
-from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
+from sbdlq.errors import ServiceUnavailable
+from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, SubscriptionRules
 from sbdlq.models import ReceiveMode as ReceiveMode  # re-exported: it moved to sbdlq.models
 from sbdlq.paths import Address, EntityPath
 
@@ -45,6 +46,14 @@ class Backend(ABC):
     @abstractmethod
     async def get_entity(self, entity: EntityPath) -> EntityInfo:
         """One queue, topic or subscription; EntityNotFound when missing."""
+
+    async def subscription_rules(self, topic: EntityPath) -> list[SubscriptionRules]:
+        """Every subscription of a topic with its status and rules (the routing check reads them).
+
+        EntityNotFound for a missing topic; AuthError when the rules may not be read (no
+        Manage right); ServiceUnavailable when nothing can serve them.
+        """
+        raise ServiceUnavailable(f"the {self.name} backend cannot read subscription rules")
 
     @abstractmethod
     async def counts(self, entity: EntityPath) -> Counts:

@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.emulator.admin import EmulatorAdmin
 from sbdlq.emulator.engine import Engine
-from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
+from sbdlq.errors import EntityNotFound
+from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, SubscriptionRule, SubscriptionRules
 from sbdlq.paths import Address, EntityPath
 
 
@@ -41,6 +42,22 @@ class EmulatorBackend(Backend):
     async def get_entity(self, entity: EntityPath) -> EntityInfo:
         await self._round_trip()
         return self.engine.get_entity(entity)
+
+    async def subscription_rules(self, topic: EntityPath) -> list[SubscriptionRules]:
+        await self._round_trip()
+        engine = self.engine
+        if engine.get_entity(topic).kind != "topic":
+            raise EntityNotFound(f"topic {topic} not found")
+        prefix = f"{topic}/Subscriptions/".lower()
+        return [
+            SubscriptionRules(
+                subscription=e.path.rsplit("/", 1)[-1],
+                status=e.status,
+                rules=tuple(SubscriptionRule(r.name, r.sql, r.correlation, r.action) for r in engine.rules(e.path)),
+            )
+            for e in engine.list_entities()
+            if e.kind == "subscription" and e.path.lower().startswith(prefix)
+        ]
 
     async def counts(self, entity: EntityPath) -> Counts:
         await self._round_trip()

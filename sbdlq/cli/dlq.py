@@ -298,6 +298,14 @@ def resubmit(
         bool,
         typer.Option("--keep-dead-letter-properties", help="Keep DeadLetterReason and description on the copies."),
     ] = False,
+    allow_unverified_routing: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unverified-routing",
+            help="Resubmit to a topic even when its subscriptions' rules cannot be read (copies no rule "
+            "takes are then dropped by the broker).",
+        ),
+    ] = False,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
     query: QueryOpt = None,
@@ -325,6 +333,7 @@ def resubmit(
                     dry_run=dry_run,
                     new_message_id=new_message_id,
                     keep_dead_letter_properties=keep_dead_letter_properties,
+                    allow_unverified_routing=allow_unverified_routing,
                     note=_note,
                     progress=bars,
                 )
@@ -593,7 +602,9 @@ def _resubmit_summary(r: Any) -> str:
     if r.dry_run:
         return f"dry run: {r.selected} message(s) would be resubmitted"
     text = f"resubmitted {r.resubmitted} of {r.selected} selected message(s) in {r.elapsed_s:.2f}s"
-    return text + _counted([(r.failed, "failed"), (r.skipped, "skipped"), (r.retries, "retries")])
+    return text + _counted(
+        [(r.failed, "failed"), (r.skipped, "skipped"), (r.unroutable, "unroutable"), (r.retries, "retries")]
+    )
 
 
 def _purge_summary(r: Any) -> str:
@@ -620,6 +631,13 @@ def _finish(ctx: typer.Context, result: Any, verb: str) -> None:
     s = settings(ctx)
     for line in result.errors[1:]:
         s.log(line)
+    unroutable = getattr(result, "unroutable", 0)
+    if unroutable and not (result.failed or result.lock_lost):
+        err(
+            f"sbdlq: {unroutable} message(s) were not resubmitted because no subscription of the target would "
+            "receive their copy; they remain in the queue (check the topic's subscription rules)"
+        )
+        raise typer.Exit(int(ExitStatus.FAILED))
     if not (result.failed or result.lock_lost):
         if result.errors:
             s.log(result.errors[0])

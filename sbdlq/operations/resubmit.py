@@ -17,8 +17,9 @@ from sbdlq.models import (
     OutboundMessage,
     ResubmitResult,
 )
-from sbdlq.operations.browse import queue_word
+from sbdlq.operations.browse import iter_messages, queue_word
 from sbdlq.operations.move import RateLimiter, retrying
+from sbdlq.operations.routing import RoutingCheck, load_routing
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
@@ -68,6 +69,7 @@ async def resubmit(
     dry_run: bool = False,
     new_message_id: bool = False,
     keep_dead_letter_properties: bool = False,
+    allow_unverified_routing: bool = False,
     note: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
 ) -> ResubmitResult:
@@ -82,6 +84,7 @@ async def resubmit(
         rate=rate,
         new_message_id=new_message_id,
         keep_dead_letter_properties=keep_dead_letter_properties,
+        allow_unverified_routing=allow_unverified_routing,
     )
     return await run.run()
 
@@ -104,6 +107,7 @@ class Resubmit(MovingRun[ResubmitResult]):
         rate: float | None,
         new_message_id: bool,
         keep_dead_letter_properties: bool,
+        allow_unverified_routing: bool = False,
     ) -> None:
         super().__init__(backend, source, ResubmitResult(dry_run=options.dry_run), options)
         self.target = target
@@ -112,6 +116,12 @@ class Resubmit(MovingRun[ResubmitResult]):
         self.new_message_id = new_message_id
         self.keep_dead_letter_properties = keep_dead_letter_properties
         self.source_path = str(source)  # formatted once: it goes into every copy
+        self.allow_unverified_routing = allow_unverified_routing
+        #: The target topic's rules (None: a queue, or rules unread and that allowed).
+        self.routing: RoutingCheck | None = None
+        #: The subscription the copies must reach: the one a subscription's DLQ belongs to.
+        self.must_reach: str | None = None
+        self.unroutable = 0
 
     async def check(self) -> EntityInfo:
         if self.options.batch_size < 1 or self.options.concurrency < 1:
@@ -131,14 +141,38 @@ class Resubmit(MovingRun[ResubmitResult]):
                 "broker while their originals are completed",
                 hint="rerun with --new-message-id",
             )
+        if target_info.kind == "topic":
+            await self.check_routing()
         return source_info
+
+    async def check_routing(self) -> None:
+        """Read the topic's rules; refuse when copies of a subscription's DLQ would not reach it."""
+        self.routing = routing = await load_routing(
+            self.backend, self.target, allow_unverified=self.allow_unverified_routing, note=self.note
+        )
+        source = self.source.entity
+        if routing is None or not source.is_subscription or source.name.lower() != self.target.name.lower():
+            return
+        sub = self.must_reach = source.subscription
+        if sub is None or routing.takes_everything(sub):
+            return
+        # Before anything moves: every selected copy must come back to the subscription it left.
+        async for m in iter_messages(self.backend, self.source, selection=self.selection, limit=self.options.max_count):
+            if not routing.reaches(sub, self.copy_of(m)):
+                raise BadInput(
+                    f"the copy of sequence number {m.sequence_number} would not reach subscription {sub}: "
+                    f"topic {self.target} would not deliver it back to {source}",
+                    hint=routing.miss_hint(sub),
+                )
 
     def plan_line(self) -> str:
         where = f"topic {self.target}" if self.target_info.kind == "topic" else str(self.target)
         return f"plan: resubmit {self.result.selected} message(s) from {self.source} to {where}"
 
     def explain(self) -> None:
-        if self.target_info.kind == "topic":
+        if self.target_info.kind == "topic" and self.target_info.subscription_count == 0:
+            self.note(f"warning: topic {self.target} has no subscription: the broker would drop every copy")
+        elif self.target_info.kind == "topic":
             source = self.source.entity
             others = "" if not source.is_subscription else f", not only {source.subscription}"
             self.note(
@@ -146,9 +180,46 @@ class Resubmit(MovingRun[ResubmitResult]):
                 f"every subscription whose rules match gets a copy{others}"
             )
 
+    def kept_back(self) -> int:
+        return self.unroutable
+
+    def account(self) -> None:
+        super().account()
+        self.result.unroutable = self.unroutable
+
+    def copy_of(self, m: Message) -> OutboundMessage:
+        """The copy resubmit sends for a message."""
+        return make_copy(
+            m,
+            source=self.source_path,
+            new_message_id=self.new_message_id,
+            keep_dead_letter_properties=self.keep_dead_letter_properties,
+        )
+
+    def route(self, chunk: list[Message]) -> tuple[list[Message], list[Message]]:
+        """The messages whose copy the target topic delivers (to the source subscription when
+        there is one), and those whose copy it would drop: not sent, their originals stay."""
+        routing, sub = self.routing, self.must_reach
+        if routing is None or (routing.takes_everything(sub) if sub else routing.takes_all):
+            return chunk, []
+        going: list[Message] = []
+        staying: list[Message] = []
+        for m in chunk:
+            copy = self.copy_of(m)
+            ok = routing.reaches(sub, copy) if sub else routing.routable(copy)
+            (going if ok else staying).append(m)
+        if staying:
+            self.unroutable += len(staying)
+            where = f"subscription {sub} of topic {self.target}" if sub else f"any subscription of topic {self.target}"
+            self.stats.error(f"copies that would not reach {where} were not sent; their originals stay in the DLQ")
+        return going, staying
+
     async def settle(self, chunk: list[Message]) -> list[Message]:
         """Send the copies, then complete the originals whose copy was accepted."""
-        refused = await self.send(chunk)
+        chunk, unroutable = self.route(chunk)
+        if not chunk:
+            return unroutable
+        refused = unroutable + await self.send(chunk)
         refused_ids = {id(m) for m in refused}
         sent = [m for m in chunk if id(m) not in refused_ids]
         if not sent:
@@ -171,15 +242,7 @@ class Resubmit(MovingRun[ResubmitResult]):
 
     async def send(self, chunk: list[Message], *, charged: bool = False) -> list[Message]:
         """Send copies of the chunk; returns the messages whose copy was not accepted."""
-        copies = [
-            make_copy(
-                m,
-                source=self.source_path,
-                new_message_id=self.new_message_id,
-                keep_dead_letter_properties=self.keep_dead_letter_properties,
-            )
-            for m in chunk
-        ]
+        copies = [self.copy_of(m) for m in chunk]
         if not charged:
             await self.limiter.take(len(chunk))
         stats, target = self.stats, self.target

@@ -145,10 +145,14 @@ class MovingRun(ABC, Generic[R]):
         )
         await loop.run(limit=plan.selected, last_sequence=plan.last_sequence)
 
+    def kept_back(self) -> int:
+        """Messages the run chose to leave in the DLQ (resubmit: copies no subscription takes)."""
+        return 0
+
     def account(self) -> None:
         """Copy what the loop did into the result; say so when selected messages never came."""
         r, stats = self.result, self.stats
-        left_behind = 0 if self.LOST_ARE_DONE else stats.lock_lost
+        left_behind = (0 if self.LOST_ARE_DONE else stats.lock_lost) + self.kept_back()
         r.done = stats.handled
         r.failed = stats.failed
         if stats.aborted is not None:

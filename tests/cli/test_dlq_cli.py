@@ -420,6 +420,7 @@ def test_resubmit_json_result(orders: Store, sbdlq: Any) -> None:
         "resubmitted": 2,
         "failed": 0,
         "skipped": 3,
+        "unroutable": 0,
         "dry_run": False,
         "elapsed_s": 0,
     }

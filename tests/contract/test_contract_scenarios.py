@@ -69,6 +69,7 @@ def test_dry_run_resubmit_changes_nothing(backend: Backend, mixed: list[str], se
         "resubmitted": 0,
         "failed": 0,
         "skipped": 0,
+        "unroutable": 0,
         "dry_run": True,
         "elapsed_s": 0,
     }

@@ -257,7 +257,8 @@ def test_run_results_share_one_json_shape_and_summary() -> None:
     r.done = 7
     assert r.resubmitted == 7
     assert json.dumps(r.to_json()) == (
-        '{"selected": 9, "resubmitted": 7, "failed": 2, "skipped": 4, "dry_run": false, "elapsed_s": 1.235}'
+        '{"selected": 9, "resubmitted": 7, "failed": 2, "skipped": 4, "unroutable": 0, '
+        '"dry_run": false, "elapsed_s": 1.235}'
     )
     assert r.summary() == "resubmitted 7 of 9 selected message(s) in 1.23s (2 failed, 4 skipped, 1 retries)"
     p = PurgeResult(selected=5, purged=5, exported=5, elapsed_s=0.5)

@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from sbdlq.backends.servicebus.config import admin_client_kwargs, sdk_connection_string
-from sbdlq.backends.servicebus.conversion import queue_info, subscription_info, topic_info
+from sbdlq.backends.servicebus.conversion import queue_info, subscription_info, subscription_rule, topic_info
 from sbdlq.backends.servicebus.errors import describe, guarded, translate_error
 from sbdlq.connstr import ConnectionInfo, redact
 from sbdlq.errors import AuthError, EntityNotFound, SbdlqError, ServiceUnavailable
-from sbdlq.models import Counts, EntityInfo
+from sbdlq.models import Counts, EntityInfo, SubscriptionRules
 from sbdlq.paths import EntityPath
 
 T = TypeVar("T")
@@ -74,6 +74,23 @@ class AdminSide:
                 raise
             self._down(exc)
             raise self._no_admin_error(exc) from exc
+
+    async def subscription_rules(self, topic: EntityPath) -> list[SubscriptionRules]:
+        """A topic's subscriptions with their rules; AuthError without Manage rights (no AMQP fallback)."""
+        if not self.usable and self._error is not None:
+            raise self._error
+
+        def work(admin: Any) -> list[SubscriptionRules]:
+            return [
+                SubscriptionRules(
+                    subscription=s.name,
+                    status=str(getattr(s.status, "value", s.status) or "Active"),
+                    rules=tuple(subscription_rule(r) for r in admin.list_rules(topic.name, s.name)),
+                )
+                for s in admin.list_subscriptions(topic.name)
+            ]
+
+        return await self._call(work, f"the rules of topic {topic}'s subscriptions", timeout=math.inf)
 
     async def counts(self, entity: EntityPath) -> Counts | None:
         """Runtime counts; None when the endpoint cannot serve them (page through peek instead)."""

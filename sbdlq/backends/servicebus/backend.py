@@ -42,7 +42,7 @@ from sbdlq.errors import (
     SbdlqError,
     ServiceUnavailable,
 )
-from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
+from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, SubscriptionRules
 from sbdlq.paths import Address, EntityPath, SubQueue
 
 T = TypeVar("T")
@@ -143,6 +143,10 @@ class ServiceBusBackend(Backend):
     async def list_entities(self) -> list[EntityInfo]:
         """Every queue, topic and subscription, from the admin endpoint."""
         return await self._admin.list_entities()
+
+    async def subscription_rules(self, topic: EntityPath) -> list[SubscriptionRules]:
+        """A topic's subscriptions and their rules, from the admin endpoint (AMQP cannot list them)."""
+        return await self._admin.subscription_rules(topic)
 
     async def get_entity(self, entity: EntityPath) -> EntityInfo:
         """One queue, topic or subscription: admin properties, else what AMQP can tell."""

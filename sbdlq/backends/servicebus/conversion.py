@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from sbdlq.backends.servicebus.errors import first_line
 from sbdlq.backends.servicebus.sdk_compat import decode_amqp_body, encode_amqp_body
 from sbdlq.errors import BadInput
-from sbdlq.models import MAX_TTL_S, EntityInfo, Message, OutboundMessage
+from sbdlq.models import MAX_TTL_S, EntityInfo, Message, OutboundMessage, SubscriptionRule
 from sbdlq.paths import EntityPath
 
 # AMQP header ttl is a uint of milliseconds (about 49.7 days).
@@ -265,3 +265,18 @@ def subscription_info(topic: str, s: Any) -> EntityInfo:
         forward_dead_lettered_to=_entity_name(s.forward_dead_lettered_messages_to),
         status=_status(s.status),
     )
+
+
+def subscription_rule(r: Any) -> SubscriptionRule:
+    """SubscriptionRule of an SDK RuleProperties (SQL, true, false or correlation filter)."""
+    flt, action = r.filter, r.action
+    sql_action = getattr(action, "sql_expression", None) or None
+    if flt is None:
+        return SubscriptionRule(r.name, sql="1=1", action=sql_action)
+    if hasattr(flt, "sql_expression"):
+        return SubscriptionRule(r.name, sql=flt.sql_expression or "1=1", action=sql_action)
+    fields = ("correlation_id", "message_id", "to", "reply_to", "label", "session_id", "reply_to_session_id",
+              "content_type")  # fmt: skip
+    correlation: dict[str, Any] = {f: getattr(flt, f, None) for f in fields}
+    correlation["properties"] = dict(getattr(flt, "properties", None) or {})
+    return SubscriptionRule(r.name, correlation=correlation, action=sql_action)

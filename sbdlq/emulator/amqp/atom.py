@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from sbdlq.models import Counts, EntityInfo
+from sbdlq.models import Counts, EntityInfo, SubscriptionRule
 
 _ATOM = "http://www.w3.org/2005/Atom"
 _SB = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
@@ -91,4 +91,62 @@ def feed(title: str, url: str, entries: list[str], next_url: str | None) -> str:
     return (
         f'<feed xmlns="{_ATOM}"><title type="text">{escape(title)}</title><id>{escape(url)}</id>'
         f"<updated>{_now()}</updated>{links}{''.join(entries)}</feed>"
+    )
+
+
+def _key_values(values: dict[str, Any]) -> str:
+    """A correlation filter's properties as the admin client's key-value list."""
+    xsd = "http://www.w3.org/2001/XMLSchema"
+    out = []
+    for key, value in values.items():
+        kind = "boolean" if isinstance(value, bool) else "long" if isinstance(value, int) else (
+            "double" if isinstance(value, float) else "string")  # fmt: skip
+        text = _bool(value) if isinstance(value, bool) else str(value)
+        out.append(
+            f"<KeyValueOfstringanyType><Key>{escape(str(key))}</Key>"
+            f'<Value i:type="d6p1:{kind}" xmlns:d6p1="{xsd}">{escape(text)}</Value></KeyValueOfstringanyType>'
+        )
+    return "".join(out)
+
+
+def _rule_filter(rule: SubscriptionRule) -> str:
+    """A rule's `<Filter>`: SQL (with the service's TrueFilter for `1=1`) or correlation."""
+    if rule.correlation is None:
+        sql = rule.sql or "1=1"
+        kind = "TrueFilter" if "".join(sql.split()) == "1=1" else "SqlFilter"
+        return (
+            f'<Filter i:type="{kind}"><SqlExpression>{escape(sql)}</SqlExpression>'
+            "<CompatibilityLevel>20</CompatibilityLevel></Filter>"
+        )
+    names = {"correlationid": "CorrelationId", "messageid": "MessageId", "to": "To", "replyto": "ReplyTo",
+             "label": "Label", "subject": "Label", "sessionid": "SessionId", "replytosessionid": "ReplyToSessionId",
+             "contenttype": "ContentType"}  # fmt: skip
+    fields: list[str] = []
+    props: dict[str, Any] = {}
+    for key, value in rule.correlation.items():
+        norm = str(key).replace("_", "").lower()
+        if norm in ("properties", "applicationproperties", "userproperties"):
+            props.update(value or {})
+        elif norm in names and value is not None:
+            fields.append(f"<{names[norm]}>{escape(str(value))}</{names[norm]}>")
+    return f'<Filter i:type="CorrelationFilter">{"".join(fields)}<Properties>{_key_values(props)}</Properties></Filter>'
+
+
+def rule_entry(rule: SubscriptionRule, url: str) -> str:
+    """One Atom entry describing a subscription rule as the admin client's `list_rules` reads it."""
+    now = _now()
+    if rule.action:
+        action = (
+            f'<Action i:type="SqlRuleAction"><SqlExpression>{escape(rule.action)}</SqlExpression>'
+            "<CompatibilityLevel>20</CompatibilityLevel></Action>"
+        )
+    else:
+        action = '<Action i:type="EmptyRuleAction"/>'
+    return (
+        f'<entry xmlns="{_ATOM}">'
+        f'<id>{escape(url)}</id><title type="text">{escape(rule.name)}</title>'
+        f"<published>{now}</published><updated>{now}</updated>"
+        f'<content type="application/xml"><RuleDescription xmlns="{_SB}" '
+        f'xmlns:i="http://www.w3.org/2001/XMLSchema-instance">{_rule_filter(rule)}{action}'
+        f"<CreatedAt>{now}</CreatedAt><Name>{escape(rule.name)}</Name></RuleDescription></content></entry>"
     )

@@ -19,6 +19,7 @@ from xml.sax.saxutils import escape
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import BadInput, EntityNotFound, SbdlqError, ServiceUnavailable
+from sbdlq.models import SubscriptionRule
 from sbdlq.paths import parse_entity
 
 from . import atom, sas
@@ -63,7 +64,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         here = f"http://{self.headers.get('Host', '')}{self.path}"
         try:
-            if path.lower() in ("$resources/queues", "$resources/topics") or path.lower().endswith("/subscriptions"):
+            if path.lower().endswith("/rules"):
+                body = self._rules(path[: -len("/rules")], parse_qs(url.query), here)
+                content_type = "application/atom+xml;type=feed;charset=utf-8"
+            elif path.lower() in ("$resources/queues", "$resources/topics") or path.lower().endswith("/subscriptions"):
                 body = self._list(path, parse_qs(url.query), here)
                 content_type = "application/atom+xml;type=feed;charset=utf-8"
             else:
@@ -91,6 +95,23 @@ class _Handler(BaseHTTPRequestHandler):
         skip, top = _count(query, "$skip", 0), _count(query, "$top", 100)
         with Engine(self.server.store_path) as engine:
             return self._page(engine, path, skip, top, query, url)
+
+    def _rules(self, subscription: str, query: dict[str, list[str]], url: str) -> str:
+        """A page of a subscription's rules (read-only: the routing check of resubmit lists them)."""
+        entity = parse_entity(subscription)
+        if not entity.is_subscription:
+            raise BadInput(f"{subscription!r} is not a subscription: only subscriptions have rules")
+        self._authorize(str(entity))
+        skip, top = _count(query, "$skip", 0), _count(query, "$top", 100)
+        with Engine(self.server.store_path) as engine:
+            rules = engine.rules(entity)
+        page = rules[skip : skip + top]
+        entries = [atom.rule_entry(SubscriptionRule(r.name, r.sql, r.correlation, r.action), url) for r in page]
+        next_url = None
+        if skip + top < len(rules):
+            base = url.split("?", 1)[0]
+            next_url = f"{base}?$skip={skip + top}&$top={top}&api-version={query.get('api-version', [''])[0]}"
+        return atom.document(atom.feed("Rules", url, entries, next_url))
 
     def _page(self, engine: Engine, path: str, skip: int, top: int, query: dict[str, list[str]], url: str) -> str:
         lowered = path.lower()

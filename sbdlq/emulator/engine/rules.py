@@ -157,16 +157,7 @@ class RuleBook:
     def _filter(self, ftype: str, text: str) -> Any:
         key = (ftype, text)
         if key not in self._compiled:
-            if ftype == "correlation":
-                self._compiled[key] = compile_correlation(json.loads(text))
-            else:
-                constant = constant_filter(text)
-                if constant is None:
-                    from sbdlq.sqlfilter import compile_filter
-
-                    self._compiled[key] = compile_filter(text)
-                else:
-                    self._compiled[key] = constant
+            self._compiled[key] = compile_correlation(json.loads(text)) if ftype == "correlation" else sql_filter(text)
         return self._compiled[key]
 
     def _action(self, action: str) -> Any:
@@ -176,6 +167,24 @@ class RuleBook:
 
             self._compiled[key] = compile_action(action)
         return self._compiled[key]
+
+
+def sql_filter(text: str) -> Any:
+    """A SQL filter compiled: True or False for the constant ones, else a SqlFilter."""
+    constant = constant_filter(text)
+    if constant is not None:
+        return constant
+    from sbdlq.sqlfilter import compile_filter
+
+    return compile_filter(text)
+
+
+def compile_rule(rule: Any) -> Compiled:
+    """Any rule with `name`, `sql`, `correlation` and `action` (the engine's, or one a backend read)."""
+    from sbdlq.sqlfilter import compile_action
+
+    flt = compile_correlation(rule.correlation) if rule.correlation is not None else sql_filter(rule.sql or "1=1")
+    return (rule.name, flt, compile_action(rule.action) if rule.action else None)
 
 
 def apply_rules(rules: list[Compiled], d: Draft) -> Draft | None:

@@ -1,0 +1,135 @@
+"""The routing check of resubmit: which subscriptions of the target topic would take a copy.
+
+A topic accepts every message it is sent and drops, without a word to the sender, the ones no
+subscription's rules take. Resubmitting such a copy and then completing its original would
+lose the message, so the copies are tried against the subscriptions' rules first, with the
+same evaluation the emulator engine routes with (`sbdlq.emulator.engine.rules`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sbdlq.backends.base import Backend
+from sbdlq.errors import AuthError, BadInput, SbdlqError, ServiceUnavailable
+from sbdlq.models import OutboundMessage, SubscriptionRule, SubscriptionRules
+from sbdlq.paths import EntityPath
+
+#: Statuses in which a subscription takes the messages sent to its topic. Conservative: a
+#: ReceiveDisabled subscription takes them on Service Bus, but not in the emulator engine.
+_TAKING = frozenset({"Active"})
+
+ALLOW_FLAG = "--allow-unverified-routing"
+
+
+class _Subscription:
+    """One subscription's compiled rules."""
+
+    def __init__(self, rules: SubscriptionRules) -> None:
+        from sbdlq.emulator.engine.rules import compile_rule
+
+        self.name = rules.subscription
+        self.rules = rules.rules
+        self.active = rules.status in _TAKING
+        try:
+            self.compiled = [compile_rule(r) for r in rules.rules]
+        except Exception as exc:  # a rule the broker took but the filter engine cannot read
+            raise BadInput(
+                f"cannot evaluate the rules of subscription {rules.subscription}: {exc}",
+                hint=f"rerun with {ALLOW_FLAG} to resubmit without the routing check",
+            ) from None
+        # The common case: a `1=1` rule takes everything, no evaluation per copy needed.
+        self.takes_all = self.active and any(flt is True for _, flt, _ in self.compiled)
+
+    def takes(self, draft: Any) -> bool:
+        """Whether the subscription's rules take the draft (an evaluation failure does not)."""
+        from sbdlq.emulator.engine.rules import RuleError, apply_rules
+
+        if self.takes_all or not self.active:
+            return self.takes_all
+        try:
+            return apply_rules(self.compiled, draft) is not None
+        except RuleError:
+            return False
+
+
+class RoutingCheck:
+    """The subscriptions of a topic, ready to say which of them take a copy."""
+
+    def __init__(self, topic: EntityPath, subscriptions: list[SubscriptionRules]) -> None:
+        self.topic = topic
+        self.subscriptions = {s.subscription.lower(): _Subscription(s) for s in subscriptions}
+        self.takes_all = bool(self.subscriptions) and any(s.takes_all for s in self.subscriptions.values())
+
+    def routable(self, copy: OutboundMessage) -> bool:
+        """Whether at least one subscription takes the copy."""
+        if self.takes_all:
+            return True
+        draft = _draft(copy)
+        return draft is not None and any(s.takes(draft) for s in self.subscriptions.values())
+
+    def reaches(self, subscription: str, copy: OutboundMessage) -> bool:
+        """Whether the named subscription takes the copy."""
+        sub = self.subscriptions.get(subscription.lower())
+        if sub is None:
+            return False
+        if sub.takes_all:
+            return True
+        draft = _draft(copy)
+        return draft is not None and sub.takes(draft)
+
+    def takes_everything(self, subscription: str) -> bool:
+        """Whether the subscription takes every copy (no need to look at them first)."""
+        sub = self.subscriptions.get(subscription.lower())
+        return sub is not None and sub.takes_all
+
+    def miss_hint(self, subscription: str) -> str:
+        """Why a copy may miss the subscription it came from, and what to do."""
+        sub = self.subscriptions.get(subscription.lower())
+        rules: tuple[SubscriptionRule, ...] = sub.rules if sub is not None else ()
+        filters = "; ".join(r.sql or _correlation_text(r) for r in rules) or "none"
+        actions = [r.action for r in rules if r.action]
+        why = f"its rules: {filters}"
+        if actions:
+            why += (
+                f"; the property was changed by the rule's action ({'; '.join(actions)}) when the message "
+                "was first delivered, so its copy no longer matches"
+            )
+        elif sub is not None and not sub.active:
+            why = "the subscription is not active"
+        return f"{why}; select other messages, or resubmit them --to a queue"
+
+
+def _correlation_text(rule: SubscriptionRule) -> str:
+    return f"correlation filter {rule.correlation}" if rule.correlation is not None else "1=1"
+
+
+def _draft(copy: OutboundMessage) -> Any:
+    """The engine's view of a copy on its way into the topic; None when the broker would refuse it anyway."""
+    from sbdlq.emulator.engine.model import Draft
+
+    try:
+        return Draft.of(copy)
+    except Exception:
+        return None
+
+
+async def load_routing(
+    backend: Backend, topic: EntityPath, *, allow_unverified: bool, note: Callable[[str], None]
+) -> RoutingCheck | None:
+    """The topic's routing check; None (after a warning) when the rules cannot be read and that is allowed."""
+    try:
+        subscriptions = await backend.subscription_rules(topic)
+    except (AuthError, ServiceUnavailable) as exc:
+        if allow_unverified:
+            note(f"warning: routing not verified: cannot read the rules of topic {topic}'s subscriptions")
+            return None
+        raise type(exc)(
+            f"cannot read the rules of topic {topic}'s subscriptions ({exc.message}): copies no subscription "
+            "takes would be dropped by the broker",
+            hint=f"use a key with Manage rights, or rerun with {ALLOW_FLAG}",
+        ) from exc
+    except SbdlqError:
+        raise
+    return RoutingCheck(topic, subscriptions)
