@@ -38,10 +38,17 @@ def open_backend(
     if target.kind == "emulator":
         from sbdlq.backends.emulator import EmulatorBackend
 
-        if not create and not Path(target.value).exists():
+        store = Path(target.value)
+        if not create and not store.exists():
             raise BadInput(
                 f"no emulator store at {target.value}",
                 hint="create one with `sbdlq emulator init` or `sbdlq emulator demo`",
+            )
+        if not create and store.is_file() and store.stat().st_size == 0:
+            # SQLite would quietly make an empty store of it: a truncated store would look empty.
+            raise BadInput(
+                f"{target.value} is empty (0 bytes), not an sbdlq emulator store",
+                hint="make it a new store with `sbdlq emulator init`",
             )
         return EmulatorBackend(target.value, latency_s=emulator_latency(), clock=emulator_clock())
     from sbdlq.backends.servicebus import ServiceBusBackend

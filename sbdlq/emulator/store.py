@@ -99,7 +99,7 @@ def _primary_code(exc: sqlite3.Error) -> int | None:
 
 # Result codes by what they mean to an operator (https://sqlite.org/rescode.html).
 _BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
-_NOT_A_STORE = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
+_NOT_A_STORE = frozenset({sqlite3.SQLITE_NOTADB})
 _CANNOT_OPEN = frozenset({sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY})
 
 
@@ -110,6 +110,12 @@ def translate(exc: sqlite3.Error, path: str) -> Exception:
         return TransientError(f"emulator store {path} is busy", hint="another sbdlq process holds it; try again")
     if code in _NOT_A_STORE:
         return BadInput(f"{path} is not an sbdlq emulator store")
+    if code == sqlite3.SQLITE_CORRUPT:
+        # A store damaged inside (a torn copy, a disk fault): the operation failed; not a usage error.
+        return OperationFailed(
+            f"emulator store {path} is corrupt ({exc})",
+            hint="restore it from a copy, or start again with `sbdlq emulator reset --yes` / `emulator init`",
+        )
     if code in _CANNOT_OPEN:
         return BadInput(f"cannot open emulator store {path}", hint="check the path and its permissions")
     if code == sqlite3.SQLITE_FULL:

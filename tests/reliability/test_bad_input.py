@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,25 @@ def _config_files(tmp: Path) -> dict[str, Path]:
     out["adir"] = tmp / "adir"
     out["notadb"] = tmp / "notadb.db"
     out["notadb"].write_text("this is not sqlite, just text " * 100)
+    out["emptystore"] = tmp / "empty.db"
+    out["emptystore"].touch()
+    out["corruptstore"] = _corrupt_store(tmp / "corrupt.db")
     return out
+
+
+def _corrupt_store(path: Path) -> Path:
+    """A real store with its middle pages overwritten (a torn copy, a disk fault)."""
+    eng = Engine(path)
+    eng.create_queue("orders")
+    eng.send(parse_address("orders"), [OutboundMessage(body=b"x" * 200, message_id=f"m{i}") for i in range(3000)])
+    eng.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 4096 // 2 * 4096
+    data[middle : middle + 4 * 4096] = b"\xff" * (4 * 4096)
+    path.write_bytes(bytes(data))
+    return path
 
 
 # (id, global args, command args, env, expected exit status, a phrase the line must contain)
@@ -127,6 +146,8 @@ ROWS: list[tuple[str, list[str], list[str], dict[str, str], int, str]] = [
     ("zero-concurrency", [], ["resubmit", "orders", "--concurrency", "0"], {}, 2, "concurrency"),
     ("zero-max", [], ["peek", "orders", "--max", "0"], {}, 2, "--max"),
     ("store-not-a-database", ["--emulator", "{notadb}"], ["count", "orders"], {}, 2, "not an sbdlq emulator store"),
+    ("store-zero-length", ["--emulator", "{emptystore}"], ["count", "orders"], {}, 2, "empty (0 bytes)"),
+    ("store-corrupt", ["--emulator", "{corruptstore}"], ["count", "orders"], {}, 1, "is corrupt"),
     ("store-missing", ["--emulator", "/nonexistent/store.db"], ["count", "orders"], {}, 2, "no emulator store"),
     ("unknown-command", [], ["resubmitt", "orders"], {}, 2, "resubmitt"),
     ("enqueued-after-overflow", [], ["peek", "orders", "--enqueued-after", "99999999999d"], {}, 2, "--enqueued-after"),
