@@ -5,14 +5,15 @@ from typing import Annotated
 import typer
 
 from sbdlq import __version__
-from sbdlq.cli.common import Settings
+from sbdlq.cli.common import Settings, given_setting
 from sbdlq.cli.complete import complete_profile
 from sbdlq.cli.group import SbdlqGroup
-from sbdlq.config import Setting, Source
 from sbdlq.paths import SubQueue
 
 TARGET = "Target"
 DIAG = "Diagnostics"
+# The global options that become Settings (value and where it came from).
+GLOBAL_SETTINGS = ("connection_string", "namespace", "emulator", "timeout", "profile")
 
 app = typer.Typer(
     cls=SbdlqGroup,
@@ -93,26 +94,8 @@ def main(
     ] = False,
 ) -> None:
     """Operate Azure Service Bus dead-letter queues: count, peek, inspect, resubmit, purge."""
-    given = {
-        "connection_string": connection_string,
-        "namespace": namespace,
-        "emulator": emulator,
-        "timeout": timeout,
-        "profile": profile,
-    }
-    options = {name: Setting(value, _source(ctx, name)) for name, value in given.items()}
+    options = {name: given_setting(ctx, name) for name in GLOBAL_SETTINGS}
     ctx.obj = Settings(options=options, profile=profile, timeout=timeout, verbose=verbose, debug=debug)
-
-
-def _source(ctx: typer.Context, name: str) -> Source:
-    from click.core import ParameterSource
-
-    src = ctx.get_parameter_source(name)
-    if src is ParameterSource.COMMANDLINE:
-        return Source.OPTION
-    if src is ParameterSource.ENVIRONMENT:
-        return Source.ENV
-    return Source.DEFAULT
 
 
 def _build() -> None:
