@@ -22,7 +22,6 @@ from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
-
 # What a copy keeps of the original as it is (DESIGN §4); its application properties are
 # rebuilt below and its schedule is not copied (the copy is sent now).
 COPIED_FIELDS = (
