@@ -55,17 +55,9 @@ class Setting(NamedTuple):
     value: str | None
     source: Source = Source.DEFAULT
 
-    @classmethod
-    def of(cls, given: Setting | tuple[str | None, str]) -> Setting:
-        """A Setting from a (value, source name) pair; an unknown source name counts as a default."""
-        value, source = given
-        known = {s.value for s in Source}
-        return cls(value, Source(source) if source in known else Source.DEFAULT)
 
-
-# The global options by key (connection_string, namespace, emulator, timeout, profile). Callers
-# not yet moved to Setting (cli/complete.py) pass (value, source name) pairs; `Setting.of` reads them.
-GlobalOptions = Mapping[str, Setting] | Mapping[str, tuple[str | None, str]]
+# The global options by key (connection_string, namespace, emulator, timeout, profile).
+GlobalOptions = Mapping[str, Setting]
 
 
 def config_path() -> Path:
@@ -286,7 +278,7 @@ class ProfileChoice:
 def choose_profile(options: GlobalOptions, profile_name: str | None) -> ProfileChoice | None:
     """The profile in effect: --profile / SBDLQ_PROFILE, else the file's default_profile."""
     given = options.get("profile")
-    name, src = Setting.of(given) if given is not None else Setting(profile_name)
+    name, src = given if given is not None else Setting(profile_name)
     # Without a recorded source the profile counts at the config-file level (the weakest).
     level = src if src in (Source.OPTION, Source.ENV) else Source.PROFILE
     cfg = load_config()
@@ -336,7 +328,7 @@ def resolve_target(
 
 def _target_options(options: GlobalOptions) -> list[tuple[str, Setting]]:
     # Only target keys: options also carries timeout (and profile), which choose no target.
-    return [(k, Setting.of(options[k])) for k in TARGET_OPTIONS if k in options]
+    return [(k, options[k]) for k in TARGET_OPTIONS if k in options]
 
 
 def _profile_target(choice: ProfileChoice, warn: Any) -> Target:

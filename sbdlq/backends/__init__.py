@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.config import Target
+from sbdlq.emulator.clock import emulator_clock
 from sbdlq.errors import BadInput
 from sbdlq.timeparse import parse_duration
 
@@ -18,17 +19,6 @@ def emulator_latency() -> float:
     """SBDLQ_EMULATOR_LATENCY in seconds (0 when unset)."""
     raw = os.environ.get("SBDLQ_EMULATOR_LATENCY")
     return parse_duration(raw, what="SBDLQ_EMULATOR_LATENCY") if raw else 0.0
-
-
-def emulator_clock() -> Callable[[], float] | None:
-    """SBDLQ_EMULATOR_CLOCK_SKEW shifts the emulator's clock (tests let locks lapse without sleeping)."""
-    raw = os.environ.get("SBDLQ_EMULATOR_CLOCK_SKEW")
-    if not raw:
-        return None
-    import time
-
-    skew = parse_duration(raw, what="SBDLQ_EMULATOR_CLOCK_SKEW")
-    return lambda: time.time() + skew
 
 
 def open_backend(

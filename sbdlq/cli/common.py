@@ -49,6 +49,18 @@ def note(line: str) -> None:
         err(line)
 
 
+def given_setting(ctx: click.Context, name: str) -> Setting:
+    """A global option's value with where it came from: the command line, the environment or its default."""
+    from click.core import ParameterSource
+
+    src = ctx.get_parameter_source(name)
+    if src is ParameterSource.COMMANDLINE:
+        return Setting(ctx.params[name], Source.OPTION)
+    if src is ParameterSource.ENVIRONMENT:
+        return Setting(ctx.params[name], Source.ENV)
+    return Setting(ctx.params[name], Source.DEFAULT)
+
+
 @dataclass
 class Settings:
     """The global options, resolved lazily so `--help` reads no config."""

@@ -72,19 +72,12 @@ def _matching(names: list[str], incomplete: str) -> list[str]:
 
 def _emulator_store(ctx: click.Context) -> str | None:
     """The emulator store the command line would use, if the target is an existing store."""
-    from click.core import ParameterSource
-
-    from sbdlq.config import resolve_target
+    from sbdlq.cli.common import given_setting
+    from sbdlq.config import Setting, resolve_target
 
     root = ctx.find_root()
-    options: dict[str, tuple[str | None, str]] = {}
-    for key in _TARGET_PARAMS:
-        if key not in root.params:
-            continue
-        src = root.get_parameter_source(key)
-        level = "option" if src is ParameterSource.COMMANDLINE else "env" if src is ParameterSource.ENVIRONMENT else ""
-        options[key] = (root.params[key], level or "default")
-    target = resolve_target(options=options, profile_name=options.get("profile", (None, ""))[0])
+    options = {key: given_setting(root, key) for key in _TARGET_PARAMS if key in root.params}
+    target = resolve_target(options=options, profile_name=options.get("profile", Setting(None)).value)
     if target.kind != "emulator":
         return None  # a real namespace: listing it is a network call
     from pathlib import Path

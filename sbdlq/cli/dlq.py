@@ -339,7 +339,7 @@ def resubmit(
                 )
         return fmt, result
 
-    _change(ctx, query, work, _resubmit_summary, "resubmitted", output)
+    _change(ctx, query, work, "resubmitted", output)
 
 
 # ---------------------------------------------------------------------- purge
@@ -404,14 +404,13 @@ def purge(
                 )
         return fmt, result
 
-    _change(ctx, query, work, _purge_summary, "purged", output)
+    _change(ctx, query, work, "purged", output)
 
 
 def _change(
     ctx: typer.Context,
     query: str | None,
     work: Callable[[Settings], Awaitable[tuple[str, Any]]],
-    summary: Callable[[Any], str],
     verb: str,
     output: str | None = None,
 ) -> None:
@@ -431,7 +430,7 @@ def _change(
         return fmt, result, None
 
     fmt, result, stop = run(ctx, keeping_partial)
-    _report(fmt, result.to_json(), summary(result), q)
+    _report(fmt, result.to_json(), result.summary(), q)
     if stop is not None:
         from sbdlq.cli.common import fail
 
@@ -596,30 +595,6 @@ def _query(ctx: typer.Context, expression: str | None) -> Query | None:
     with handled(ctx):
         return compile_query(expression)
     raise AssertionError("unreachable")
-
-
-def _resubmit_summary(r: Any) -> str:
-    if r.dry_run:
-        return f"dry run: {r.selected} message(s) would be resubmitted"
-    text = f"resubmitted {r.resubmitted} of {r.selected} selected message(s) in {r.elapsed_s:.2f}s"
-    return text + _counted(
-        [(r.failed, "failed"), (r.skipped, "skipped"), (r.unroutable, "unroutable"), (r.retries, "retries")]
-    )
-
-
-def _purge_summary(r: Any) -> str:
-    if r.dry_run:
-        return f"dry run: {r.selected} message(s) would be deleted"
-    text = f"purged {r.purged} of {r.selected} selected message(s) in {r.elapsed_s:.2f}s"
-    return text + _counted(
-        [(r.exported, "exported"), (r.failed, "failed"), (r.skipped, "skipped"), (r.retries, "retries")]
-    )
-
-
-def _counted(counts: list[tuple[int, str]]) -> str:
-    """` (2 failed, 3 retries)`: the non-zero counts, or nothing."""
-    said = [f"{n} {what}" for n, what in counts if n]
-    return f" ({', '.join(said)})" if said else ""
 
 
 def _finish(ctx: typer.Context, result: Any, verb: str) -> None:

@@ -1,18 +1,20 @@
 """The `sbdlq` command: global options, then the DLQ, transfer-dlq, emulator and config commands."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from sbdlq import __version__
-from sbdlq.cli.common import Settings
+from sbdlq.cli.common import Settings, given_setting
 from sbdlq.cli.complete import complete_profile
 from sbdlq.cli.group import SbdlqGroup
-from sbdlq.config import Setting, Source
+from sbdlq.config import ENV_VARS, flag
 from sbdlq.paths import SubQueue
 
 TARGET = "Target"
 DIAG = "Diagnostics"
+# The global options that become Settings (value and where it came from).
+GLOBAL_SETTINGS = ("connection_string", "namespace", "emulator", "timeout", "profile")
 
 app = typer.Typer(
     cls=SbdlqGroup,
@@ -33,56 +35,30 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+def _target_option(key: str, help: str, **extra: Any) -> Any:
+    """A global target option: its flag and its environment variable both come from the setting key."""
+    return typer.Option(flag(key), envvar=ENV_VARS[key], help=help, rich_help_panel=TARGET, **extra)
+
+
 @app.callback()
 def main(
     ctx: typer.Context,
     connection_string: Annotated[
         str | None,
-        typer.Option(
-            "--connection-string",
-            envvar="SBDLQ_CONNECTION_STRING",
-            help="SAS connection string (also UseDevelopmentEmulator=true ones).",
-            show_default=False,
-            rich_help_panel=TARGET,
+        _target_option(
+            "connection_string", "SAS connection string (also UseDevelopmentEmulator=true ones).", show_default=False
         ),
     ] = None,
     namespace: Annotated[
-        str | None,
-        typer.Option(
-            "--namespace",
-            envvar="SBDLQ_NAMESPACE",
-            help="NAME.servicebus.windows.net, signed in with DefaultAzureCredential.",
-            rich_help_panel=TARGET,
-        ),
+        str | None, _target_option("namespace", "NAME.servicebus.windows.net, signed in with DefaultAzureCredential.")
     ] = None,
     emulator: Annotated[
-        str | None,
-        typer.Option(
-            "--emulator",
-            envvar="SBDLQ_EMULATOR",
-            help="The local emulator store (default: the user data dir).",
-            rich_help_panel=TARGET,
-        ),
+        str | None, _target_option("emulator", "The local emulator store (default: the user data dir).")
     ] = None,
     profile: Annotated[
-        str | None,
-        typer.Option(
-            "--profile",
-            envvar="SBDLQ_PROFILE",
-            help="A profile from the config file.",
-            rich_help_panel=TARGET,
-            autocompletion=complete_profile,
-        ),
+        str | None, _target_option("profile", "A profile from the config file.", autocompletion=complete_profile)
     ] = None,
-    timeout: Annotated[
-        str,
-        typer.Option(
-            "--timeout",
-            envvar="SBDLQ_TIMEOUT",
-            help="Give up on an unreachable broker after this long.",
-            rich_help_panel=TARGET,
-        ),
-    ] = "30s",
+    timeout: Annotated[str, _target_option("timeout", "Give up on an unreachable broker after this long.")] = "30s",
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More on stderr.", rich_help_panel=DIAG)] = False,
     debug: Annotated[
         bool, typer.Option("--debug", help="Tracebacks on errors (secrets still masked).", rich_help_panel=DIAG)
@@ -93,26 +69,8 @@ def main(
     ] = False,
 ) -> None:
     """Operate Azure Service Bus dead-letter queues: count, peek, inspect, resubmit, purge."""
-    given = {
-        "connection_string": connection_string,
-        "namespace": namespace,
-        "emulator": emulator,
-        "timeout": timeout,
-        "profile": profile,
-    }
-    options = {name: Setting(value, _source(ctx, name)) for name, value in given.items()}
+    options = {name: given_setting(ctx, name) for name in GLOBAL_SETTINGS}
     ctx.obj = Settings(options=options, profile=profile, timeout=timeout, verbose=verbose, debug=debug)
-
-
-def _source(ctx: typer.Context, name: str) -> Source:
-    from click.core import ParameterSource
-
-    src = ctx.get_parameter_source(name)
-    if src is ParameterSource.COMMANDLINE:
-        return Source.OPTION
-    if src is ParameterSource.ENVIRONMENT:
-        return Source.ENV
-    return Source.DEFAULT
 
 
 def _build() -> None:

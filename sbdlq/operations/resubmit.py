@@ -24,6 +24,23 @@ from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
+# What a copy keeps of the original as it is (DESIGN §4); its application properties are
+# rebuilt below and its schedule is not copied (the copy is sent now).
+COPIED_FIELDS = (
+    "body",
+    "body_type",
+    "message_id",
+    "content_type",
+    "correlation_id",
+    "subject",
+    "to",
+    "reply_to",
+    "reply_to_session_id",
+    "session_id",
+    "partition_key",
+    "time_to_live_s",
+)
+
 
 def make_copy(
     m: Message, *, source: Address | str, new_message_id: bool = False, keep_dead_letter_properties: bool = False
@@ -34,21 +51,10 @@ def make_copy(
         props.pop(DEAD_LETTER_REASON, None)
         props.pop(DEAD_LETTER_DESCRIPTION, None)
     props[RESUBMITTED_FROM] = f"{source}:{m.sequence_number}"
-    return OutboundMessage(
-        body=m.body,
-        message_id=uuid.uuid4().hex if new_message_id else m.message_id,
-        content_type=m.content_type,
-        correlation_id=m.correlation_id,
-        subject=m.subject,
-        to=m.to,
-        reply_to=m.reply_to,
-        reply_to_session_id=m.reply_to_session_id,
-        session_id=m.session_id,
-        partition_key=m.partition_key,
-        time_to_live_s=m.time_to_live_s,
-        application_properties=props,
-        body_type=m.body_type,
-    )
+    kept = {name: getattr(m, name) for name in COPIED_FIELDS}
+    if new_message_id:
+        kept["message_id"] = uuid.uuid4().hex
+    return OutboundMessage(**kept, application_properties=props)
 
 
 # Errors that one message can cause (no session id for a session queue, a bad TTL):

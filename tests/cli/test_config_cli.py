@@ -706,10 +706,11 @@ def test_resolve_profile_levels(listed: Path) -> None:
     )
 
 
-def test_resolve_reads_source_names_from_callers_not_yet_typed(listed: Path) -> None:
-    # (value, source name) pairs, as shell completion builds them, resolve like Settings.
-    assert resolve_target(options={"profile": ("prod", "env"), "emulator": ("/o.db", "option")}).value == "/o.db"
-    assert resolve_target(options={"emulator": ("/o.db", "default")}).source == "profile local"
+def test_resolve_weighs_each_setting_by_its_source(listed: Path) -> None:
+    # An option beats a profile chosen in the environment; a default loses to the default profile.
+    options = {"profile": Setting("prod", Source.ENV), "emulator": Setting("/o.db", Source.OPTION)}
+    assert resolve_target(options=options).value == "/o.db"
+    assert resolve_target(options={"emulator": Setting("/o.db", Source.DEFAULT)}).source == "profile local"
 
 
 def test_resolve_keeps_the_profile_for_option_defaults(listed: Path) -> None:

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from click.testing import Result
 from json_shapes import MESSAGE_KEYS
-from support import Cli, Clock
+from support import APPLICATION_PROPERTIES, Cli, Clock, full_message, producer_fields
 from support import Seeder as Store
 from typer.testing import CliRunner
 
@@ -170,19 +170,7 @@ def test_count_of_an_unknown_entity_exits_4(orders: Store, sbdlq: Any) -> None:
 
 def test_peek_json_is_the_message_shape(store: Store, sbdlq: Any) -> None:
     store.engine.create_queue("q")
-    full = OutboundMessage(
-        body=b'{"order": 7}',
-        message_id="id-7",
-        content_type="application/json",
-        correlation_id="corr",
-        subject="orders",
-        to="fulfilment",
-        reply_to="replies",
-        session_id="s-1",
-        time_to_live_s=3600,
-        application_properties={"tenant": "eu", "attempt": 2, "vip": True},
-    )
-    store.dead_letter("q", [full, OutboundMessage(body=b"\xff\x00", message_id="bin")], "Poison", "bad json")
+    store.dead_letter("q", [full_message(), OutboundMessage(body=b"\xff\x00", message_id="bin")], "Poison", "bad json")
     r = sbdlq("peek", "q", "-o", "json")
     assert (r.exit_code, r.stderr) == (0, "")
     docs = json.loads(r.stdout)
@@ -207,6 +195,7 @@ def test_peek_json_is_the_message_shape(store: Store, sbdlq: Any) -> None:
             "tenant": "eu",
             "attempt": 2,
             "vip": True,
+            "ratio": 0.5,
             "DeadLetterReason": "Poison",
             "DeadLetterErrorDescription": "bad json",
         },
@@ -441,18 +430,7 @@ def test_selective_resubmit_keeps_properties_and_leaves_the_rest_available(store
     # No duplicate detection here: a target with it is refused unless --new-message-id
     # (tests/cli/test_resubmit_safety.py), and this copy keeps its id.
     store.engine.create_queue("retry")
-    full = OutboundMessage(
-        body=b"payload",
-        message_id="keep",
-        content_type="text/plain",
-        correlation_id="c",
-        subject="s",
-        to="t",
-        reply_to="r",
-        session_id="sess",
-        time_to_live_s=600,
-        application_properties={"tenant": "eu", "n": 1},
-    )
+    full = full_message()
     store.dead_letter("q", 2, "Timeout", prefix="a")
     store.dead_letter("q", [full], "Poison", "bad")
     store.dead_letter("q", 2, "Timeout", prefix="b")
@@ -463,16 +441,9 @@ def test_selective_resubmit_keeps_properties_and_leaves_the_rest_available(store
     assert elapsed(r.stdout) == "resubmitted 1 of 1 selected message(s) in X.XXs (2 skipped)\n"
     assert r.stderr.splitlines() == ["sbdlq: plan: resubmit 1 message(s) from q/$DeadLetterQueue to retry"]
     (copy,) = store.active("retry")
-    assert (copy.body, copy.message_id, copy.content_type, copy.correlation_id) == (
-        b"payload",
-        "keep",
-        "text/plain",
-        "c",
-    )
-    assert (copy.subject, copy.to, copy.reply_to, copy.session_id, copy.time_to_live_s) == ("s", "t", "r", "sess", 600)
+    assert producer_fields(copy) == producer_fields(full)
     assert copy.application_properties == {
-        "tenant": "eu",
-        "n": 1,
+        **APPLICATION_PROPERTIES,
         "DeadLetterReason": "Poison",
         "DeadLetterErrorDescription": "bad",
         "sbdlq-resubmitted-from": "q/$DeadLetterQueue:3",

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from support import ids
+from support import APPLICATION_PROPERTIES, full_message, ids, producer_fields
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import EntityDisabled, EntityNotFound, InvalidOperation
@@ -240,32 +240,11 @@ def test_an_expired_lock_is_lost(backend: Backend, seed: Seeder, aio: Any, pause
 
 def test_send_to_a_queue_keeps_every_property(backend: Backend, seed: Seeder, aio: Any) -> None:
     seed.queue("q")
-    out = OutboundMessage(
-        body=b"\x00\xffbinary",
-        message_id="id-1",
-        content_type="application/octet-stream",
-        correlation_id="corr",
-        subject="subj",
-        to="dest",
-        reply_to="replies",
-        reply_to_session_id="rs",
-        partition_key="pk",
-        time_to_live_s=3600,
-        application_properties={"tenant": "eu", "n": 5, "flag": True, "ratio": 0.5},
-    )
+    out = full_message(body=b"\x00\xffbinary", content_type="application/octet-stream")
     aio(backend.send(Q, [out]))
     (m,) = aio(backend.receive(MAIN, 1))
-    assert m.body == b"\x00\xffbinary"
-    assert (m.message_id, m.content_type, m.correlation_id, m.subject, m.to, m.reply_to) == (
-        "id-1",
-        "application/octet-stream",
-        "corr",
-        "subj",
-        "dest",
-        "replies",
-    )
-    assert (m.reply_to_session_id, m.partition_key, m.time_to_live_s) == ("rs", "pk", 3600)
-    assert m.application_properties == {"tenant": "eu", "n": 5, "flag": True, "ratio": 0.5}
+    assert producer_fields(m) == producer_fields(out)
+    assert m.application_properties == APPLICATION_PROPERTIES
     assert m.expires_at is not None
     assert m.expires_at - m.enqueued_time == timedelta(hours=1)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from json_shapes import MESSAGE_KEYS
-from support import ids
+from support import APPLICATION_PROPERTIES, full_message, ids, producer_fields
 
 from sbdlq.backends.base import Backend
 from sbdlq.models import RESUBMITTED_FROM, Message, OutboundMessage
@@ -120,18 +120,7 @@ def test_selective_resubmit_moves_exactly_the_matches_with_properties_intact(
     backend: Backend, seed: Seeder, aio: Any
 ) -> None:
     seed.queue("q")
-    full = OutboundMessage(
-        body=b'{"order": 1}',
-        message_id="keep-me",
-        content_type="application/json",
-        correlation_id="corr-1",
-        subject="orders",
-        to="fulfilment",
-        reply_to="replies",
-        session_id="sess-1",
-        time_to_live_s=7200,
-        application_properties={"tenant": "eu", "attempt": 3, "vip": True},
-    )
+    full = full_message(message_id="keep-me")
     seed.dead_letter("q", 2, reason="Timeout", prefix="a")
     seed.dead_letter("q", messages=[full], reason="Poison", description="bad json")
     seed.dead_letter("q", 2, reason="Timeout", prefix="c")
@@ -143,20 +132,9 @@ def test_selective_resubmit_moves_exactly_the_matches_with_properties_intact(
     moved = seed.active("q")
     assert ids(moved) == ["keep-me", "p0"]
     m = moved[0]
-    assert (m.body, m.content_type, m.correlation_id, m.subject, m.to, m.reply_to, m.session_id) == (
-        b'{"order": 1}',
-        "application/json",
-        "corr-1",
-        "orders",
-        "fulfilment",
-        "replies",
-        "sess-1",
-    )
-    assert m.time_to_live_s == 7200
+    assert producer_fields(m) == producer_fields(full)
     assert m.application_properties == {
-        "tenant": "eu",
-        "attempt": 3,
-        "vip": True,
+        **APPLICATION_PROPERTIES,
         RESUBMITTED_FROM: "q/$DeadLetterQueue:3",
     }
     # The skipped ones are still there, unlocked: available again as soon as the run ends.

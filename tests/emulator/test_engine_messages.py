@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from support import APPLICATION_PROPERTIES, full_message, producer_fields
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
@@ -65,29 +66,11 @@ def test_enqueued_time_is_the_broker_clock(engine: Engine, clock: Clock, h: Help
 
 def test_every_field_a_producer_sets_round_trips(engine: Engine) -> None:
     engine.create_queue("q")
-    out = OutboundMessage(
-        body=b"\x00\xffbinary",
-        message_id="id-1",
-        content_type="application/octet-stream",
-        correlation_id="corr",
-        subject="subj",
-        to="dest",
-        reply_to="replies",
-        reply_to_session_id="rs",
-        partition_key="pk",
-        time_to_live_s=120,
-    )
+    out = full_message(body=b"\x00\xffbinary", time_to_live_s=120)
     engine.send("q", [out])
     (m,) = engine.receive(A("q"), 1)
-    assert m.body == b"\x00\xffbinary"
-    assert (m.message_id, m.content_type, m.correlation_id, m.subject) == (
-        "id-1",
-        "application/octet-stream",
-        "corr",
-        "subj",
-    )
-    assert (m.to, m.reply_to, m.reply_to_session_id, m.partition_key) == ("dest", "replies", "rs", "pk")
-    assert m.time_to_live_s == 120
+    assert producer_fields(m) == producer_fields(out)
+    assert m.application_properties == APPLICATION_PROPERTIES
     assert m.delivery_count == 1
 
 

@@ -24,6 +24,7 @@ from azure.servicebus._pyamqp.message import Header, Properties
 from azure.servicebus._pyamqp.message import Message as AmqpMessage
 from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
 from pytest_mock import MockerFixture
+from support import APPLICATION_PROPERTIES, full_message
 
 from sbdlq.backends.base import ReceiveMode
 from sbdlq.backends.servicebus import (
@@ -402,33 +403,17 @@ def test_concurrent_admin_calls_with_a_bridged_credential_do_not_deadlock(
 
 def test_outbound_message_is_cloned_with_every_field() -> None:
     when = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
-    out = OutboundMessage(
-        body=b'{"id": 1}',
-        message_id="m-1",
-        content_type="application/json",
-        correlation_id="c-1",
-        subject="order.created",
-        to="dest",
-        reply_to="replies",
-        reply_to_session_id="rs-1",
-        session_id="s-1",
-        partition_key="s-1",
+    out = full_message(
         time_to_live_s=90.5,
         scheduled_enqueue_time=when,
-        application_properties={
-            "tenant": "acme",
-            "attempt": 7,
-            "ok": True,
-            "ratio": 0.5,
-            "sbdlq-resubmitted-from": "x",
-        },
+        application_properties={**APPLICATION_PROPERTIES, "sbdlq-resubmitted-from": "x"},
     )
     message = to_sdk_message(out)
     assert isinstance(message, ServiceBusMessage)
-    assert b"".join(message.body) == b'{"id": 1}'
-    assert (message.message_id, message.content_type, message.correlation_id) == ("m-1", "application/json", "c-1")
-    assert (message.subject, message.to, message.reply_to) == ("order.created", "dest", "replies")
-    assert (message.reply_to_session_id, message.session_id, message.partition_key) == ("rs-1", "s-1", "s-1")
+    assert b"".join(message.body) == out.body
+    assert (message.message_id, message.content_type, message.correlation_id) == ("id-7", "application/json", "corr")
+    assert (message.subject, message.to, message.reply_to) == ("orders", "fulfilment", "replies")
+    assert (message.reply_to_session_id, message.session_id, message.partition_key) == ("rs", "s-1", "s-1")
     assert message.time_to_live == timedelta(milliseconds=90_500)
     assert message.scheduled_enqueue_time_utc == when
     assert message.application_properties == out.application_properties

@@ -221,20 +221,27 @@ def _status(value: Any) -> str:
     return str(getattr(value, "value", value) or "Active")
 
 
+def _receiver_settings(p: Any) -> dict[str, Any]:
+    """The EntityInfo fields queues and subscriptions share: the SDK names them alike on both."""
+    return {
+        "requires_session": bool(p.requires_session),
+        "lock_duration_s": _duration_s(p.lock_duration, 60.0),
+        "max_delivery_count": int(p.max_delivery_count or 10),
+        "default_ttl_s": _duration_s(p.default_message_time_to_live, MAX_TTL_S),
+        "dead_lettering_on_expiration": bool(p.dead_lettering_on_message_expiration),
+        "forward_to": _entity_name(p.forward_to),
+        "forward_dead_lettered_to": _entity_name(p.forward_dead_lettered_messages_to),
+        "status": _status(p.status),
+    }
+
+
 def queue_info(q: Any) -> EntityInfo:
     """EntityInfo of an SDK QueueProperties."""
     return EntityInfo(
         path=q.name,
         kind="queue",
-        requires_session=bool(q.requires_session),
         requires_duplicate_detection=bool(q.requires_duplicate_detection),
-        lock_duration_s=_duration_s(q.lock_duration, 60.0),
-        max_delivery_count=int(q.max_delivery_count or 10),
-        default_ttl_s=_duration_s(q.default_message_time_to_live, MAX_TTL_S),
-        dead_lettering_on_expiration=bool(q.dead_lettering_on_message_expiration),
-        forward_to=_entity_name(q.forward_to),
-        forward_dead_lettered_to=_entity_name(q.forward_dead_lettered_messages_to),
-        status=_status(q.status),
+        **_receiver_settings(q),
     )
 
 
@@ -255,15 +262,8 @@ def subscription_info(topic: str, s: Any) -> EntityInfo:
     return EntityInfo(
         path=str(EntityPath(topic, s.name)),
         kind="subscription",
-        requires_session=bool(s.requires_session),
-        lock_duration_s=_duration_s(s.lock_duration, 60.0),
-        max_delivery_count=int(s.max_delivery_count or 10),
-        default_ttl_s=_duration_s(s.default_message_time_to_live, MAX_TTL_S),
-        dead_lettering_on_expiration=bool(s.dead_lettering_on_message_expiration),
         dead_lettering_on_filter_exceptions=bool(s.dead_lettering_on_filter_evaluation_exceptions),
-        forward_to=_entity_name(s.forward_to),
-        forward_dead_lettered_to=_entity_name(s.forward_dead_lettered_messages_to),
-        status=_status(s.status),
+        **_receiver_settings(s),
     )
 
 

@@ -45,7 +45,7 @@ def _configure(transport: Transport, *, max_frame_size: int) -> None:
 
 def _default_clock() -> Callable[[], float]:
     """The wall clock, shifted by SBDLQ_EMULATOR_CLOCK_SKEW (tests let tokens expire without sleeping)."""
-    from sbdlq.backends import emulator_clock
+    from sbdlq.emulator.clock import emulator_clock
 
     return emulator_clock() or time.time
 

@@ -1,0 +1,85 @@
+"""The house rules of DESIGN §1, checked on the source so they stay true.
+
+The engine knows nothing of the CLI or the backends; the CLI knows nothing of SQLite and reaches
+the engine only through `emulator/admin.py` or a Backend. Modules stay small (700 lines) and
+functions short (80 lines). Imports inside functions count as well as top-level ones.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "sbdlq"
+MAX_MODULE_LINES = 700
+MAX_FUNCTION_LINES = 80
+
+
+def _modules(folder: Path) -> list[Path]:
+    """Every Python module below a folder, sorted for stable test ids."""
+    return sorted(folder.rglob("*.py"))
+
+
+def _module_name(path: Path) -> str:
+    """`sbdlq.emulator.amqp.server` for sbdlq/emulator/amqp/server.py (packages name their __init__)."""
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imported_names(path: Path) -> Iterator[str]:
+    """The absolute names a module imports, with relative imports resolved and `from X import y` as X.y too."""
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def _violations(folder: str, forbidden: tuple[str, ...]) -> list[str]:
+    """`file: name` for every import below sbdlq/<folder> of a forbidden module or its submodules."""
+    found = []
+    for path in _modules(PACKAGE / folder):
+        for name in _imported_names(path):
+            if any(name == bad or name.startswith(bad + ".") for bad in forbidden):
+                found.append(f"{path.relative_to(PACKAGE.parent)}: {name}")
+    return sorted(set(found))
+
+
+def test_the_emulator_imports_nothing_from_the_backends_or_the_cli() -> None:
+    assert _violations("emulator", ("sbdlq.backends", "sbdlq.cli")) == []
+
+
+def test_the_cli_never_touches_sqlite_or_the_engine_directly() -> None:
+    assert _violations("cli", ("sqlite3", "sbdlq.emulator.engine", "sbdlq.emulator.store")) == []
+
+
+def test_the_import_check_sees_lazy_and_relative_imports() -> None:
+    # A checker that silently saw nothing would pass forever: prove it sees both forms.
+    amqp = PACKAGE / "emulator" / "amqp"
+    assert "sbdlq.emulator.clock.emulator_clock" in set(_imported_names(amqp / "server.py"))
+    assert "sbdlq.emulator.amqp.sas" in set(_imported_names(amqp / "cbs.py"))
+
+
+@pytest.mark.parametrize("path", _modules(PACKAGE), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_modules_and_functions_stay_small(path: Path) -> None:
+    source = path.read_text(encoding="utf-8")
+    assert len(source.splitlines()) <= MAX_MODULE_LINES
+    long_functions = [
+        f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert long_functions == []
