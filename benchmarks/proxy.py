@@ -86,20 +86,21 @@ class DelayingProxy:
             return
         self._open += 1
         upstream_w: asyncio.StreamWriter | None = None
+        pumps: list[asyncio.Task[None]] = []
         try:
             upstream_r, upstream_w = await asyncio.open_connection("127.0.0.1", self.target_port)
-            pumps = [
+            pumps += [
                 asyncio.create_task(self._pump(client_r, upstream_w)),
                 asyncio.create_task(self._pump(upstream_r, client_w)),
             ]
             # Either side closing ends the connection: the other pump is cut.
-            _, rest = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-            for pump in rest:
-                pump.cancel()
-            await asyncio.gather(*rest, return_exceptions=True)
+            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
         except OSError:
             pass
         finally:
+            for pump in pumps:
+                pump.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
             self._open -= 1
             for w in (client_w, upstream_w):
                 if w is not None:

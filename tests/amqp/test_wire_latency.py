@@ -72,3 +72,19 @@ def test_purge_by_receive_and_delete_counts_what_went(
     assert code == 0, err
     assert (result["selected"], result["purged"]) == (N, N)
     assert seed.counts(q).dead_letter == 0
+
+
+def test_purge_older_than_deletes_on_the_broker_up_to_the_cutoff(emulator: Any, cli: Any) -> None:
+    seed = Seeder(emulator.engine)
+    q = emulator.queue()
+    emulator.clock.t -= 7200  # these two were enqueued two hours ago
+    try:
+        seed.dead_letter(q, 2, prefix="old")
+    finally:
+        emulator.clock.t += 7200
+    seed.dead_letter(q, 3, prefix="new")
+    with DelayingProxy(emulator.port, rtt_s=0.07) as proxy:
+        code, result, err = _run(cli, emulator, proxy, "purge", q, "--yes", "--older-than", "1h")
+    assert code == 0, err
+    assert (result["selected"], result["purged"]) == (2, 2)
+    assert sorted(seed.dlq_ids(q)) == ["new0", "new1", "new2"]

@@ -160,7 +160,5 @@ async def batch_delete(receiver: Any, max_count: int, before: datetime | None, t
         "enqueued-time-utc": transport.AMQP_TIMESTAMP_VALUE(cutoff),
     }
     return int(
-        await receiver._mgmt_request_response(
-            BATCH_DELETE_OPERATION, body, _batch_delete_reply, timeout=timeout
-        )
+        await receiver._mgmt_request_response(BATCH_DELETE_OPERATION, body, _batch_delete_reply, timeout=timeout)
     )
