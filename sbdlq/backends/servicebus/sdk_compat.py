@@ -129,6 +129,8 @@ def error_condition(exc: BaseException) -> str | None:
 
 #: the `$management` operation of server-side batch delete (.NET DeleteMessagesAsync, Java deleteMessages)
 BATCH_DELETE_OPERATION = b"com.microsoft:batch-delete-messages"
+#: DateTime.MaxValue (9999-12-31T23:59:59.999Z) in ms since the epoch: "enqueued before ever"
+_MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 
 def _batch_delete_reply(status_code: int, message: Any, description: Any, amqp_transport: Any) -> int:
@@ -147,14 +149,16 @@ def _batch_delete_reply(status_code: int, message: Any, description: Any, amqp_t
 
 
 async def batch_delete(receiver: Any, max_count: int, before: datetime | None, timeout: float) -> int:
-    """Delete up to max_count messages on the broker, enqueued before `before` (None: now); how many went.
+    """Delete up to max_count messages on the broker, enqueued before `before` (None: any); how many went.
 
     azure-servicebus 7.x has no public call for it: the request goes through the receiver's
     private `_mgmt_request_response` (the `$management` link peek and renew use), with the
     `_amqp_transport` value wrappers for the AMQP types .NET sends (int count, timestamp cutoff).
     """
     transport = receiver._amqp_transport
-    cutoff = before if before is not None else datetime.now(UTC)
+    # No cutoff: .NET's DateTime.MaxValue, not the client's now, which a skewed clock would
+    # put before messages the broker enqueued a moment ago.
+    cutoff: datetime | int = before if before is not None else _MAX_TIMESTAMP_MS
     body = {
         "message-count": transport.AMQP_INT_VALUE(int(max_count)),
         "enqueued-time-utc": transport.AMQP_TIMESTAMP_VALUE(cutoff),
