@@ -1,6 +1,6 @@
 """Run every benchmark, print a table of figures and ratios, write them as JSON.
 
-    python -m benchmarks.run [--quick] [--only overlap,engine,memory,startup] [--json PATH]
+    python -m benchmarks.run [--quick] [--only overlap,engine,memory,startup,wire] [--json PATH]
 
 Every figure is a ratio measured in the same run; nothing here is a pass/fail test.
 """
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         elif section == "wire":
             from benchmarks import wire
 
-            figures[section] = wire.run()
+            figures[section] = wire.run(n=100 if args.quick else 200)
         else:
             parser.error(f"unknown section {section}")
         figures[section]["section_seconds"] = round(time.perf_counter() - t0, 1)

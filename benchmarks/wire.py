@@ -1,4 +1,12 @@
-"""Through the wire: resubmit with the servicebus backend (real SDK) against `sbdlq emulator serve`."""
+"""Through a real wire: the real SDK, a delaying proxy, `sbdlq emulator serve`.
+
+For resubmit, purge and peek, in the same run and against the same listener: sbdlq (the
+servicebus backend), a naive SDK loop (one message at a time) and an SDK batch loop (what a
+careful script does). The proxy adds `rtt_s` to each round trip. After each run the queues
+are checked: every message arrived exactly once (resubmit) or went (purge), or was read
+once (peek). The naive loop runs on fewer messages (it is slow by design); its figure is
+per message, like every ratio here.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +14,18 @@ import asyncio
 import tempfile
 import threading
 import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import seed_dlq
-from sbdlq.backends.emulator import EmulatorBackend
-from sbdlq.operations.resubmit import resubmit
-from sbdlq.paths import Address, EntityPath, SubQueue
+from benchmarks.proxy import DelayingProxy
 
 CONN = (
     "Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
     "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
 )
-DLQ = Address(EntityPath("orders"), SubQueue.DEAD_LETTER)
 
 
 def _serve(store: Path) -> tuple[int, int | None, threading.Event, threading.Thread]:
@@ -44,40 +51,140 @@ def _serve(store: Path) -> tuple[int, int | None, threading.Event, threading.Thr
     return ports[0][0], ports[0][1], stop, thread
 
 
-async def _resubmit(backend: Any) -> tuple[float, int]:
+class Wire:
+    """One store behind `emulator serve` and a delaying proxy; fresh queues for each contender."""
+
+    def __init__(self, store: Path, rtt_s: float) -> None:
+        from sbdlq.emulator.engine import Engine
+
+        self.store = store
+        self.engine = Engine(store)
+        self.port, self.http, self.stop, self.thread = _serve(store)
+        self.proxy = DelayingProxy(self.port, rtt_s)
+        self.conn = CONN.format(port=self.proxy.port)
+        self.names = 0
+
+    def dlq(self, n: int) -> str:
+        """A fresh queue whose DLQ holds n messages (ids 0..n-1)."""
+        self.names += 1
+        name = f"q{self.names}"
+        seed_dlq(self.store, name, n)
+        return name
+
+    def ids(self, address: str) -> Counter[str]:
+        from sbdlq.paths import parse_address
+
+        return Counter(str(m.message_id) for m in self.engine.peek(parse_address(address), 0, 1_000_000))
+
+    def close(self) -> None:
+        self.proxy.close()
+        self.stop.set()
+        self.thread.join(10)
+        self.engine.close()
+
+
+def _timed(work: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
     t0 = time.perf_counter()
-    result = await resubmit(backend, DLQ, EntityPath("retry"), batch_size=100, concurrency=32)
-    elapsed = time.perf_counter() - t0
-    await backend.close()
-    return elapsed, result.resubmitted
+    out = asyncio.run(work())
+    return time.perf_counter() - t0, out
 
 
-def run(n: int = 1000) -> dict[str, Any]:
+# ------------------------------------------------------------------ contenders
+
+
+async def _sbdlq(wire: Wire, task: str, q: str) -> int:
     from sbdlq.backends.servicebus import ServiceBusBackend
-    from sbdlq.emulator.engine import Engine
+    from sbdlq.operations.browse import iter_messages
+    from sbdlq.operations.purge import purge
+    from sbdlq.operations.resubmit import resubmit
+    from sbdlq.paths import EntityPath, parse_address
 
+    backend = ServiceBusBackend(connection_string=wire.conn, timeout_s=60, admin_port=wire.http)
+    dlq = parse_address(f"{q}/$deadletterqueue")
+    try:
+        if task == "resubmit":
+            return (await resubmit(backend, dlq, EntityPath(q))).resubmitted
+        if task == "purge":
+            return (await purge(backend, dlq)).purged
+        return len([m async for m in iter_messages(backend, dlq)])
+    finally:
+        await backend.close()
+
+
+async def _sdk(wire: Wire, task: str, q: str, batch: int) -> int:
+    """The SDK as a script uses it: batch 1 is the naive loop."""
+    from azure.servicebus import ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue
+    from azure.servicebus.aio import ServiceBusClient
+
+    done = 0
+    async with ServiceBusClient.from_connection_string(wire.conn) as client:
+        mode = ServiceBusReceiveMode.RECEIVE_AND_DELETE if task == "purge" else ServiceBusReceiveMode.PEEK_LOCK
+        receiver = client.get_queue_receiver(q, sub_queue=ServiceBusSubQueue.DEAD_LETTER, receive_mode=mode)
+        async with receiver, client.get_queue_sender(q) as sender:
+            if task == "peek":
+                seq = 0
+                while page := await receiver.peek_messages(max(batch, 1), sequence_number=seq):
+                    done += len(page)
+                    seq = page[-1].sequence_number + 1
+                return done
+            while got := await receiver.receive_messages(max_message_count=batch, max_wait_time=2):
+                if task == "resubmit":
+                    copies = [
+                        ServiceBusMessage(b"".join(m.body), message_id=m.message_id, subject=m.subject) for m in got
+                    ]
+                    await sender.send_messages(copies)
+                    for m in got:
+                        await receiver.complete_message(m)
+                done += len(got)
+    return done
+
+
+# ------------------------------------------------------------------ checks
+
+
+def _check(wire: Wire, task: str, q: str, n: int, reported: int) -> bool:
+    """Every message arrived exactly once (resubmit), went (purge), or was read once (peek)."""
+    dlq = wire.ids(f"{q}/$deadletterqueue")
+    if task == "peek":
+        return reported == n and sum(dlq.values()) == n
+    if task == "purge":
+        return reported == n and not dlq
+    main = wire.ids(q)
+    return reported == n and not dlq and len(main) == n and set(main.values()) == {1}
+
+
+def run(n: int = 200, naive_n: int = 40, rtt_s: float = 0.07) -> dict[str, Any]:
+    """Seconds per task for each contender at `rtt_s`, per-message ratios against sbdlq, and the checks."""
+    figures: dict[str, Any] = {"rtt_ms": round(rtt_s * 1000), "messages": n, "naive_messages": naive_n}
     with tempfile.TemporaryDirectory() as d:
-        local = Path(d) / "local.db"
-        seed_dlq(local, "orders", n)
-        Engine(local).create_queue("retry")
-        t_local, moved_local = asyncio.run(_resubmit(EmulatorBackend(str(local))))
-
-        wire = Path(d) / "wire.db"
-        seed_dlq(wire, "orders", n)
-        Engine(wire).create_queue("retry")
-        port, http, stop, thread = _serve(wire)
+        wire = Wire(Path(d) / "wire.db", rtt_s)
         try:
-            # The listener's HTTP side answers the admin client (entity properties, counts);
-            # without it the backend would fall back to paging with peek.
-            backend = ServiceBusBackend(connection_string=CONN.format(port=port), timeout_s=30, admin_port=http)
-            t_wire, moved_wire = asyncio.run(_resubmit(backend))
+            for task in ("resubmit", "purge", "peek"):
+                row: dict[str, Any] = {}
+                contenders: list[tuple[str, int, Callable[[str], Awaitable[int]]]] = [
+                    ("sbdlq", n, lambda q, t=task: _sbdlq(wire, t, q)),
+                    ("sdk_batch", n, lambda q, t=task: _sdk(wire, t, q, 100)),
+                    ("sdk_naive", naive_n, lambda q, t=task: _sdk(wire, t, q, 1)),
+                ]
+                for name, count, work in contenders:
+                    q = wire.dlq(count)
+                    seconds, reported = _timed(lambda w=work, q=q: w(q))
+                    row[name] = {
+                        "messages": count,
+                        "seconds": round(seconds, 2),
+                        "ms_per_message": round(seconds * 1000 / count, 2),
+                        "exactly_once": _check(wire, task, q, count, reported),
+                    }
+                ours = row["sbdlq"]["ms_per_message"]
+                for name in ("sdk_batch", "sdk_naive"):
+                    row[f"ratio_{name}_vs_sbdlq"] = round(row[name]["ms_per_message"] / ours, 1)
+                figures[task] = row
         finally:
-            stop.set()
-            thread.join(10)
-    return {
-        "messages": n,
-        "emulator_backend_per_s": round(moved_local / t_local),
-        "servicebus_over_amqp_per_s": round(moved_wire / t_wire),
-        "ratio_wire_vs_emulator": round((moved_wire / t_wire) / (moved_local / t_local), 3),
-        "moved": {"emulator": moved_local, "wire": moved_wire},
-    }
+            wire.close()
+    return figures
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(), indent=1))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from datetime import datetime
 from types import TracebackType
 
 from sbdlq.errors import ServiceUnavailable
@@ -77,6 +78,17 @@ class Backend(ABC):
     async def discard(self, address: Address, max_count: int) -> int:
         """Receive-and-delete up to max_count messages without keeping them; how many went."""
         return len(await self.receive(address, max_count, mode=ReceiveMode.RECEIVE_AND_DELETE, max_wait_s=1.0))
+
+    async def open_links(self, address: Address, mode: ReceiveMode, target: EntityPath | None = None) -> None:
+        """Open the receiver of an address (and the sender of a target) before a run's first receive."""
+        return None  # nothing to attach where receiving is a local call
+
+    async def delete_messages(self, address: Address, max_count: int, *, before: datetime | None = None) -> int | None:
+        """Delete up to max_count messages on the broker side (enqueued before `before`): how many went.
+
+        None when the broker has no such operation; the caller then receives and deletes.
+        """
+        return None
 
     @abstractmethod
     async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:

@@ -33,6 +33,9 @@ RETRY_BASE_S = 0.1
 RETRY_CAP_S = 3.0
 # Settle and renew calls carry at most this many lock tokens.
 SETTLE_CHUNK = 500
+# Empty receives retried (waiting 2, 4, 8 s) while the DLQ's count says messages this run has
+# not seen are still there: over a far link an empty receive is not an empty DLQ.
+EMPTY_RETRIES = 3
 
 
 @dataclass
@@ -245,10 +248,15 @@ class LockedLoop:
     async def run(self, limit: int, last_sequence: int | None) -> None:
         """Take up to `limit` matches, batch by batch, until the DLQ or the scan's last match ends."""
         try:
+            empty = 0
             while self.taken < limit and self.stats.aborted is None:
-                batch = await self._receive(limit)
+                batch = await self._receive(limit, wait_s=float(2**empty))
                 if not batch:
-                    break
+                    empty += 1
+                    if empty > EMPTY_RETRIES or not await self._unseen_left():
+                        break
+                    continue
+                empty = 0
                 self.keeper.hold(batch)
                 chosen, beyond = self._sort(batch, limit, last_sequence)
                 if beyond:
@@ -261,13 +269,18 @@ class LockedLoop:
         finally:
             await self._wind_down()
 
-    async def _receive(self, limit: int) -> list[Message]:
+    async def _receive(self, limit: int, *, wait_s: float = 1.0) -> list[Message]:
         """The next batch, under lock."""
         want = min(self.batch_size, limit - self.taken) if self.selection.is_empty else self.batch_size
         return await retrying(
-            lambda: self.backend.receive(self.source, want, mode=ReceiveMode.PEEK_LOCK, max_wait_s=1.0),
+            lambda: self.backend.receive(self.source, want, mode=ReceiveMode.PEEK_LOCK, max_wait_s=wait_s),
             self.stats,
         )
+
+    async def _unseen_left(self) -> bool:
+        """Whether the DLQ holds more messages than this run holds locked: some were not received yet."""
+        left = await dlq_left(self.backend, self.source, self.stats)
+        return left is not None and left > len(self.keeper.held)
 
     def _sort(self, batch: list[Message], limit: int, last_sequence: int | None) -> tuple[list[Message], list[Message]]:
         """Split a batch into the matches to act on and those past the scan's last match."""
@@ -367,6 +380,15 @@ async def plan_run(
             plan.last_sequence = m.sequence_number
         return plan
     return Plan(plan_limit(max_count, dlq_count(await backend.counts(source.entity), source.sub_queue)))
+
+
+async def dlq_left(backend: Backend, source: Address, stats: LoopStats) -> int | None:
+    """How many messages the DLQ (or transfer DLQ) holds now; None when it cannot be counted."""
+    try:
+        counts = await retrying(lambda: backend.counts(source.entity), stats)
+    except SbdlqError:
+        return None
+    return dlq_count(counts, source.sub_queue)
 
 
 def report_unreceived(selected: int, accounted: int, source: Address, note: Callable[[str], None]) -> None:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 
-from sbdlq.backends.base import Backend
+from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import EntityInfo, Message, PurgeResult
 from sbdlq.operations.browse import queue_word
 from sbdlq.operations.export import Exporter, check_export_target
-from sbdlq.operations.move import Plan, retrying
+from sbdlq.operations.move import EMPTY_RETRIES, Plan, dlq_left, retrying
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
@@ -99,23 +101,57 @@ class Purge(MovingRun[PurgeResult]):
 
     async def move(self, plan: Plan, info: EntityInfo, tick: Callable[[int], None] | None) -> None:
         if self.export is None and self.selection.is_empty:
-            await self.discard(plan.selected, tick)
+            if not await self.delete_on_broker(plan.selected, None, tick):
+                await self.discard(plan.selected, tick)
+            return
+        cutoff = _only_older_than(self.selection)
+        if self.export is None and cutoff is not None and await self.delete_on_broker(plan.selected, cutoff, tick):
             return
         if self.export is not None and self.exporter is None:
             self.exporter = Exporter(self.export, follow_symlinks=self.follow_symlinks)
         await super().move(plan, info, tick)
 
-    async def discard(self, limit: int, tick: Callable[[int], None] | None) -> None:
-        """Nothing to keep and nothing to choose: delete on receive, in large batches."""
+    async def delete_on_broker(self, limit: int, before: datetime | None, tick: Callable[[int], None] | None) -> bool:
+        """Delete on the broker's side (batch delete), counting what it says went; False where it has none."""
         stats = self.stats
         while stats.handled < limit and stats.aborted is None:
-            want = min(self.options.batch_size, limit - stats.handled)
-            gone = await retrying(partial(self.backend.discard, self.source, want), stats)
+            deleting = partial(self.backend.delete_messages, self.source, limit - stats.handled, before=before)
+            gone = await retrying(deleting, stats)
+            if gone is None:
+                return False  # refused on the first call: nothing was deleted this way
             if not gone:
-                break
+                break  # what is left is locked by another receiver, or newer than the cutoff
             stats.handled += gone
             if tick:
                 tick(gone)
+        return True
+
+    async def discard(self, limit: int, tick: Callable[[int], None] | None) -> None:
+        """Nothing to keep and nothing to choose: delete on receive, in large batches.
+
+        What was deleted is what the count went down by: messages delivered after a receive
+        call gave up are deleted by the broker all the same, and the receiver drops them.
+        """
+        stats, backend, source = self.stats, self.backend, self.source
+        await backend.open_links(source, ReceiveMode.RECEIVE_AND_DELETE)
+        before = await dlq_left(backend, source, stats)
+        returned = empty = 0
+        while returned < limit and stats.aborted is None:
+            want = min(self.options.batch_size, limit - returned)
+            gone = await retrying(partial(backend.discard, source, want), stats)
+            if gone:
+                empty = 0
+                returned += gone
+                if tick:
+                    tick(gone)
+                continue
+            empty += 1
+            left = await dlq_left(backend, source, stats)
+            if empty > EMPTY_RETRIES or not left or (before is not None and before - left >= limit):
+                break
+        after = await dlq_left(backend, source, stats)
+        counted = before - after if before is not None and after is not None else 0
+        stats.handled = max(returned, min(limit, counted))
 
     async def settle(self, chunk: list[Message]) -> list[Message]:
         """Export (when asked) then complete; returns what it left in the DLQ."""
@@ -140,3 +176,10 @@ class Purge(MovingRun[PurgeResult]):
             stats.lock_lost += len(lost)
             stats.error(f"{len(lost)} message(s) stayed in the {queue_word(self.source)} (lock lost before delete)")
         return lost
+
+
+def _only_older_than(selection: Selection) -> datetime | None:
+    """The cutoff of a selection that is --older-than alone (the broker's batch delete takes it), else None."""
+    if selection.enqueued_before is None:
+        return None
+    return selection.enqueued_before if dataclasses.replace(selection, enqueued_before=None).is_empty else None

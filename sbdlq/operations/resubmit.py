@@ -116,7 +116,7 @@ class Resubmit(MovingRun[ResubmitResult]):
         allow_unverified_routing: bool = False,
     ) -> None:
         super().__init__(backend, source, ResubmitResult(dry_run=options.dry_run), options)
-        self.target = target
+        self.target = self.send_target = target
         self.rate = rate
         self.limiter = RateLimiter(rate)
         self.new_message_id = new_message_id

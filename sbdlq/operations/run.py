@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Generic, TypeVar
 
-from sbdlq.backends.base import Backend
+from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import EntityInfo, Message, RunResult
-from sbdlq.operations.move import LockedLoop, LoopStats, Plan, plan_run, report_unreceived
+from sbdlq.operations.move import LockedLoop, LoopStats, Plan, dlq_left, plan_run, report_unreceived
 from sbdlq.operations.stopping import RunInterrupted, Stopper
-from sbdlq.paths import Address
+from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
 R = TypeVar("R", bound=RunResult)
@@ -48,6 +48,8 @@ class MovingRun(ABC, Generic[R]):
     #: Whether a message whose lock was lost at settlement counts as done. Neither run counts it:
     #: purge did not delete it, and resubmit's original is still in the DLQ beside its copy.
     LOST_ARE_DONE: ClassVar[bool]
+    #: Where the run sends copies (its sender link opens with the receiver's); None: nowhere.
+    send_target: EntityPath | None = None
 
     def __init__(self, backend: Backend, source: Address, result: R, options: RunOptions) -> None:
         self.backend = backend
@@ -124,6 +126,7 @@ class MovingRun(ABC, Generic[R]):
             # The loop has wound down (chunks in flight finished, the rest released): a
             # failing broker or store ends the run with its partial summary, not a bare error.
             self.stats.abort(exc.message)
+        await self.recount()
         self.account()
         if stopper.signum is not None:
             raise RunInterrupted(self.result, stopper.signum)
@@ -143,11 +146,32 @@ class MovingRun(ABC, Generic[R]):
             chunk_size=self.chunk_size,
             on_done=tick,
         )
+        # Attached before the first receive, within the run's timeout: a receive's short wait
+        # must not be spent attaching its link.
+        await self.backend.open_links(self.source, ReceiveMode.PEEK_LOCK, self.send_target)
         await loop.run(limit=plan.selected, last_sequence=plan.last_sequence)
 
     def kept_back(self) -> int:
         """Messages the run chose to leave in the DLQ (resubmit: copies no subscription takes)."""
         return 0
+
+    async def recount(self) -> None:
+        """Selected messages the run never received but that are still in the DLQ fail the run."""
+        stats = self.stats
+        if not self.selection.is_empty or stats.aborted is not None:
+            return  # a count cannot tell matches apart; an aborted run accounts for the rest itself
+        left_behind = 0 if self.LOST_ARE_DONE else stats.lock_lost
+        kept = self.kept_back()
+        missing = self.result.selected - (stats.handled + stats.failed + left_behind + kept)
+        if missing <= 0:
+            return
+        left = await dlq_left(self.backend, self.source, stats)
+        # What the run itself left in the DLQ (failed, lock lost) is in the count too; the rest
+        # of what is missing went to another receiver.
+        still = min(missing, (left or 0) - stats.failed - stats.lock_lost - kept)
+        if still > 0:
+            stats.failed += still
+            stats.error(f"{still} selected message(s) are still in {self.source}: not received before the run ended")
 
     def account(self) -> None:
         """Copy what the loop did into the result; say so when selected messages never came."""

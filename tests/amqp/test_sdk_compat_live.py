@@ -43,3 +43,28 @@ def test_link_shims_on_an_open_receiver(emulator: Any) -> None:
             assert not sdk_compat.handler_running(receiver)
 
     asyncio.run(scenario())
+
+
+def test_batch_delete_over_the_management_link(emulator: Any) -> None:
+    from azure.servicebus.exceptions import ServiceBusError
+
+    from sbdlq.paths import Address, EntityPath
+
+    q = emulator.queue()
+    emulator.seed(q, "a", "b", "c", "d")
+    # Locked messages stay: a batch delete takes only what a receiver could take now.
+    assert len(emulator.engine.receive(Address(EntityPath(q)), 1)) == 1
+
+    async def scenario() -> tuple[int, int, int]:
+        client = ServiceBusClient.from_connection_string(emulator.conn_str(), keep_alive=None)
+        async with client, client.get_queue_receiver(q, prefetch_count=0) as receiver:
+            with pytest.raises(ServiceBusError):
+                await sdk_compat.batch_delete(receiver, 501, None, 10)  # over Standard's 500
+            # A cutoff before everything was enqueued deletes nothing (a 204 reply).
+            none = await sdk_compat.batch_delete(receiver, 10, datetime(2000, 1, 1), 10)
+            two = await sdk_compat.batch_delete(receiver, 2, None, 10)
+            rest = await sdk_compat.batch_delete(receiver, 500, None, 10)
+            return none, two, rest
+
+    assert asyncio.run(scenario()) == (0, 2, 1)
+    assert emulator.engine.counts(q).active == 1  # the locked one

@@ -37,6 +37,7 @@ from sbdlq.connstr import ConnectionInfo, parse_connection_string, redact
 from sbdlq.errors import (
     AuthError,
     BadInput,
+    EntityNotFound,
     InvalidOperation,
     LockLost,
     SbdlqError,
@@ -53,6 +54,8 @@ PEEK_PAGE = 250
 # operation that never settles some messages cannot grow the map over a 1M-message run.
 _HELD_SOFT_LIMIT = 10_000
 _HELD_GRACE = timedelta(seconds=60)
+#: messages per batch-delete request: the Standard tier's limit (Premium takes 4,000)
+BATCH_DELETE_MAX = 500
 
 
 @dataclass(eq=False)
@@ -137,6 +140,7 @@ class ServiceBusBackend(Backend):
         self._receivers: dict[tuple[str, ReceiveMode], _Link] = {}
         self._senders: dict[str, _Link] = {}
         self._held: dict[str, _Held] = {}
+        self._batch_delete_refused = False
 
     # ----------------------------------------------------------------- admin (HTTP) side
 
@@ -250,6 +254,52 @@ class ServiceBusBackend(Backend):
                 self._held[message.lock_token] = _Held(link, sdk_message, message.locked_until, amqp_link)
             out.append(message)
         return out
+
+    async def open_links(self, address: Address, mode: ReceiveMode, target: EntityPath | None = None) -> None:
+        """Attach the receiver and the target's sender together, within the timeout, before a run receives.
+
+        In azure-servicebus a receive's wait includes attaching its link (about ten round trips):
+        against a far namespace a short wait would go on the attach and look like an empty DLQ.
+        """
+
+        async def attach_receiver() -> None:
+            link = await self._live_receiver(address, mode)
+            if link.opened:
+                return
+            async with link.lock:
+                await self._on_receiver(link, link.handler.__aenter__(), address)
+            link.opened = True
+
+        jobs = [attach_receiver()]
+        if target is not None:
+            jobs.append(self._with_sender(target, None))
+        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    async def delete_messages(self, address: Address, max_count: int, *, before: datetime | None = None) -> int | None:
+        """Server-side batch delete (`$management` batch-delete-messages); None where the namespace refuses it."""
+        if self._batch_delete_refused:
+            return None
+        if max_count <= 0:
+            return 0
+        link = await self._live_receiver(address, ReceiveMode.PEEK_LOCK)
+        count = min(max_count, BATCH_DELETE_MAX)
+        try:
+            async with link.lock:
+                gone = await self._on_receiver(
+                    link, sdk_compat.batch_delete(link.handler, count, before, self._timeout_s), address
+                )
+        except (AuthError, ServiceUnavailable, EntityNotFound):
+            raise
+        except SbdlqError as exc:
+            # An older namespace (or broker) without the operation: receive and delete instead.
+            self._batch_delete_refused = True
+            self._say(f"batch delete refused ({exc.message}): deleting by receive-and-delete")
+            return None
+        link.opened = True
+        return gone
 
     async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         """Complete each message on the receiver that locked it."""

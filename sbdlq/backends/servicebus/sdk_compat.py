@@ -10,6 +10,7 @@ imported inside the functions only: importing this module costs nothing.
 from __future__ import annotations
 
 import inspect
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from typing import Any
 CHECKED_ON = (">=7.12", "<8")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LOGGER = logging.getLogger(__name__)
 
 
 def handler_running(handler: Any) -> bool:
@@ -123,3 +125,44 @@ def error_condition(exc: BaseException) -> str | None:
         raw = getattr(raw, "value", raw)  # pyamqp's ErrorCondition enum holds bytes
         return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
     return None
+
+
+#: the `$management` operation of server-side batch delete (.NET DeleteMessagesAsync, Java deleteMessages)
+BATCH_DELETE_OPERATION = b"com.microsoft:batch-delete-messages"
+#: DateTime.MaxValue (9999-12-31T23:59:59.999Z) in ms since the epoch: "enqueued before ever"
+_MAX_TIMESTAMP_MS = 253_402_300_799_999
+
+
+def _batch_delete_reply(status_code: int, message: Any, description: Any, amqp_transport: Any) -> int:
+    """How many messages a batch-delete reply says went: 200 with `message-count`, 204 for none."""
+    if status_code == 204:
+        return 0
+    if status_code == 200:
+        body = message.value or {}
+        count = body.get(b"message-count", body.get("message-count", 0))
+        return int(count or 0)
+    from azure.servicebus._common.constants import MGMT_RESPONSE_MESSAGE_ERROR_CONDITION
+
+    condition = message.application_properties.get(MGMT_RESPONSE_MESSAGE_ERROR_CONDITION)
+    amqp_transport.handle_amqp_mgmt_error(_LOGGER, "Batch delete failed.", condition, description, status_code)
+    raise AssertionError("unreachable: handle_amqp_mgmt_error raises")  # pragma: no cover
+
+
+async def batch_delete(receiver: Any, max_count: int, before: datetime | None, timeout: float) -> int:
+    """Delete up to max_count messages on the broker, enqueued before `before` (None: any); how many went.
+
+    azure-servicebus 7.x has no public call for it: the request goes through the receiver's
+    private `_mgmt_request_response` (the `$management` link peek and renew use), with the
+    `_amqp_transport` value wrappers for the AMQP types .NET sends (int count, timestamp cutoff).
+    """
+    transport = receiver._amqp_transport
+    # No cutoff: .NET's DateTime.MaxValue, not the client's now, which a skewed clock would
+    # put before messages the broker enqueued a moment ago.
+    cutoff: datetime | int = before if before is not None else _MAX_TIMESTAMP_MS
+    body = {
+        "message-count": transport.AMQP_INT_VALUE(int(max_count)),
+        "enqueued-time-utc": transport.AMQP_TIMESTAMP_VALUE(cutoff),
+    }
+    return int(
+        await receiver._mgmt_request_response(BATCH_DELETE_OPERATION, body, _batch_delete_reply, timeout=timeout)
+    )

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from proton import Array, Data
+from proton import Array, Data, int32
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import BadInput, LockLost
@@ -19,7 +19,7 @@ from sbdlq.models import ReceiveMode
 from sbdlq.paths import Address, SubQueue
 
 from . import codec, conditions
-from .values import as_list, as_text, to_plain, to_timestamp
+from .values import as_list, as_text, from_timestamp, to_plain, to_timestamp
 
 PEEK = "com.microsoft:peek-message"
 RENEW_LOCK = "com.microsoft:renew-lock"
@@ -27,6 +27,9 @@ RECEIVE_BY_SEQUENCE = "com.microsoft:receive-by-sequence-number"
 UPDATE_DISPOSITION = "com.microsoft:update-disposition"
 SCHEDULE = "com.microsoft:schedule-message"
 CANCEL_SCHEDULED = "com.microsoft:cancel-scheduled-message"
+BATCH_DELETE = "com.microsoft:batch-delete-messages"
+#: messages one batch-delete request may name: Service Bus Standard's limit (Premium: 4,000)
+BATCH_DELETE_MAX = 500
 
 
 @dataclass(slots=True)
@@ -126,6 +129,18 @@ def _cancel(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
     return _ok()
 
 
+def _batch_delete(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
+    count = int(body.get("message-count") or 0)
+    if not 0 < count <= BATCH_DELETE_MAX:
+        raise BadInput(f"message-count must be between 1 and {BATCH_DELETE_MAX}, not {count}")
+    if body.get("session-id") is not None:
+        raise BadInput("batch delete by session is not supported by sbdlq")
+    raw = body.get("enqueued-time-utc")
+    before = None if raw is None else from_timestamp(int(raw))
+    gone = engine.delete_messages(address, count, before=before)
+    return _ok({"message-count": int32(gone)}) if gone else Reply(204, "No Content")
+
+
 _OPERATIONS: dict[str, Callable[[Engine, Address, dict[str, Any]], Reply]] = {
     PEEK: _peek,
     RENEW_LOCK: _renew,
@@ -133,6 +148,7 @@ _OPERATIONS: dict[str, Callable[[Engine, Address, dict[str, Any]], Reply]] = {
     UPDATE_DISPOSITION: _update_disposition,
     SCHEDULE: _schedule,
     CANCEL_SCHEDULED: _cancel,
+    BATCH_DELETE: _batch_delete,
 }
 
 

@@ -280,6 +280,28 @@ class Engine:
             )
             return max(cur.rowcount, 0)
 
+    def delete_messages(self, address: Address, max_count: int, *, before: datetime | None = None) -> int:
+        """Batch delete: up to max_count of the oldest available messages enqueued before `before` (None: now).
+
+        What the broker's `$management` batch-delete-messages does: locked, deferred and
+        scheduled messages stay; how many were deleted.
+        """
+        if max_count <= 0:
+            return 0
+        now = self._now()
+        cutoff = now if before is None else int(before.timestamp() * 1000)
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            if address.sub_queue is SubQueue.NONE:
+                locks.settle_lapsed(db, self._router, ent, now)
+            cur = db.execute(
+                "DELETE FROM message WHERE id IN (SELECT id FROM message WHERE entity_id = ? AND queue = ? "
+                f"AND state = {State.ACTIVE:d} AND (locked_until_ms IS NULL OR locked_until_ms <= ?) "
+                "AND enqueued_ms < ? ORDER BY seq LIMIT ?)",
+                (ent.id, Queue.of(address.sub_queue), now, cutoff, max_count),
+            )
+            return max(cur.rowcount, 0)
+
     def receive_deferred(
         self, address: Address, sequence_numbers: Sequence[int], *, mode: ReceiveMode = ReceiveMode.PEEK_LOCK
     ) -> list[Message]:
