@@ -149,3 +149,15 @@ def test_deleting_the_entity_forgets_its_sessions(sq: Engine) -> None:
     sq.delete_entity("q")
     sq.create_queue("q", requires_session=True)
     assert sq.accept_session(Q, "A", "r2").session_id == "A"
+
+
+def test_messages_taken_through_a_session_are_held_as_long_as_the_session(sq: Engine, clock: Clock) -> None:
+    _send(sq, ("A", "a1"))
+    sq.accept_session(Q, "A", "r1")
+    clock.advance(20)
+    (m,) = sq.receive(Q, 1, session_id="A", holder="r1")
+    assert m.locked_until == clock.at(10)  # the session lock's end, not 30 s from now
+    clock.advance(5)
+    sq.renew_session_lock(Q, "A", "r1")
+    clock.advance(20)  # past the message's first lock, within the renewed session lock
+    assert m.lock_token is not None and sq.complete(Q, [m.lock_token]) == []

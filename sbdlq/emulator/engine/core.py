@@ -243,12 +243,18 @@ class Engine:
         now = self._now()
         with self.store.write() as db:
             ent = entities.queue_entity(db, address)
+            held = None
             if session_id is not None and holder is not None:
-                sessions.check_held(db, ent, session_id, holder, now)
+                held = sessions.check_held(db, ent, session_id, holder, now)
             materialize_due(db, self._router, now)
             locks.settle_lapsed(db, self._router, ent, now)
             queue = Queue.of(address.sub_queue)
-            return locks.take_available(db, self._router, ent, queue, max_count, mode, session_id, now)
+            got = locks.take_available(db, self._router, ent, queue, max_count, mode, session_id, now)
+            if held is not None and session_id is not None and mode is ReceiveMode.PEEK_LOCK:
+                sessions.bind_message_locks(db, ent, session_id, held.locked_until_ms, now)
+                for m in got:
+                    m.locked_until = stamp(held.locked_until_ms)
+            return got
 
     # ------------------------------------------------------------------ sessions
 

@@ -93,14 +93,25 @@ def check_held(db: sqlite3.Connection, ent: Entity, session_id: str, holder: str
 
 
 def renew(db: sqlite3.Connection, ent: Entity, session_id: str, holder: str | None, now: int) -> int:
-    """Extend a live session lock by the lock duration; the new end (epoch ms)."""
+    """Extend a live session lock by the lock duration, with its messages' locks; the new end (epoch ms)."""
     check_held(db, ent, session_id, holder, now)
     until = now + ent.lock_duration_ms
     db.execute(
         "UPDATE session_lock SET locked_until_ms = ? WHERE entity_id = ? AND session_id = ?",
         (until, ent.id, session_id),
     )
+    bind_message_locks(db, ent, session_id, until, now)
     return until
+
+
+def bind_message_locks(db: sqlite3.Connection, ent: Entity, session_id: str, until: int, now: int) -> None:
+    """Make the session's locked messages end with the session lock, as the broker does: a
+    message taken through a session is held as long as the session is."""
+    db.execute(
+        f"UPDATE message SET locked_until_ms = ? WHERE entity_id = ? AND queue = {Queue.MAIN:d} "
+        "AND session_id = ? AND lock_token IS NOT NULL AND locked_until_ms > ?",
+        (until, ent.id, session_id, now),
+    )
 
 
 def unlock(db: sqlite3.Connection, ent: Entity, session_id: str, holder: str) -> None:
