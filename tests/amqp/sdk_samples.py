@@ -168,6 +168,8 @@ def environment(sample: Sample, conn_str: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICEBUS_")}
     env.update(
         SERVICEBUS_CONNECTION_STR=conn_str,
+        # sample_code_servicebus builds (and never uses) a credential client for this namespace
+        SERVICEBUS_FULLY_QUALIFIED_NAMESPACE="127.0.0.1",
         SERVICEBUS_QUEUE_NAME=sample.entity("queue"),
         SERVICEBUS_SESSION_QUEUE_NAME=sample.entity("session"),
         SERVICEBUS_TOPIC_NAME=sample.entity("topic"),
