@@ -17,7 +17,8 @@ from pathlib import Path
 from sbdlq.errors import BadInput, OperationFailed, TransientError
 
 # 2: partial indexes for the due-scheduled and lapsed-lock sweeps (created by re-running the schema).
-SCHEMA_VERSION = 2
+# 3: session_lock (session locks and state), created the same way.
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
@@ -87,6 +88,15 @@ CREATE TABLE IF NOT EXISTS dedup (
     message_id TEXT NOT NULL,
     seen_ms INTEGER NOT NULL,
     PRIMARY KEY (entity_id, message_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS session_lock (
+    entity_id INTEGER NOT NULL,
+    session_id TEXT NOT NULL,
+    holder TEXT,                        -- the receiver holding the session; NULL = free
+    locked_until_ms INTEGER NOT NULL DEFAULT 0,
+    state BLOB,                         -- the session state; NULL = none
+    updated_ms INTEGER NOT NULL,        -- when the state was last set (0 = never)
+    PRIMARY KEY (entity_id, session_id)
 ) WITHOUT ROWID;
 """
 

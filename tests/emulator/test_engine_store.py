@@ -107,7 +107,7 @@ def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
         (517, TransientError, "is busy"),  # SQLITE_BUSY_SNAPSHOT: an extended code
         (sqlite3.SQLITE_LOCKED, TransientError, "is busy"),
         (sqlite3.SQLITE_NOTADB, BadInput, "not an sbdlq emulator store"),
-        (sqlite3.SQLITE_CORRUPT, BadInput, "not an sbdlq emulator store"),
+        (sqlite3.SQLITE_CORRUPT, OperationFailed, "is corrupt"),
         (sqlite3.SQLITE_CANTOPEN, BadInput, "cannot open emulator store"),
         (sqlite3.SQLITE_READONLY, BadInput, "cannot open emulator store"),
         (sqlite3.SQLITE_FULL, OperationFailed, "disk full"),

@@ -14,7 +14,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from proton import (
@@ -33,11 +32,12 @@ from proton import (
 )
 
 from sbdlq.emulator.engine import Engine
+from sbdlq.emulator.engine.errors import NoSessionAvailable
 from sbdlq.errors import AuthError, InvalidOperation, TransientError
 from sbdlq.models import ReceiveMode
 from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
 
-from . import cbs, codec, conditions, management
+from . import cbs, codec, conditions, management, session_links
 from .sas import Grant
 from .sections import MalformedMessage
 from .values import as_text, to_plain
@@ -46,9 +46,6 @@ log = logging.getLogger(__name__)
 
 CBS_NODE = "$cbs"
 MANAGEMENT_SUFFIX = "/$management"
-SESSION_FILTER = "com.microsoft:session-filter"
-SESSION_LOCKED_UNTIL = "com.microsoft:locked-until-utc"
-_DOTNET_EPOCH_TICKS = 621355968000000000
 _CREDIT = 500  # credit granted to client senders, topped up as it is used
 _TOKEN = "sbdlq_lock_token"  # attribute proton keeps on our deliveries
 
@@ -106,6 +103,7 @@ class _Feed:
     address: Address
     mode: ReceiveMode
     session_id: str | None = None
+    holder: str | None = None  # the session lock's holder token, for a session receiver
 
 
 @dataclass(eq=False, slots=True)
@@ -168,6 +166,7 @@ class Broker:
         self.feeds: dict[Link, _Feed] = {}
         self.intakes: dict[Link, _Intake] = {}
         self.requests: dict[Link, _Requests] = {}
+        self.waiting: dict[Link, session_links.WaitingAttach] = {}  # next-available, none free yet
         self._tags = itertools.count(1)
 
     # ------------------------------------------------------------------ driver hooks
@@ -180,13 +179,16 @@ class Broker:
 
     def tick(self) -> None:
         """Deliver what became available (lock expiry, scheduled time, other processes)."""
+        self._retry_waiting()
         for feed in list(self.feeds.values()):
             self._pump(feed)
 
     def connection_gone(self, connection: Connection) -> None:
         """Forget a connection's links; their locked messages keep their locks until expiry."""
         self.peers.pop(connection, None)
-        tables: tuple[dict[Link, Any], ...] = (self.feeds, self.intakes, self.requests)
+        for link in [lk for lk in self.feeds if lk.connection == connection]:
+            self._release_session(self.feeds.pop(link))
+        tables: tuple[dict[Link, Any], ...] = (self.intakes, self.requests, self.waiting)
         for table in tables:
             for link in [lk for lk in table if lk.connection == connection]:
                 del table[link]
@@ -216,7 +218,10 @@ class Broker:
 
     def on_link_remote_close(self, event: Event) -> None:
         link = _link(event)
-        self.feeds.pop(link, None)
+        feed = self.feeds.pop(link, None)
+        if feed is not None:
+            self._release_session(feed)
+        self.waiting.pop(link, None)
         self.intakes.pop(link, None)
         self.requests.pop(link, None)
         peer = self.peers.get(link.connection)
@@ -274,18 +279,19 @@ class Broker:
         mode = (
             ReceiveMode.RECEIVE_AND_DELETE if link.remote_snd_settle_mode == Link.SND_SETTLED else ReceiveMode.PEEK_LOCK
         )
-        session_id, wants_session = self._session_filter(link)
+        session_id, wants_session = session_links.session_filter(link)
         if wants_session and address.sub_queue is SubQueue.NONE:
             if not info.requires_session:
                 raise InvalidOperation(f"'{info.path}' does not require sessions: use a plain receiver.")
-            if session_id is None:
-                session_id = self.engine.next_available_session(address)
-            self._set_session(link, session_id, info.lock_duration_s)
-        elif info.requires_session and address.sub_queue is SubQueue.NONE:
+            self._accept_session(link, address, mode, session_id)
+            return
+        if info.requires_session and address.sub_queue is SubQueue.NONE:
             raise InvalidOperation(f"'{info.path}' requires sessions: use a session receiver.")
-        link.open()
-        feed = _Feed(link, address, mode, session_id)
-        self.feeds[link] = feed
+        self._open_feed(_Feed(link, address, mode))
+
+    def _open_feed(self, feed: _Feed) -> None:
+        feed.link.open()
+        self.feeds[feed.link] = feed
         self._pump(feed)
 
     def _attach_intake(self, link: Receiver, address: Address) -> None:
@@ -320,28 +326,54 @@ class Broker:
 
     # ------------------------------------------------------------------ sessions
 
-    def _session_filter(self, link: Link) -> tuple[str | None, bool]:
-        """The session id the client asked for, and whether it asked for a session at all."""
-        data = link.remote_source.filter
-        data.rewind()
-        if data.next() is None:
-            return None, False
-        filters = data.get_object()
-        if not isinstance(filters, dict):
-            return None, False
-        for name, value in filters.items():
-            if str(name) == SESSION_FILTER:
-                value = getattr(value, "value", value)  # a described filter or the bare id
-                return as_text(value), True
-        return None, False
+    def _accept_session(self, link: Sender, address: Address, mode: ReceiveMode, session_id: str | None) -> None:
+        """Lock the named session for this link, or the next free one; with none free, the attach
+        waits (unanswered) for one, up to the client's timeout."""
+        holder = uuid.uuid4().hex
+        try:
+            got = self.engine.accept_session(address, session_id, holder)
+        except NoSessionAvailable:
+            wait_s = session_links.wait_seconds(link)
+            deadline = time.monotonic() + wait_s
+            self.waiting[link] = session_links.WaitingAttach(link, address, mode, holder, deadline, wait_s)
+            return
+        session_links.announce(link, got.session_id, got.locked_until)
+        self._open_feed(_Feed(link, address, mode, got.session_id, holder))
 
-    def _set_session(self, link: Link, session_id: str, lock_s: float) -> None:
-        data = link.source.filter
-        data.clear()
-        data.put_object({symbol(SESSION_FILTER): session_id})
-        until = datetime.now(UTC) + timedelta(seconds=lock_s)
-        ticks = int(until.timestamp() * 10_000_000) + _DOTNET_EPOCH_TICKS
-        link.properties = {symbol(SESSION_LOCKED_UNTIL): ticks}
+    def _retry_waiting(self) -> None:
+        """Answer waiting next-available attaches: with a session now free, or with the timeout."""
+        for wait in list(self.waiting.values()):
+            link = wait.link
+            try:
+                got = self.engine.accept_session(wait.address, None, wait.holder)
+            except NoSessionAvailable:
+                if time.monotonic() >= wait.deadline:
+                    del self.waiting[link]
+                    self._refuse(link, conditions.session_wait_timeout(wait.wait_s))
+                continue
+            except Exception as exc:
+                del self.waiting[link]
+                self._refuse(link, conditions.failure_of(exc))
+                continue
+            del self.waiting[link]
+            session_links.announce(link, got.session_id, got.locked_until)
+            self._open_feed(_Feed(link, wait.address, wait.mode, got.session_id, wait.holder))
+
+    def _release_session(self, feed: _Feed) -> None:
+        """A session receiver went away: its session is free for the next one at once."""
+        if feed.session_id is None or feed.holder is None:
+            return
+        try:
+            self.engine.release_session(feed.address, feed.session_id, feed.holder)
+        except Exception as exc:  # the lock then simply lapses
+            log.info("emulator: could not release session %r: %s", feed.session_id, exc)
+
+    def _holder_of(self, connection: Connection, link_name: str | None) -> str | None:
+        """The session holder token of this connection's receiver link named link_name."""
+        for feed in self.feeds.values():
+            if feed.link.connection == connection and feed.link.name == link_name:
+                return feed.holder
+        return None
 
     # ------------------------------------------------------------------ flow
 
@@ -365,11 +397,14 @@ class Broker:
         if credit <= 0:
             return
         try:
-            messages = self.engine.receive(feed.address, credit, mode=feed.mode, session_id=feed.session_id)
+            messages = self.engine.receive(
+                feed.address, credit, mode=feed.mode, session_id=feed.session_id, holder=feed.holder
+            )
         except TransientError:
             return  # the store is busy: the next tick tries again
         except Exception as exc:
             self.feeds.pop(link, None)
+            self._release_session(feed)
             failure = conditions.failure_of(exc)
             link.condition = _condition(failure)
             link.close()
@@ -390,6 +425,8 @@ class Broker:
 
     def _wake(self, entity: EntityPath) -> None:
         """Pump the feeds that may see messages just sent to a queue or topic."""
+        if self.waiting:
+            self._retry_waiting()
         for feed in list(self.feeds.values()):
             if feed.address.entity.name == entity.name:
                 self._pump(feed)
@@ -505,7 +542,8 @@ class Broker:
         if node.address is None:
             reply = self._cbs_reply(node.link.connection, props, request.body)
         else:
-            reply = self._management_reply(node.address, props, request.body)
+            holder = self._holder_of(node.link.connection, as_text(props.get("associated-link-name")))
+            reply = self._management_reply(node.address, props, request.body, holder)
         reply.correlation_id = request.id
         peer = self.peers.setdefault(node.link.connection, _Peer())
         link = peer.reply_link(request.reply_to, node.node)
@@ -521,9 +559,9 @@ class Broker:
             cbs.add_grant(self.peers.setdefault(connection, _Peer()).grants, outcome.grant, self.clock())
         return Message(properties={"status-code": outcome.status, "status-description": outcome.description})
 
-    def _management_reply(self, address: Address, props: dict[str, Any], body: Any) -> Message:
+    def _management_reply(self, address: Address, props: dict[str, Any], body: Any, holder: str | None) -> Message:
         operation = str(props.get("operation") or "")
-        reply = management.handle(self.engine, address, operation, body)
+        reply = management.handle(self.engine, address, operation, body, holder=holder)
         app: dict[str, Any] = {"statusCode": reply.status, "statusDescription": reply.description}
         if reply.condition:
             app["errorCondition"] = symbol(reply.condition)

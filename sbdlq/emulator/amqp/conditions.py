@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sbdlq import errors
+from sbdlq.emulator.engine.errors import NoSessionAvailable, SessionCannotBeLocked, SessionLockLost
 
 NOT_FOUND = "amqp:not-found"
 UNAUTHORIZED = "amqp:unauthorized-access"
@@ -24,6 +25,9 @@ ENTITY_DISABLED = "com.microsoft:entity-disabled"
 ARGUMENT_ERROR = "com.microsoft:argument-error"
 SERVER_BUSY = "com.microsoft:server-busy"
 DEAD_LETTER = "com.microsoft:dead-letter"
+SESSION_LOCK_LOST = "com.microsoft:session-lock-lost"
+SESSION_CANNOT_BE_LOCKED = "com.microsoft:session-cannot-be-locked"
+TIMEOUT = "com.microsoft:timeout"
 
 LOCK_LOST_TEXT = (
     "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."
@@ -41,6 +45,9 @@ class Failure:
 
 # Most specific first: LockLost and friends are OperationFailed subclasses.
 _TABLE: list[tuple[type[BaseException], str, int]] = [
+    (SessionLockLost, SESSION_LOCK_LOST, 410),
+    (SessionCannotBeLocked, SESSION_CANNOT_BE_LOCKED, 409),
+    (NoSessionAvailable, TIMEOUT, 408),
     (errors.EntityNotFound, NOT_FOUND, 404),
     (errors.LockLost, LOCK_LOST, 410),
     (errors.MessageNotFound, MESSAGE_NOT_FOUND, 404),
@@ -66,3 +73,9 @@ def failure_of(exc: BaseException) -> Failure:
 def lock_lost() -> Failure:
     """The failure for a settlement whose lock is gone."""
     return Failure(LOCK_LOST, LOCK_LOST_TEXT, 410)
+
+
+def session_wait_timeout(wait_s: float) -> Failure:
+    """The failure for a next-available session receiver that no session freed up for in time."""
+    text = f"The operation did not complete within the allotted timeout of {wait_s:g} s: no session is available."
+    return Failure(TIMEOUT, text, 408)

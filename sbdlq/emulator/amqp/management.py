@@ -19,6 +19,7 @@ from sbdlq.models import ReceiveMode
 from sbdlq.paths import Address, SubQueue
 
 from . import codec, conditions
+from .session_ops import SESSION_OPERATIONS
 from .values import as_list, as_text, from_timestamp, to_plain, to_timestamp
 
 PEEK = "com.microsoft:peek-message"
@@ -152,13 +153,22 @@ _OPERATIONS: dict[str, Callable[[Engine, Address, dict[str, Any]], Reply]] = {
 }
 
 
-def handle(engine: Engine, address: Address, operation: str, body: Any) -> Reply:
-    """Run one management operation; engine errors become error replies, never exceptions."""
+def handle(engine: Engine, address: Address, operation: str, body: Any, *, holder: str | None = None) -> Reply:
+    """Run one management operation; engine errors become error replies, never exceptions.
+
+    holder: the session holder of the receiver link the request is associated with.
+    """
     op = _OPERATIONS.get(operation)
-    if op is None:
+    session_op = SESSION_OPERATIONS.get(operation)
+    if op is None and session_op is None:
         return Reply(501, f"operation {operation!r} is not supported by sbdlq", condition=conditions.NOT_IMPLEMENTED)
+    args = dict(body) if isinstance(body, dict) else {}
     try:
-        return op(engine, address, dict(body) if isinstance(body, dict) else {})
+        if session_op is not None:
+            status, reply_body = session_op(engine, address, args, holder)
+            return Reply(status, "OK" if status == 200 else "No Content", reply_body)
+        assert op is not None
+        return op(engine, address, args)
     except Exception as exc:  # every failure goes back to the caller as a status code
         failure = conditions.failure_of(exc)
         return Reply(failure.status, failure.description, condition=failure.condition)

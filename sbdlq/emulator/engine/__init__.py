@@ -8,10 +8,10 @@ timers: scheduled messages falling due, locks lapsing.)
 
 Modules, one job each: `core` (the Engine's public operations), `entities` (create,
 update, delete, look up), `rules` (subscription filters and actions), `routing` (fan-out,
-forwarding, dead-lettering), `inserts` (the TTL, scheduling, expiry and header-size rules
-and the row writers), `locks` (receiving and settlement), `upkeep` (the broker's timers,
-run lazily), `rows` (named message rows), `model` (enums, limits, entities, drafts) and
-`errors` (the broker's refusals, named).
+forwarding, dead-lettering), `sessions` (session locks and state), `inserts` (the TTL,
+scheduling, expiry and header-size rules and the row writers), `locks` (receiving and
+settlement), `upkeep` (the broker's timers, run lazily), `rows` (named message rows),
+`model` (enums, limits, entities, drafts) and `errors` (the broker's refusals, named).
 """
 
 from .core import Engine
@@ -33,6 +33,7 @@ from .model import (
     Rule,
     State,
 )
+from .sessions import AcceptedSession
 
 __all__ = [
     "HEADER_DESCRIPTION",
@@ -47,6 +48,7 @@ __all__ = [
     "SESSION_REASON",
     "TTL_DESCRIPTION",
     "TTL_REASON",
+    "AcceptedSession",
     "Engine",
     "EntityKind",
     "Queue",

@@ -17,12 +17,11 @@ from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, ReceiveMo
 from sbdlq.paths import Address, EntityPath, SubQueue, parse_address, validate_name
 
 from ..store import Store
-from . import entities, locks
+from . import entities, locks, sessions
 from .errors import (
     AlreadyDeadLettered,
     EntityFull,
     EntityIsDisabled,
-    NoSessionAvailable,
     NotATopic,
     SendToSubscription,
     SessionIdMissing,
@@ -32,11 +31,10 @@ from .model import Draft, EntityKind, Queue, Rule, State, message_ids
 from .routing import Router
 from .rows import chunks, delete_ids, marks, message_rows, stamp, to_message
 from .rules import check_rule, read_rules, store_rules
+from .sessions import AcceptedSession
 from .upkeep import materialize_due, upkeep
 
 _UPKEEP_EVERY_MS = 1000
-# How far into a queue the next-available-session pick looks.
-_SESSION_LOOKAHEAD = 100
 
 
 class Engine:
@@ -118,7 +116,7 @@ class Engine:
     def reset(self) -> None:
         """Delete every entity and message."""
         with self.store.write() as db:
-            for table in ("message", "rule", "dedup", "entity"):
+            for table in ("message", "rule", "dedup", "session_lock", "entity"):
                 db.execute(f"DELETE FROM {table}")
 
     def list_entities(self) -> list[EntityInfo]:
@@ -225,17 +223,6 @@ class Engine:
             )
             return [to_message(r) for r in rows]
 
-    def next_available_session(self, address: Address) -> str:
-        """The session a receiver asking for "the next available session" gets: the session
-        of the oldest active message near the head of the queue; TransientError when none.
-
-        The engine has no session locks: a session another receiver holds can be picked again.
-        """
-        for m in self.peek(address, 0, _SESSION_LOOKAHEAD):
-            if m.session_id and m.state == "active":
-                return m.session_id
-        raise NoSessionAvailable()
-
     def receive(
         self,
         address: Address,
@@ -243,21 +230,83 @@ class Engine:
         *,
         mode: ReceiveMode = ReceiveMode.PEEK_LOCK,
         session_id: str | None = None,
+        holder: str | None = None,
     ) -> list[Message]:
         """Take up to max_count available messages, locked or deleted; never an expired one.
 
         A receiver on the main queue is what expires messages (lazily, as the service does):
-        expired ones met on the way are dropped or dead-lettered.
+        expired ones met on the way are dropped or dead-lettered. With a session id and a
+        holder, the holder must still hold that session (SessionLockLost otherwise).
         """
         if max_count <= 0:
             return []
         now = self._now()
         with self.store.write() as db:
             ent = entities.queue_entity(db, address)
+            held = None
+            if session_id is not None and holder is not None:
+                held = sessions.check_held(db, ent, session_id, holder, now)
             materialize_due(db, self._router, now)
             locks.settle_lapsed(db, self._router, ent, now)
             queue = Queue.of(address.sub_queue)
-            return locks.take_available(db, self._router, ent, queue, max_count, mode, session_id, now)
+            got = locks.take_available(db, self._router, ent, queue, max_count, mode, session_id, now)
+            if held is not None and session_id is not None and mode is ReceiveMode.PEEK_LOCK:
+                sessions.bind_message_locks(db, ent, session_id, held.locked_until_ms, now)
+                for m in got:
+                    m.locked_until = stamp(held.locked_until_ms)
+            return got
+
+    # ------------------------------------------------------------------ sessions
+
+    def accept_session(self, address: Address, session_id: str | None, holder: str) -> AcceptedSession:
+        """Lock a session for holder: the one named, or (None) the oldest one with messages that
+        nobody holds. SessionCannotBeLocked when another holder has the named one;
+        NoSessionAvailable when none is free."""
+        now = self._now()
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            materialize_due(db, self._router, now)
+            locks.settle_lapsed(db, self._router, ent, now)
+            sid = session_id if session_id is not None else sessions.next_free(db, ent, now)
+            return AcceptedSession(sid, stamp(sessions.lock(db, ent, sid, holder, now)))
+
+    def renew_session_lock(self, address: Address, session_id: str, holder: str | None = None) -> datetime:
+        """Extend a held session lock by the lock duration; SessionLockLost when it is gone."""
+        now = self._now()
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            return stamp(sessions.renew(db, ent, session_id, holder, now))
+
+    def release_session(self, address: Address, session_id: str, holder: str) -> None:
+        """Let a session go (its receiver closed), if holder still has it."""
+        with self.store.write() as db:
+            sessions.unlock(db, entities.queue_entity(db, address), session_id, holder)
+
+    def session_state(self, address: Address, session_id: str, holder: str | None = None) -> bytes | None:
+        """A held session's state (None when never set or cleared)."""
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            return sessions.check_held(db, ent, session_id, holder, self._now()).state
+
+    def set_session_state(
+        self, address: Address, session_id: str, state: bytes | None, holder: str | None = None
+    ) -> None:
+        """Set (None: clear) a held session's state."""
+        now = self._now()
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            sessions.check_held(db, ent, session_id, holder, now)
+            sessions.set_state(db, ent, session_id, state, now)
+
+    def list_sessions(
+        self, address: Address, *, updated_after: datetime | None = None, skip: int = 0, top: int = 100
+    ) -> list[str]:
+        """Session ids: with updated_after, those whose state was set after it; otherwise those
+        with messages or a stored state."""
+        after = None if updated_after is None else int(updated_after.timestamp() * 1000)
+        with self.store.read() as db:
+            ent = entities.queue_entity(db, address)
+            return sessions.listed(db, ent, after, max(skip, 0), max(top, 0))
 
     def discard(self, address: Address, max_count: int) -> int:
         """Receive-and-delete without handing anything back: how many were deleted.

@@ -118,6 +118,7 @@ def delete_entity(db: sqlite3.Connection, ent: Entity) -> None:
         db.execute("DELETE FROM message WHERE entity_id = ?", (i,))
         db.execute("DELETE FROM rule WHERE entity_id = ?", (i,))
         db.execute("DELETE FROM dedup WHERE entity_id = ?", (i,))
+        db.execute("DELETE FROM session_lock WHERE entity_id = ?", (i,))
         db.execute("DELETE FROM entity WHERE id = ?", (i,))
 
 

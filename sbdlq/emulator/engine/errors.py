@@ -11,6 +11,7 @@ from sbdlq.errors import (
     EntityDisabled,
     EntityNotFound,
     InvalidOperation,
+    LockLost,
     MessageNotFound,
     QuotaExceeded,
     TransientError,
@@ -104,6 +105,22 @@ class NoSessionAvailable(TransientError):
 
     def __init__(self) -> None:
         super().__init__("No sessions are available.")
+
+
+class SessionCannotBeLocked(InvalidOperation):
+    """A receiver asked for a session another receiver holds."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"The requested session '{session_id}' cannot be accepted. It may be locked by another receiver."
+        )
+
+
+class SessionLockLost(LockLost):
+    """The session's lock lapsed or another receiver took the session."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"The session lock has expired on the session '{session_id}'. Accept a new session.")
 
 
 class NotATopic(BadInput):

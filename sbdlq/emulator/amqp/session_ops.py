@@ -1,0 +1,74 @@
+"""The session operations of `<entity>/$management`, over the engine's session locks.
+
+Bodies and replies are the ones azure-servicebus sends and parses (_servicebus_session.py,
+_session_browser.py, _common/mgmt_handlers.py). `holder` is the session holder of the
+receiver link the request names in `associated-link-name`; None when it names none, and
+then the session only has to be locked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from proton import Array, Data
+
+from sbdlq.emulator.engine import Engine
+from sbdlq.errors import BadInput
+from sbdlq.paths import Address
+
+from .values import as_text, from_timestamp, to_timestamp
+
+RENEW_SESSION_LOCK = "com.microsoft:renew-session-lock"
+GET_SESSION_STATE = "com.microsoft:get-session-state"
+SET_SESSION_STATE = "com.microsoft:set-session-state"
+GET_MESSAGE_SESSIONS = "com.microsoft:get-message-sessions"
+# `last-updated-time` at .NET's DateTime.MaxValue (year 10000) asks for every session.
+_EVERY_SESSION_MS = 253402300800000
+_PAGE = 100
+
+# (status, body): management.py wraps them in its Reply.
+Outcome = tuple[int, Any]
+
+
+def _session_id(body: dict[str, Any]) -> str:
+    session_id = as_text(body.get("session-id"))
+    if not session_id:
+        raise BadInput("session-id is required")
+    return session_id
+
+
+def _renew(engine: Engine, address: Address, body: dict[str, Any], holder: str | None) -> Outcome:
+    until = engine.renew_session_lock(address, _session_id(body), holder)
+    return 200, {"expiration": to_timestamp(until)}
+
+
+def _get_state(engine: Engine, address: Address, body: dict[str, Any], holder: str | None) -> Outcome:
+    state = engine.session_state(address, _session_id(body), holder)
+    return 200, {"session-state": state}
+
+
+def _set_state(engine: Engine, address: Address, body: dict[str, Any], holder: str | None) -> Outcome:
+    raw = body.get("session-state")
+    state = None if raw is None else raw.encode() if isinstance(raw, str) else bytes(raw)
+    engine.set_session_state(address, _session_id(body), state, holder)
+    return 200, None
+
+
+def _list(engine: Engine, address: Address, body: dict[str, Any], holder: str | None) -> Outcome:
+    ms = body.get("last-updated-time")
+    after = None if ms is None or int(ms) >= _EVERY_SESSION_MS else from_timestamp(int(ms))
+    skip = int(body.get("skip") or 0)
+    top = int(body.get("top") or _PAGE)
+    found = engine.list_sessions(address, updated_after=after, skip=skip, top=top)
+    if not found:
+        return 204, None
+    return 200, {"skip": skip + len(found), "sessions-ids": Array(None, Data.STRING, *found)}
+
+
+SESSION_OPERATIONS: dict[str, Callable[[Engine, Address, dict[str, Any], str | None], Outcome]] = {
+    RENEW_SESSION_LOCK: _renew,
+    GET_SESSION_STATE: _get_state,
+    SET_SESSION_STATE: _set_state,
+    GET_MESSAGE_SESSIONS: _list,
+}

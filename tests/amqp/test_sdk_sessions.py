@@ -1,0 +1,156 @@
+"""Sessions through the unmodified azure-servicebus SDK, sync and asyncio (issue 13 item 1)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+pytest.importorskip("proton")
+
+from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusSubQueue
+from azure.servicebus.aio import ServiceBusClient as AioClient
+from azure.servicebus.exceptions import (
+    OperationTimeoutError,
+    SessionCannotBeLockedError,
+    SessionLockLostError,
+)
+
+WAIT = 1.0
+
+
+def _texts(messages: list[Any]) -> list[str]:
+    return [b"".join(m.body).decode() for m in messages]
+
+
+def _drain(receiver: Any, expected: int) -> list[Any]:
+    got: list[Any] = []
+    for _ in range(expected + 2):
+        batch = receiver.receive_messages(max_message_count=expected - len(got), max_wait_time=WAIT)
+        got.extend(batch)
+        if len(got) >= expected or not batch:
+            break
+    return got
+
+
+def test_a_second_receiver_for_a_held_session_cannot_lock_it(emulator: Any, client: Any) -> None:
+    q = emulator.queue(requires_session=True)
+    emulator.seed(q, "a1", session_id="A")
+    with client.get_queue_receiver(q, session_id="A") as first:
+        assert first.session.locked_until_utc > datetime.now(UTC)
+        with pytest.raises(SessionCannotBeLockedError), client.get_queue_receiver(q, session_id="A") as second:
+            second.receive_messages(max_wait_time=WAIT)
+        (m,) = _drain(first, 1)
+        first.complete_message(m)
+    # closing the first receiver lets the session go at once
+    with client.get_queue_receiver(q, session_id="A") as third:
+        assert third.session.session_id == "A"
+
+
+def test_next_available_receivers_get_distinct_sessions_then_time_out(emulator: Any, client: Any) -> None:
+    q = emulator.queue(requires_session=True)
+    for sid in ("A", "B"):
+        emulator.seed(q, f"{sid}1", f"{sid}2", session_id=sid)
+    with (
+        client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as r1,
+        client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as r2,
+    ):
+        assert {r1.session.session_id, r2.session.session_id} == {"A", "B"}
+        for r in (r1, r2):
+            got = _drain(r, 2)
+            sid = r.session.session_id
+            assert _texts(got) == [f"{sid}1", f"{sid}2"]  # only its own session, in order
+            for m in got:
+                r.complete_message(m)
+        started = time.monotonic()
+        with (
+            pytest.raises(OperationTimeoutError),
+            client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as r3,
+        ):
+            r3.receive_messages(max_wait_time=WAIT)
+        assert time.monotonic() - started < 10  # the client's wait, not a 15 s server-busy
+
+
+def test_session_lock_renewal_and_expiry(emulator: Any, client: Any) -> None:
+    q = emulator.queue(requires_session=True, lock_duration_s=30)
+    emulator.seed(q, "x", session_id="S")
+    with client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as holder:
+        first = holder.session.locked_until_utc
+        emulator.clock.advance(10)
+        renewed = holder.session.renew_lock()
+        assert renewed - first >= timedelta(seconds=9)
+        emulator.clock.advance(31)  # the session lock lapses: the session is free again
+        with client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as taker:
+            assert taker.session.session_id == "S"
+            assert _texts(_drain(taker, 1)) == ["x"]
+            with pytest.raises(SessionLockLostError):
+                holder.session.renew_lock()
+
+
+def test_session_state_and_listing(emulator: Any, client: Any) -> None:
+    q = emulator.queue(requires_session=True)
+    emulator.seed(q, "b", session_id="B")
+    before = datetime.now(UTC) + timedelta(seconds=emulator.clock.t) - timedelta(seconds=1)
+    with client.get_queue_receiver(q, session_id="A") as receiver:
+        assert receiver.session.get_state() is None
+        receiver.session.set_state("START")
+        assert receiver.session.get_state() == b"START"
+    assert sorted(client.list_queue_sessions(q)) == ["A", "B"]  # state or messages
+    assert list(client.list_queue_sessions(q, state_updated_after=before)) == ["A"]
+    far = datetime.now(UTC) + timedelta(seconds=emulator.clock.t + 3600)
+    assert list(client.list_queue_sessions(q, state_updated_after=far)) == []
+    with client.get_queue_receiver(q, session_id="A") as receiver:
+        assert receiver.session.get_state() == b"START"  # kept after the lock ended
+        receiver.session.set_state(None)
+        assert receiver.session.get_state() is None
+
+
+def test_peek_and_dead_letter_on_a_session_queue(emulator: Any, client: Any) -> None:
+    q = emulator.queue(requires_session=True)
+    emulator.seed(q, "p1", "p2", session_id="P")
+    with client.get_queue_receiver(q, session_id="P") as receiver:
+        assert _texts(receiver.peek_messages(max_message_count=5)) == ["p1", "p2"]
+        m1, m2 = _drain(receiver, 2)
+        receiver.dead_letter_message(m1, reason="bad", error_description="why")
+        receiver.complete_message(m2)
+    with client.get_queue_receiver(q, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
+        (d,) = _drain(dlq, 1)
+        assert (_texts([d]), d.session_id, d.dead_letter_reason) == (["p1"], "P", "bad")
+        dlq.complete_message(d)
+
+
+def test_aio_sessions(emulator: Any) -> None:
+    q = emulator.queue(requires_session=True)
+    emulator.seed(q, "a1", "a2", session_id="A")
+    emulator.seed(q, "b1", session_id="B")
+
+    async def scenario() -> None:
+        async with AioClient.from_connection_string(emulator.conn_str(), keep_alive=None, retry_total=0) as client:
+            async with (
+                client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as r1,
+                client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as r2,
+            ):
+                assert (r1.session.session_id, r2.session.session_id) == ("A", "B")
+                with pytest.raises(SessionCannotBeLockedError):
+                    async with client.get_queue_receiver(q, session_id="A") as r3:
+                        await r3.receive_messages(max_wait_time=WAIT)
+                await r1.session.set_state(b"s")
+                assert await r1.session.get_state() == b"s"
+                assert await r1.session.renew_lock() > datetime.now(UTC)
+                got = await r1.receive_messages(max_message_count=5, max_wait_time=WAIT)
+                assert _texts(got) == ["a1", "a2"]
+                for m in got:
+                    await r1.complete_message(m)
+            names = [name async for name in client.list_queue_sessions(q)]
+            assert sorted(names) == ["A", "B"]
+            # B still has its message: a next-available receiver gets it, and then none is left
+            async with client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as rb:
+                assert rb.session.session_id == "B"
+                with pytest.raises(OperationTimeoutError):
+                    async with client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as r:
+                        await r.receive_messages(max_wait_time=WAIT)
+
+    asyncio.run(scenario())
