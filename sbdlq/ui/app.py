@@ -27,6 +27,8 @@ class DlqApp(App[None]):
     """Browse and fix dead-letter queues; every change goes through `sbdlq.operations`."""
 
     TITLE = "sbdlq"
+    # The footer needs the room at 80 columns; every command has a key (see `?`).
+    ENABLE_COMMAND_PALETTE = False
     CSS = """
     #entities, #messages, #reasons { height: 1fr; }
     #entity-status, #messages-status, #messages-title, #reasons-title { height: 1; }
@@ -77,7 +79,7 @@ class DlqApp(App[None]):
                 yield DetailPane(id="detail-pane")
             with TabPane("4 Reasons", id="reasons-tab"):
                 yield ReasonsPane(id="reasons-pane")
-        yield Footer()
+        yield Footer(compact=True)
 
     async def on_mount(self) -> None:
         await self.refresh_counts()

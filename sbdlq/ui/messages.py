@@ -26,11 +26,11 @@ class MessagesPane(Vertical):
 
     BINDINGS = [  # noqa: RUF012
         Binding("space", "mark", "Mark"),
-        Binding("a", "mark_all", "All matching"),
+        Binding("a", "mark_all", "All"),
         Binding("c", "clear_marks", "Clear marks", show=False),
-        Binding("n", "next_page", "Next page"),
-        Binding("p", "previous_page", "Prev page"),
-        Binding("slash", "focus_filter", "Filter"),
+        Binding("n", "next_page", "Next"),
+        Binding("p", "previous_page", "Prev"),
+        Binding("slash", "focus_filter", "Filter", show=False),
     ]
 
     class Chosen(TMessage):

@@ -24,7 +24,7 @@ def test_help_does_not_import_textual() -> None:
 
 def test_without_the_extra_one_line_and_exit_1(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "textual", None)
-    code, out, err = cli("ui")
+    code, _out, err = cli("ui")
     assert code == 1
     assert err == INSTALL_HINT + "\n"
     assert "pip install 'sbdlq[ui]'" in err

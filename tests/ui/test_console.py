@@ -17,16 +17,16 @@ from support import Seeder
 
 pytest.importorskip("textual", reason="the ui extra is not installed: pip install 'sbdlq[ui]'")
 
-from textual.widgets import Button, Checkbox, DataTable, Input, Static  # noqa: E402
+from textual.widgets import Button, Checkbox, DataTable, Input, Static
 
-from sbdlq.backends.emulator import EmulatorBackend  # noqa: E402
-from sbdlq.models import OutboundMessage  # noqa: E402
-from sbdlq.paths import Address, SubQueue, parse_entity  # noqa: E402
-from sbdlq.ui.app import DlqApp  # noqa: E402
-from sbdlq.ui.detail import DetailPane  # noqa: E402
-from sbdlq.ui.entities import EntitiesPane  # noqa: E402
-from sbdlq.ui.messages import MessagesPane  # noqa: E402
-from sbdlq.ui.screens import ActionScreen  # noqa: E402
+from sbdlq.backends.emulator import EmulatorBackend
+from sbdlq.models import OutboundMessage
+from sbdlq.paths import Address, SubQueue, parse_entity
+from sbdlq.ui.app import DlqApp
+from sbdlq.ui.detail import DetailPane
+from sbdlq.ui.entities import EntitiesPane
+from sbdlq.ui.messages import MessagesPane
+from sbdlq.ui.screens import ActionScreen
 
 SIZE = (80, 24)
 
