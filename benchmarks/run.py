@@ -1,6 +1,7 @@
 """Run every benchmark, print a table of figures and ratios, write them as JSON.
 
     python -m benchmarks.run [--quick] [--only overlap,engine,memory,startup,wire] [--json PATH]
+    python -m benchmarks.run --only ui     (selectable only: `sbdlq ui` over a 1M-message DLQ)
 
 Every figure is a ratio measured in the same run; nothing here is a pass/fail test.
 """
@@ -55,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks import memory
 
             figures[section] = memory.run(large=100_000 if args.quick else 1_000_000)
+        elif section == "ui":
+            from benchmarks import ui
+
+            figures[section] = ui.run(100_000 if args.quick else 1_000_000)
         elif section == "wire":
             from benchmarks import wire
 

@@ -95,6 +95,9 @@ def _build() -> None:
     app.add_typer(emulator_app, name="emulator")
 
     app.add_typer(config_app, name="config")
+    from sbdlq.ui.command import ui
+
+    app.command("ui")(ui)
 
 
 _build()

@@ -1,0 +1,217 @@
+"""The actions of the console: plan (a dry run of the operation), then run it; no Textual here.
+
+Each action calls the same operation as its command (`operations.resubmit`, `operations.purge`,
+and for export the browse pages written by the purge's `Exporter`), with the same keywords:
+`ResubmitOptions.operation_kwargs()` is the object the confirmation screen builds, so the edit
+options of resubmit (issue 15) are new fields there, not a new code path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sbdlq.backends.base import Backend
+from sbdlq.errors import SbdlqError
+from sbdlq.models import Message
+from sbdlq.operations.run import Progress
+from sbdlq.paths import Address, EntityPath
+from sbdlq.selection import Selection
+
+Kind = Literal["resubmit", "purge", "export"]
+EXPORT_BATCH = 500
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """--batch-size and --concurrency as the commands resolve them (option, else profile, else default)."""
+
+    resubmit_batch_size: int = 100
+    purge_batch_size: int = 500
+    concurrency: int = 32
+
+
+@dataclass(frozen=True)
+class ResubmitOptions:
+    """What `sbdlq resubmit` passes to `operations.resubmit.resubmit` besides the source and selection."""
+
+    to: EntityPath
+    new_message_id: bool = False
+    keep_dead_letter_properties: bool = False
+    batch_size: int = 100
+    concurrency: int = 32
+    rate: float | None = None
+
+    def operation_kwargs(self) -> dict[str, Any]:
+        """The keywords of the operation call, as the command gives them."""
+        return {
+            "batch_size": self.batch_size,
+            "concurrency": self.concurrency,
+            "rate": self.rate,
+            "new_message_id": self.new_message_id,
+            "keep_dead_letter_properties": self.keep_dead_letter_properties,
+        }
+
+
+@dataclass(frozen=True)
+class PurgeOptions:
+    """What `sbdlq purge` passes to `operations.purge.purge`: with `export`, each message is written first."""
+
+    export: Path | None = None
+    batch_size: int = 500
+    concurrency: int = 32
+
+    def operation_kwargs(self) -> dict[str, Any]:
+        return {"export": self.export, "batch_size": self.batch_size, "concurrency": self.concurrency}
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """Export to JSONL without deleting (what `sbdlq peek --all -o jsonl` writes, synced)."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action on the marked messages or on every message the filter matches."""
+
+    kind: Kind
+    source: Address
+    selection: Selection
+    scope: str
+    options: ResubmitOptions | PurgeOptions | ExportOptions
+
+
+@dataclass
+class Outcome:
+    """A plan or a run: the lines to show, how many messages, and whether it may (or did) go well."""
+
+    lines: list[str] = field(default_factory=list)
+    selected: int = 0
+    ok: bool = True
+    summary: str = ""
+
+
+def default_target(source: Address) -> EntityPath:
+    """Where resubmit sends by default: the queue, or a subscription's topic."""
+    return EntityPath(source.entity.name) if source.entity.is_subscription else source.entity
+
+
+async def plan(backend: Backend, action: Action) -> Outcome:
+    """The operation's dry run: its checks (routing, duplicate detection, export file), plan and notes."""
+    out = Outcome()
+    try:
+        result = await _call(backend, action, dry_run=True, note=out.lines.append, progress=None)
+    except SbdlqError as exc:
+        return Outcome(lines=[*out.lines, f"refused: {exc.line()}"], ok=False)
+    out.selected = result
+    return out
+
+
+async def execute(backend: Backend, action: Action, progress: Progress | None) -> Outcome:
+    """Run the action for real; the summary line is the command's."""
+    out = Outcome()
+    try:
+        out.selected = await _call(backend, action, dry_run=False, note=out.lines.append, progress=progress)
+    except SbdlqError as exc:
+        out.ok = False
+        out.summary = f"failed: {exc.line()}"
+        return out
+    out.summary = out.lines.pop() if out.lines else ""  # _call's last note is the summary line
+    out.ok = not any(line.startswith("error") for line in out.lines)
+    return out
+
+
+async def _call(
+    backend: Backend, action: Action, *, dry_run: bool, note: Callable[[str], None], progress: Progress | None
+) -> int:
+    """Call the action's operation; returns the number selected. The summary is the last note."""
+    opts = action.options
+    if isinstance(opts, ResubmitOptions):
+        from sbdlq.operations.resubmit import resubmit
+
+        r: Any = await resubmit(
+            backend,
+            action.source,
+            opts.to,
+            selection=action.selection,
+            dry_run=dry_run,
+            note=note,
+            progress=progress,
+            **opts.operation_kwargs(),
+        )
+    elif isinstance(opts, PurgeOptions):
+        from sbdlq.operations.purge import purge
+
+        r = await purge(
+            backend,
+            action.source,
+            selection=action.selection,
+            dry_run=dry_run,
+            note=note,
+            progress=progress,
+            **opts.operation_kwargs(),
+        )
+    else:
+        return await _export(backend, action, opts.path, dry_run=dry_run, note=note, progress=progress)
+    if not dry_run:
+        for line in r.errors:
+            note(f"error: {line}")
+        if r.failed or r.lock_lost:
+            note(f"error: {r.failed + r.lock_lost} message(s) were left in {action.source}")
+        note(r.summary())
+    return int(r.selected)
+
+
+async def _export(
+    backend: Backend,
+    action: Action,
+    path: Path,
+    *,
+    dry_run: bool,
+    note: Callable[[str], None],
+    progress: Progress | None,
+) -> int:
+    """Browse the selection into a JSONL export file (locked, whole lines, synced); nothing is deleted."""
+    import time
+
+    from sbdlq.operations.browse import iter_messages
+    from sbdlq.operations.export import Exporter, check_export_target
+    from sbdlq.operations.move import plan_run
+
+    check_export_target(path, follow_symlinks=False)
+    await backend.get_entity(action.source.entity)
+    selected = (await plan_run(backend, action.source, action.selection, max_count=None, scan=True)).selected
+    note(f"plan: export {selected} message(s) from {action.source} to {path}" + (" (dry run)" if dry_run else ""))
+    if dry_run or selected == 0:
+        return selected
+    started = time.monotonic()
+    tick = progress(selected) if progress else None
+    exporter = Exporter(path)
+    written = 0
+    try:
+        batch: list[Message] = []
+        async for m in iter_messages(backend, action.source, selection=action.selection):
+            batch.append(m)
+            if len(batch) >= EXPORT_BATCH:
+                written += _write(exporter, batch, tick)
+        written += _write(exporter, batch, tick)
+    finally:
+        exporter.close()
+    note(f"exported {written} of {selected} selected message(s) in {time.monotonic() - started:.2f}s")
+    return selected
+
+
+def _write(exporter: Any, batch: list[Message], tick: Callable[[int], None] | None) -> int:
+    """Write and empty the batch; how many went."""
+    if not batch:
+        return 0
+    exporter.write(batch)
+    n = len(batch)
+    batch.clear()
+    if tick:
+        tick(n)
+    return n

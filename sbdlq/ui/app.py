@@ -1,0 +1,195 @@
+"""The `sbdlq ui` application: four panes in tabs, a footer of keys, actions in modal screens."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from sbdlq.backends.base import Backend
+from sbdlq.errors import SbdlqError
+from sbdlq.paths import Address
+from sbdlq.ui.actions import Kind, Tuning
+from sbdlq.ui.detail import DetailPane
+from sbdlq.ui.entities import EntitiesPane
+from sbdlq.ui.messages import MessagesPane
+from sbdlq.ui.reasons import ReasonsPane
+from sbdlq.ui.screens import ActionScreen, HelpScreen
+
+ACTIONS = ("resubmit", "purge", "export")
+# What takes the keys when a pane is shown.
+FOCUS = {"entities": "#entities", "messages": "#messages", "detail": "#detail-pane", "reasons": "#reasons"}
+
+
+class DlqApp(App[None]):
+    """Browse and fix dead-letter queues; every change goes through `sbdlq.operations`."""
+
+    TITLE = "sbdlq"
+    # The footer needs the room at 80 columns; every command has a key (see `?`).
+    ENABLE_COMMAND_PALETTE = False
+    CSS = """
+    #entities, #messages, #reasons { height: 1fr; }
+    #entity-status, #messages-status, #messages-title, #reasons-title { height: 1; }
+    #reasons-chart { height: auto; max-height: 8; }
+    ActionScreen, HelpScreen { align: center middle; }
+    #action, #help { width: 78; height: auto; max-height: 22; border: round $accent; background: $surface; }
+    #buttons { height: 3; }
+    #plan, #result { height: auto; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+        Binding("1", "show('entities')", "Entities", show=False),
+        Binding("2", "show('messages')", "Messages", show=False),
+        Binding("3", "show('detail')", "Detail", show=False),
+        Binding("4", "show('reasons')", "Reasons", show=False),
+        Binding("r", "act('resubmit')", "Resubmit"),
+        Binding("d", "act('purge')", "Purge"),
+        Binding("e", "act('export')", "Export"),
+    ]
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        read_only: bool = False,
+        refresh_s: float = 10.0,
+        tuning: Tuning | None = None,
+        target: str = "",
+        entity: Address | None = None,
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.read_only = read_only
+        self.refresh_s = refresh_s
+        self.tuning = tuning or Tuning()
+        self.start_at = entity
+        self.sub_title = target + (" (read-only)" if read_only else "")
+        self.reasons_for: Address | None = None
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent(initial="entities-tab"):
+            with TabPane("1 Entities", id="entities-tab"):
+                yield EntitiesPane(id="entities-pane")
+            with TabPane("2 Messages", id="messages-tab"):
+                yield MessagesPane(id="messages-pane")
+            with TabPane("3 Detail", id="detail-tab"):
+                yield DetailPane(id="detail-pane")
+            with TabPane("4 Reasons", id="reasons-tab"):
+                yield ReasonsPane(id="reasons-pane")
+        yield Footer(compact=True)
+
+    async def on_mount(self) -> None:
+        await self.refresh_counts()
+        self.set_interval(self.refresh_s, self.refresh_counts)
+        if self.start_at is not None:
+            await self.open_dlq(self.start_at)
+        else:
+            self.query_one("#entity-filter").focus()
+
+    async def on_unmount(self) -> None:
+        await self.backend.close()
+
+    # ------------------------------------------------------------------ data
+
+    async def refresh_counts(self) -> None:
+        """Counts of every queue and subscription (the `count` operation)."""
+        from sbdlq.operations.browse import count_entities
+
+        try:
+            counts = await count_entities(self.backend, None)
+        except SbdlqError as exc:
+            self.notify(exc.line(), severity="error", timeout=8)
+            return
+        self.query_one(EntitiesPane).show(counts)
+
+    async def open_dlq(self, address: Address, filter_text: str | None = None) -> None:
+        self.action_show("messages")
+        pane = self.query_one(MessagesPane)
+        await pane.open(self.backend, address, filter_text)
+
+    def load_reasons(self) -> None:
+        """inspect-reason over the whole DLQ, in a worker: the panes stay live while it scans."""
+        address = self.query_one(MessagesPane).address
+        if address is None or address == self.reasons_for:
+            return
+        self.reasons_for = address
+        self.query_one(ReasonsPane).scanning(str(address))
+        self.run_worker(self._scan_reasons(address), exclusive=True, group="reasons")
+
+    async def _scan_reasons(self, address: Address) -> None:
+        from sbdlq.operations.browse import inspect_reasons
+
+        try:
+            groups = await inspect_reasons(self.backend, address)
+        except SbdlqError as exc:
+            self.reasons_for = None
+            self.notify(exc.line(), severity="error", timeout=8)
+            return
+        self.query_one(ReasonsPane).show(str(address), groups)
+
+    # ------------------------------------------------------------------ events
+
+    async def on_entities_pane_opened(self, event: EntitiesPane.Opened) -> None:
+        await self.open_dlq(event.address, filter_text=self.query_one("#filter").value)  # type: ignore[attr-defined]
+
+    def on_messages_pane_chosen(self, event: MessagesPane.Chosen) -> None:
+        self.query_one(DetailPane).show(event.message)
+        self.action_show("detail")
+
+    async def on_reasons_pane_chosen(self, event: ReasonsPane.Chosen) -> None:
+        from sbdlq.ui.filterline import reason_filter
+
+        address = self.query_one(MessagesPane).address
+        if address is not None:
+            await self.open_dlq(address, reason_filter(event.reason))
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "reasons-tab":
+            self.load_reasons()
+
+    # ------------------------------------------------------------------ actions
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """--read-only: the actions are not there at all (hidden from the footer, keys ignored)."""
+        if action == "act":
+            return not self.read_only
+        return True
+
+    def action_show(self, pane: str) -> None:
+        self.query_one(TabbedContent).active = f"{pane}-tab"
+        self.query_one(FOCUS[pane]).focus()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_act(self, kind: Kind) -> None:
+        if self.read_only:  # the binding is off; this guards any other way in
+            return
+        pane = self.query_one(MessagesPane)
+        chosen = pane.target()
+        if pane.address is None or chosen is None:
+            self.notify("mark messages (space) or all that match (a) in the Messages pane first", severity="warning")
+            return
+        selection, scope = chosen
+        screen = ActionScreen(self.backend, kind, pane.address, selection, scope, self.tuning)
+        self.push_screen(screen, self._after_action)
+
+    async def _after_action(self, ran: bool | None) -> None:
+        if not ran:
+            return
+        pane = self.query_one(MessagesPane)
+        self.reasons_for = None
+        await self.refresh_counts()
+        if pane.address is not None:
+            pane.marked.clear()
+            pane.all_matching = False
+            pane.starts = []
+            await pane.load(0)
+
+
+def run_app(app: DlqApp) -> Any:
+    """Run until the operator quits."""
+    return app.run()

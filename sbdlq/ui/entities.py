@@ -1,0 +1,115 @@
+"""Entities pane: every queue and subscription with its counts, refreshed, sorted, filtered as you type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message as TMessage
+from textual.widgets import DataTable, Input, Static
+
+from sbdlq.models import Counts
+from sbdlq.paths import Address, SubQueue, parse_entity
+
+
+class EntitiesPane(Vertical):
+    """Counts per entity; Enter opens its DLQ, `t` its transfer DLQ."""
+
+    BINDINGS = [  # noqa: RUF012 (Textual's declaration style)
+        Binding("enter", "open_dlq", "Open DLQ", show=True),
+        Binding("t", "open_transfer", "Transfer DLQ"),
+        Binding("s", "toggle_sort", "Sort"),
+        Binding("slash", "focus_filter", "Filter"),
+    ]
+
+    class Opened(TMessage):
+        """The operator chose a DLQ to browse."""
+
+        def __init__(self, address: Address) -> None:
+            super().__init__()
+            self.address = address
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.counts: list[Counts] = []
+        self.by_size = True
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="type to filter entities", id="entity-filter")
+        yield DataTable(id="entities", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="entity-status")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#entities", DataTable)
+        table.add_column("entity", key="entity")
+        table.add_column("dlq", key="dlq")
+        table.add_column("tdlq", key="tdlq")
+        table.add_column("active", key="active")
+        table.add_column("sched", key="scheduled")
+
+    def show(self, counts: list[Counts]) -> None:
+        """Replace the rows, keeping the cursor on the same entity."""
+        self.counts = counts
+        self._render_rows()
+
+    def shown_rows(self) -> list[Counts]:
+        """The rows as shown: filtered by the typed text, sorted by DLQ size (or name)."""
+        text = self.query_one("#entity-filter", Input).value.strip().lower()
+        rows = [c for c in self.counts if text in c.entity.lower()]
+        if self.by_size:
+            return sorted(rows, key=lambda c: (-c.dead_letter, -c.transfer_dead_letter, c.entity.lower()))
+        return sorted(rows, key=lambda c: c.entity.lower())
+
+    def _render_rows(self) -> None:
+        table = self.query_one("#entities", DataTable)
+        current = self.selected_entity()
+        table.clear()
+        rows = self.shown_rows()
+        for c in rows:
+            table.add_row(c.entity, c.dead_letter, c.transfer_dead_letter, c.active, c.scheduled, key=c.entity)
+        for i, c in enumerate(rows):
+            if c.entity == current:
+                table.move_cursor(row=i)
+        order = "DLQ size" if self.by_size else "name"
+        self.query_one("#entity-status", Static).update(
+            f"{len(rows)} of {len(self.counts)} entities, by {order} · Enter: DLQ · t: transfer DLQ · s: sort"
+        )
+
+    def selected_entity(self) -> str | None:
+        table = self.query_one("#entities", DataTable)
+        rows = self.shown_rows()
+        if not rows or table.row_count == 0:
+            return None
+        return rows[min(table.cursor_row, len(rows) - 1)].entity
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "entity-filter":
+            self._render_rows()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "entity-filter":
+            self.query_one("#entities", DataTable).focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self._open(SubQueue.DEAD_LETTER)
+
+    def action_open_dlq(self) -> None:
+        self._open(SubQueue.DEAD_LETTER)
+
+    def action_open_transfer(self) -> None:
+        self._open(SubQueue.TRANSFER_DEAD_LETTER)
+
+    def action_toggle_sort(self) -> None:
+        self.by_size = not self.by_size
+        self._render_rows()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#entity-filter", Input).focus()
+
+    def _open(self, sub_queue: SubQueue) -> None:
+        entity = self.selected_entity()
+        if entity is not None:
+            self.post_message(self.Opened(Address(parse_entity(entity), sub_queue)))

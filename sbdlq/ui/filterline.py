@@ -1,0 +1,93 @@
+"""The messages pane's filter line: the selection options of the commands, typed as text."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from sbdlq.errors import BadInput
+from sbdlq.selection import Selection, build_selection
+
+# flag -> (build_selection keyword, repeatable)
+FLAGS: dict[str, tuple[str, bool]] = {
+    "--reason": ("reasons", True),
+    "--description-contains": ("description_contains", False),
+    "--subject": ("subject", False),
+    "--property": ("properties", True),
+    "--enqueued-before": ("enqueued_before", False),
+    "--enqueued-after": ("enqueued_after", False),
+    "--sequence": ("sequences", True),
+    "--body-contains": ("body_contains", False),
+    "--body-regex": ("body_regex", False),
+    "--where": ("where", False),
+    "--older-than": ("older_than", False),
+}
+
+
+@dataclass(frozen=True)
+class Filter:
+    """A parsed filter line: `build_selection` keywords, checked by compiling them once."""
+
+    text: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def compile(self, *, marked: list[int] | None = None) -> Selection:
+        """The selection; with `marked`, only those sequence numbers (the filter's own --sequence dropped)."""
+        options = dict(self.options)
+        if marked is not None:
+            options["sequences"] = sequence_ranges(marked)
+        return build_selection(**options)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.options
+
+
+def parse_filter(text: str) -> Filter:
+    """`--reason X --where "..."` as a Filter; BadInput naming the problem."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise BadInput(f"filter: {exc}") from None
+    options: dict[str, Any] = {}
+    i = 0
+    while i < len(words):
+        flag, eq, value = words[i].partition("=")
+        if flag not in FLAGS:
+            raise BadInput(f"filter: unknown option {words[i]!r}", hint="use the selection options, e.g. --reason X")
+        if not eq:
+            i += 1
+            if i >= len(words):
+                raise BadInput(f"filter: {flag} needs a value")
+            value = words[i]
+        key, repeatable = FLAGS[flag]
+        if repeatable:
+            options.setdefault(key, []).append(value)
+        else:
+            options[key] = value
+        i += 1
+    result = Filter(text.strip(), options)
+    result.compile()  # reject a bad value now, not at the first page
+    return result
+
+
+def sequence_ranges(numbers: list[int]) -> list[str]:
+    """Sorted sequence numbers as the fewest `--sequence` ranges (`5-9`, `12`)."""
+    out: list[str] = []
+    ordered = sorted(set(numbers))
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return out
+
+
+def reason_filter(reason: str) -> str:
+    """The filter line that selects one reason of the reasons pane."""
+    if reason == "(none)":
+        return '--where "NOT EXISTS(DeadLetterReason)"'
+    return "--reason " + shlex.quote(reason)

@@ -1,0 +1,74 @@
+"""Reasons pane: inspect-reason's table and bar chart; Enter filters the messages pane to a reason."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message as TMessage
+from textual.widgets import DataTable, Static
+
+from sbdlq.models import ReasonGroup
+
+BAR = 30
+
+
+def bar_lines(groups: list[ReasonGroup], width: int = BAR) -> str:
+    """One bar per reason, the longest `width` wide (text only: readable with NO_COLOR)."""
+    if not groups:
+        return ""
+    top = max(g.count for g in groups) or 1
+    label = min(max(len(g.key) for g in groups), 28)
+    return "\n".join(
+        f"{g.key[:label]:<{label}} {'█' * max(1, round(g.count * width / top))} {g.count}" for g in groups
+    )
+
+
+class ReasonsPane(Vertical):
+    """Messages grouped by dead-letter reason."""
+
+    class Chosen(TMessage):
+        """The operator picked a reason to filter on."""
+
+        def __init__(self, reason: str) -> None:
+            super().__init__()
+            self.reason = reason
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.groups: list[ReasonGroup] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("Open a DLQ to see why its messages failed.", id="reasons-title")
+        yield DataTable(id="reasons", cursor_type="row")
+        yield Static("", id="reasons-chart")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#reasons", DataTable)
+        for label in ("reason", "count", "first", "last"):
+            table.add_column(label, key=label)
+
+    def scanning(self, what: str) -> None:
+        self.query_one("#reasons-title", Static).update(f"scanning {what} ...")
+
+    def show(self, what: str, groups: list[ReasonGroup]) -> None:
+        self.groups = groups
+        table = self.query_one("#reasons", DataTable)
+        table.clear()
+        for g in groups:
+            table.add_row(g.key, g.count, _minute(g.first_enqueued), _minute(g.last_enqueued), key=g.key)
+        total = sum(g.count for g in groups)
+        self.query_one("#reasons-title", Static).update(f"{what}: {total} message(s) by reason · Enter: filter")
+        self.query_one("#reasons-chart", Static).update(bar_lines(groups))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if self.groups:
+            table = self.query_one("#reasons", DataTable)
+            self.post_message(self.Chosen(self.groups[min(table.cursor_row, len(self.groups) - 1)].key))
+
+
+def _minute(ts: Any) -> str:
+    return "" if ts is None else ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M")

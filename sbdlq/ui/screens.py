@@ -1,0 +1,198 @@
+"""Modal screens: help, and an action's plan → confirmation → progress → result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, ProgressBar, Static
+
+from sbdlq.backends.base import Backend
+from sbdlq.errors import BadInput, SbdlqError
+from sbdlq.paths import SubQueue, parse_address
+from sbdlq.selection import Selection
+from sbdlq.ui.actions import (
+    Action,
+    ExportOptions,
+    Kind,
+    Outcome,
+    PurgeOptions,
+    ResubmitOptions,
+    Tuning,
+    default_target,
+    execute,
+    plan,
+)
+
+HELP = """\
+sbdlq ui — keys
+
+Anywhere      1 entities · 2 messages · 3 detail · 4 reasons · ? help · q quit
+Entities      type to filter · Enter open DLQ · t transfer DLQ · s sort (DLQ size/name) · / filter
+Messages      / filter line (the selection options: --reason, --where, ...) · Enter detail
+              space mark · a all that match · c clear marks · n next page · p previous page
+Actions       r resubmit · d purge (optionally exporting first) · e export to JSONL
+              (on the marked messages, or all that match; each shows its plan and asks first)
+Detail        b binary body as hex or base64
+Reasons       Enter filters the messages to that reason
+
+--read-only hides every action.  Esc closes this help."""
+
+
+class HelpScreen(ModalScreen[None]):
+    """The keys."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]  # noqa: RUF012
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help"):
+            yield Static(HELP)
+
+
+class ActionScreen(ModalScreen[bool]):
+    """Shows the plan (the operation's dry run), asks, runs with progress, shows the result.
+
+    Dismissed with True when something ran, so the caller reloads what it shows.
+    """
+
+    BINDINGS = [Binding("escape", "close", "Close")]  # noqa: RUF012
+
+    def __init__(
+        self, backend: Backend, kind: Kind, source: Any, selection: Selection, scope: str, tuning: Tuning
+    ) -> None:
+        super().__init__()
+        self.backend, self.kind, self.source = backend, kind, source
+        self.selection, self.scope, self.tuning = selection, scope, tuning
+        self.planned: Action | None = None
+        self.running = False
+        self.ran = False
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="action"):
+            yield Static(f"{self.kind} {self.scope} of {self.source}", id="action-title")
+            if self.kind == "resubmit":
+                yield Input(str(default_target(self.source)), placeholder="send to queue or topic", id="to")
+                yield Checkbox("new message ids", id="new-message-id")
+                yield Checkbox("keep dead-letter properties", id="keep-dl")
+            elif self.kind == "purge":
+                yield Input(placeholder="export to JSONL first (path; empty: no export)", id="export")
+            else:
+                yield Input(placeholder="export to JSONL file (path)", id="export")
+            yield Static("", id="plan")
+            yield ProgressBar(id="progress", show_eta=False)
+            yield Static("", id="result")
+            with Horizontal(id="buttons"):
+                yield Button("Confirm", id="confirm", variant="error", disabled=True)
+                yield Button("Plan again", id="replan")
+                yield Button("Close", id="close")
+
+    async def on_mount(self) -> None:
+        for button in self.query(Button):
+            # No press-effect lock-out: `running`/`ran` already guard a double confirm, and a new
+            # plan must be confirmable at once.
+            button.active_effect_duration = 0
+        await self.replan()
+
+    def options(self) -> ResubmitOptions | PurgeOptions | ExportOptions:
+        """The options object from the form: the same the command would pass to the operation."""
+        t = self.tuning
+        if self.kind == "resubmit":
+            to = parse_address(self.query_one("#to", Input).value.strip() or str(default_target(self.source)))
+            if to.sub_queue is not SubQueue.NONE or to.entity.is_subscription:
+                raise BadInput(f"cannot send to {to}: name a queue or a topic")
+            return ResubmitOptions(
+                to=to.entity,
+                new_message_id=self.query_one("#new-message-id", Checkbox).value,
+                keep_dead_letter_properties=self.query_one("#keep-dl", Checkbox).value,
+                batch_size=t.resubmit_batch_size,
+                concurrency=t.concurrency,
+            )
+        path = self.query_one("#export", Input).value.strip()
+        if self.kind == "purge":
+            return PurgeOptions(
+                export=Path(path).expanduser() if path else None,
+                batch_size=t.purge_batch_size,
+                concurrency=t.concurrency,
+            )
+        if not path:
+            raise BadInput("export needs a file path")
+        return ExportOptions(Path(path).expanduser())
+
+    def action_of(self) -> Action:
+        return Action(self.kind, self.source, self.selection, self.scope, self.options())
+
+    async def replan(self) -> None:
+        """Dry-run the action as the form says; Confirm is enabled only for a plan that may go."""
+        confirm = self.query_one("#confirm", Button)
+        confirm.disabled = True
+        self.planned = None
+        try:
+            action = self.action_of()
+        except SbdlqError as exc:
+            self._show_plan(Outcome(lines=[f"refused: {exc.line()}"], ok=False))
+            return
+        outcome = await plan(self.backend, action)
+        if outcome.ok and outcome.selected == 0:
+            outcome.lines.append("nothing to do")
+            outcome.ok = False
+        self._show_plan(outcome)
+        if outcome.ok:
+            self.planned = action
+            confirm.disabled = False
+            confirm.focus()
+
+    def _show_plan(self, outcome: Outcome) -> None:
+        self.query_one("#plan", Static).update("\n".join(outcome.lines))
+
+    async def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        await self.replan()
+
+    async def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        event.stop()
+        await self.replan()
+
+    async def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "confirm":
+            await self.confirm()
+        elif event.button.id == "replan":
+            await self.replan()
+        else:
+            self.action_close()
+
+    async def confirm(self) -> None:
+        """Run what was planned; if the form changed since, plan again instead (confirm what you saw)."""
+        if self.planned is None or self.running or self.ran:
+            return
+        try:
+            current = self.action_of()
+        except SbdlqError:
+            current = None
+        if current != self.planned:
+            self.app.notify("the options changed since the plan: check the new plan and confirm again")
+            await self.replan()
+            return
+        self.running = True
+        self.query_one("#confirm", Button).disabled = True
+        outcome = await execute(self.backend, self.planned, self._progress)
+        self.running, self.ran = False, True
+        lines = [*outcome.lines, outcome.summary]
+        self.query_one("#result", Static).update("\n".join(line for line in lines if line))
+        self.query_one("#close", Button).focus()
+
+    def _progress(self, total: int | None) -> Callable[[int], None]:
+        bar = self.query_one("#progress", ProgressBar)
+        bar.update(total=total, progress=0)
+        return lambda n: bar.advance(n)
+
+    def action_close(self) -> None:
+        if self.running:
+            self.app.notify("the run is still going; it stops at a safe point only by itself")
+            return
+        self.dismiss(self.ran)

@@ -1,0 +1,287 @@
+"""`sbdlq ui` driven through Textual's pilot on the emulator backend.
+
+Each test asserts what the broker holds afterwards (the store, read through the engine),
+not only what the screen shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import Seeder
+
+pytest.importorskip("textual", reason="the ui extra is not installed: pip install 'sbdlq[ui]'")
+
+from textual.widgets import Button, Checkbox, DataTable, Input, Static
+
+from sbdlq.backends.emulator import EmulatorBackend
+from sbdlq.models import OutboundMessage
+from sbdlq.paths import Address, SubQueue, parse_entity
+from sbdlq.ui.app import DlqApp
+from sbdlq.ui.detail import DetailPane
+from sbdlq.ui.entities import EntitiesPane
+from sbdlq.ui.messages import MessagesPane
+from sbdlq.ui.screens import ActionScreen
+
+SIZE = (80, 24)
+
+
+@pytest.fixture
+def dlqs(seed: Seeder) -> Seeder:
+    """orders: 3 Timeout + 2 Poison in its DLQ; billing: 1 in its DLQ; an empty queue."""
+    seed.queue("orders")
+    seed.queue("billing")
+    seed.queue("empty")
+    seed.dead_letter("orders", 3, reason="Timeout", prefix="t")
+    seed.dead_letter("orders", 2, reason="Poison", prefix="p")
+    seed.dead_letter("billing", 1, reason="Bad", prefix="b")
+    return seed
+
+
+def drive(store: Path, script: Callable[[DlqApp, Any], Awaitable[None]], **app_options: Any) -> None:
+    """Run the app at 80×24 over the store and play `script(app, pilot)`."""
+
+    async def go() -> None:
+        app = DlqApp(EmulatorBackend(str(store)), refresh_s=3600, **app_options)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            await script(app, pilot)
+
+    asyncio.run(go())
+
+
+async def settle(app: DlqApp, pilot: Any) -> None:
+    """Let workers and queued messages finish."""
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
+
+
+def rows(app: DlqApp, table_id: str) -> list[list[Any]]:
+    table = app.query_one(table_id, DataTable)
+    return [table.get_row_at(i) for i in range(table.row_count)]
+
+
+def text(app: Any, selector: str) -> str:
+    return str(app.query_one(selector, Static).render())
+
+
+async def open_orders(app: DlqApp, pilot: Any) -> None:
+    await pilot.press(*"orders", "enter", "enter")
+    await settle(app, pilot)
+
+
+def test_entities_sorted_by_dlq_size_and_filtered_as_you_type(store: Path, dlqs: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        assert [r[0] for r in rows(app, "#entities")] == ["orders", "billing", "empty"]
+        assert rows(app, "#entities")[0][1:3] == [5, 0]
+        await pilot.press("b", "i", "l")
+        assert [r[0] for r in rows(app, "#entities")] == ["billing"]
+        await pilot.press("enter", "s")
+        assert app.query_one(EntitiesPane).by_size is False
+
+    drive(store, script)
+
+
+def test_browse_pages_and_detail(store: Path, seed: Seeder) -> None:
+    seed.queue("orders")
+    body = json.dumps({"order": 7, "lines": [1, 2]}).encode()
+    seed.dead_letter("orders", messages=[OutboundMessage(body=body, message_id="json-1", subject="s1")])
+    seed.dead_letter("orders", messages=[OutboundMessage(body=bytes(range(250, 256)), message_id="bin-1")])
+    seed.dead_letter("orders", 5, prefix="x")
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        pane = app.query_one(MessagesPane)
+        pane.page_rows = 3  # small pages: paging without 100+ messages
+        await open_orders(app, pilot)
+        assert [r[5] for r in rows(app, "#messages")] == ["json-1", "bin-1", "x0"]
+        assert "n: next page" in text(app, "#messages-status")
+        await pilot.press("n")
+        assert [r[5] for r in rows(app, "#messages")] == ["x1", "x2", "x3"]
+        await pilot.press("n")
+        assert [r[5] for r in rows(app, "#messages")] == ["x4"]
+        assert "last page" in text(app, "#messages-status")
+        await pilot.press("p", "p")
+        assert [r[5] for r in rows(app, "#messages")] == ["json-1", "bin-1", "x0"]
+        await pilot.press("enter")
+        detail = text(app, "#detail-text")
+        assert '"order": 7' in detail and "message_id: json-1" in detail and "subject: s1" in detail
+        assert "DeadLetterReason: Bad" in detail
+        await pilot.press("2", "down", "enter")
+        assert "fa fb fc fd fe ff" in text(app, "#detail-text")
+        app.query_one(DetailPane).focus()
+        await pilot.press("b")
+        assert "+vv8/f7/" in text(app, "#detail-text")
+
+    drive(store, script)
+
+
+def test_filter_mark_and_resubmit_moves_only_the_marked(store: Path, dlqs: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        await pilot.press("slash", *"--reason Timeout", "enter")
+        assert [r[5] for r in rows(app, "#messages")] == ["t0", "t1", "t2"]
+        await pilot.press("space", "down", "space")  # t0 and t2
+        assert "2 marked" in text(app, "#messages-status")
+        await pilot.press("r")
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, ActionScreen)
+        assert "plan: resubmit 2 message(s) from orders/$DeadLetterQueue to orders" in text(screen, "#plan")
+        await pilot.click("#confirm")
+        await settle(app, pilot)
+        assert "resubmitted 2 of 2" in text(screen, "#result")
+        await pilot.click("#close")
+        await settle(app, pilot)
+        assert [r[5] for r in rows(app, "#messages")] == ["t1"]
+
+    drive(store, script)
+    assert sorted(dlqs.peek_ids("orders")) == ["t0", "t2"]
+    assert sorted(dlqs.dlq_ids("orders")) == ["p0", "p1", "t1"]  # type: ignore[type-var]
+
+
+def test_purge_all_that_match_with_export(store: Path, dlqs: Seeder, tmp_path: Path) -> None:
+    export = tmp_path / "poison.jsonl"
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        await pilot.press("slash", *"--where \"DeadLetterReason = 'Poison'\"", "enter", "a")
+        assert "all that match marked" in text(app, "#messages-status")
+        await pilot.press("d")
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, ActionScreen)
+        assert "plan: delete 2" in text(screen, "#plan")
+        screen.query_one("#export", Input).value = str(export)
+        await pilot.click("#confirm")  # the form changed: it plans again instead of running
+        await settle(app, pilot)
+        assert "plan: export and delete 2" in text(screen, "#plan")
+        assert dlqs.counts("orders").dead_letter == 5
+        await pilot.press("enter")  # Confirm has the focus once a plan may go
+        await settle(app, pilot)
+        assert "purged 2 of 2 selected message(s)" in text(screen, "#result")
+        assert "2 exported" in text(screen, "#result")
+        await pilot.press("escape")
+        await settle(app, pilot)
+
+    drive(store, script)
+    assert sorted(dlqs.dlq_ids("orders")) == ["t0", "t1", "t2"]  # type: ignore[type-var]
+    lines = [json.loads(line) for line in export.read_text().splitlines()]
+    assert [d["message_id"] for d in lines] == ["p0", "p1"]
+
+
+def test_export_writes_jsonl_and_deletes_nothing(store: Path, dlqs: Seeder, tmp_path: Path) -> None:
+    export = tmp_path / "all.jsonl"
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        await pilot.press("a", "e")
+        await settle(app, pilot)
+        screen = app.screen
+        assert "refused: export needs a file path" in text(screen, "#plan")
+        screen.query_one("#export", Input).value = str(export)
+        await pilot.click("#replan")
+        await settle(app, pilot)
+        await pilot.click("#confirm")
+        await settle(app, pilot)
+        assert "exported 5 of 5" in text(screen, "#result")
+
+    drive(store, script)
+    assert len(export.read_text().splitlines()) == 5
+    assert dlqs.counts("orders").dead_letter == 5
+
+
+def test_a_refused_resubmit_moves_nothing(store: Path, seed: Seeder) -> None:
+    seed.queue("orders", requires_duplicate_detection=True)
+    seed.dead_letter("orders", 2)
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        await pilot.press("a", "r")
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, ActionScreen)
+        assert "refused: " in text(screen, "#plan") and "duplicate detection" in text(screen, "#plan")
+        assert screen.query_one("#confirm", Button).disabled
+        await pilot.click("#confirm")
+        await settle(app, pilot)
+        assert text(screen, "#result") == ""
+        # The operator fixes it the way the refusal says: new message ids.
+        screen.query_one("#new-message-id", Checkbox).value = True
+        await settle(app, pilot)
+        assert "plan: resubmit 2" in text(screen, "#plan")
+        await pilot.press("escape")  # and then changes their mind
+        await settle(app, pilot)
+
+    drive(store, script)
+    assert seed.counts("orders").dead_letter == 2 and seed.counts("orders").active == 0
+
+
+def test_no_action_without_marks(store: Path, dlqs: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ActionScreen)
+
+    drive(store, script)
+    assert dlqs.counts("orders").dead_letter == 5
+
+
+def test_read_only_has_no_actions(store: Path, dlqs: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        await pilot.press("a", "r", "d", "e")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ActionScreen)
+        keys = {b.binding.action for b in app.active_bindings.values() if b.enabled}
+        assert not any(k.startswith("act(") for k in keys)
+        assert "(read-only)" in app.sub_title
+
+    drive(store, script, read_only=True)
+    assert dlqs.counts("orders").dead_letter == 5 and dlqs.counts("orders").active == 0
+
+
+def test_reasons_pane_enter_filters_the_messages(store: Path, dlqs: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        await pilot.press("4")
+        await settle(app, pilot)
+        assert [r[:2] for r in rows(app, "#reasons")] == [["Timeout", 3], ["Poison", 2]]
+        assert "█" in text(app, "#reasons-chart")
+        app.query_one("#reasons", DataTable).focus()
+        await pilot.press("down", "enter")
+        await settle(app, pilot)
+        assert app.query_one(MessagesPane).filter.text == "--reason Poison"
+        assert [r[5] for r in rows(app, "#messages")] == ["p0", "p1"]
+
+    drive(store, script)
+
+
+def test_transfer_dlq_and_start_entity(store: Path, seed: Seeder) -> None:
+    seed.transfer_dead_letter("fwd", 2)
+    seed.engine.counts("fwd")  # let the forwarding failure land
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await settle(app, pilot)
+        pane = app.query_one(MessagesPane)
+        assert pane.address == Address(parse_entity("fwd"), SubQueue.TRANSFER_DEAD_LETTER)
+        assert [r[5] for r in rows(app, "#messages")] == ["x0", "x1"]
+
+    drive(store, script, entity=Address(parse_entity("fwd"), SubQueue.TRANSFER_DEAD_LETTER))
+
+
+def test_help_opens_on_question_mark(store: Path, dlqs: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        app.query_one("#entities", DataTable).focus()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert "sbdlq ui — keys" in str(app.screen.query_one(Static).render())
+        await pilot.press("escape")
+
+    drive(store, script)
