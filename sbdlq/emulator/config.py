@@ -294,8 +294,8 @@ class _Checker:
             cfg.queues.append(self.entity(item, f"{where}.Queues[{i}]", "queue", seen))
         for i, item in enumerate(self.arr(ns.get("Topics", []), f"{where}.Topics")):
             topic_where = f"{where}.Topics[{i}]"
-            allowed = ("Name", "Properties", "Subscriptions")
-            topic = self.entity(item, topic_where, "topic", seen, allowed=allowed)
+            topic_keys = ("Name", "Properties", "Subscriptions")
+            topic = self.entity(item, topic_where, "topic", seen, allowed=topic_keys)
             cfg.topics.append(topic)
             subs_seen: dict[str, str] = {}
             for j, sub in enumerate(self.arr(item.get("Subscriptions", []), f"{topic_where}.Subscriptions")):
