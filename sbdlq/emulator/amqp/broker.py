@@ -33,6 +33,7 @@ from proton import (
 )
 
 from sbdlq.emulator.engine import Engine
+from sbdlq.emulator.engine.model import MAX_MESSAGE_KB
 from sbdlq.errors import AuthError, InvalidOperation, TransientError
 from sbdlq.models import ReceiveMode
 from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
@@ -51,6 +52,8 @@ SESSION_LOCKED_UNTIL = "com.microsoft:locked-until-utc"
 _DOTNET_EPOCH_TICKS = 621355968000000000
 _CREDIT = 500  # credit granted to client senders, topped up as it is used
 _TOKEN = "sbdlq_lock_token"  # attribute proton keeps on our deliveries
+# What our reply links advertise: a peek reply holds several messages, so Premium's largest.
+REPLY_MAX_BYTES = MAX_MESSAGE_KB * 1024
 
 
 def _link(event: Event) -> Link:
@@ -254,6 +257,7 @@ class Broker:
         if isinstance(link, Sender):
             # Replies go out settled; mixed mode tells the client we decide per delivery.
             link.snd_settle_mode = Link.SND_MIXED
+            link.max_message_size = REPLY_MAX_BYTES
             link.open()
             peer = self.peers.setdefault(link.connection, _Peer())
             peer.by_node[key] = link
@@ -283,6 +287,7 @@ class Broker:
             self._set_session(link, session_id, info.lock_duration_s)
         elif info.requires_session and address.sub_queue is SubQueue.NONE:
             raise InvalidOperation(f"'{info.path}' requires sessions: use a session receiver.")
+        link.max_message_size = self.engine.max_message_bytes(address.entity)
         link.open()
         feed = _Feed(link, address, mode, session_id)
         self.feeds[link] = feed
@@ -295,6 +300,9 @@ class Broker:
         info = self.engine.get_entity(address.entity)
         if info.kind == "subscription":
             raise InvalidOperation(f"Cannot send to subscription '{info.path}': send to its topic.")
+        # Advertised on attach: SDKs size batches by it and refuse larger messages themselves;
+        # the guard detaches a link whose delivery grows past it.
+        link.max_message_size = self.engine.max_message_bytes(address.entity)
         link.open()
         link.flow(_CREDIT)
         self.intakes[link] = _Intake(link, address.entity)
@@ -419,6 +427,11 @@ class Broker:
         else:
             delivery.update(Delivery.RELEASED)
             delivery.settle()
+        self.top_up(link)
+
+    @staticmethod
+    def top_up(link: Receiver) -> None:
+        """Give a client's sender its credit back once half of it is used."""
         if link.credit < _CREDIT // 2:
             link.flow(_CREDIT - link.credit)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sbdlq import errors
+from sbdlq.emulator.engine.errors import MessageTooLarge
 
 NOT_FOUND = "amqp:not-found"
 UNAUTHORIZED = "amqp:unauthorized-access"
@@ -24,6 +25,7 @@ ENTITY_DISABLED = "com.microsoft:entity-disabled"
 ARGUMENT_ERROR = "com.microsoft:argument-error"
 SERVER_BUSY = "com.microsoft:server-busy"
 DEAD_LETTER = "com.microsoft:dead-letter"
+MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"  # the SDK's MessageSizeExceededError
 
 LOCK_LOST_TEXT = (
     "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."
@@ -46,6 +48,7 @@ _TABLE: list[tuple[type[BaseException], str, int]] = [
     (errors.MessageNotFound, MESSAGE_NOT_FOUND, 404),
     (errors.EntityDisabled, ENTITY_DISABLED, 403),
     (errors.QuotaExceeded, RESOURCE_LIMIT, 403),
+    (MessageTooLarge, MESSAGE_SIZE_EXCEEDED, 400),
     (errors.InvalidOperation, NOT_ALLOWED, 400),
     (errors.BadInput, ARGUMENT_ERROR, 400),
     (errors.AuthError, UNAUTHORIZED, 401),
