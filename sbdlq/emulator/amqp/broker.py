@@ -500,8 +500,9 @@ class Broker:
             if remote.undeliverable:
                 return self.engine.defer(address, [token], properties)
             return self.engine.abandon(address, [token], properties)
-        # released: handed back unprocessed, e.g. what a closing SDK receiver had buffered;
-        # not a delivery attempt, so the count taken when it was locked is given back.
+        # released: handed back unprocessed (what a closing receiver had buffered). Service Bus
+        # does not count it as a delivery; the engine charges it once a message was released
+        # MaxDeliveryCount times, so a client that only releases still dead-letters poison.
         return self.engine.release(address, [token])
 
     # ------------------------------------------------------------------ request / response
