@@ -62,21 +62,24 @@ def wait_for(sock: socket.socket, marker: bytes, seconds: float = 3.0) -> bytes:
     return got
 
 
-def cbs_flood(port: int, total: int, *, polite: bool = True) -> bytes:
-    """One endless delivery onto `$cbs` before any token; what the server answered.
+def cbs_flood(port: int, total: int, *, polite: bool = True, address: str = "$cbs", end: bool = False) -> bytes:
+    """One endless delivery onto `$cbs` (or another address) before any token; what the server answered.
 
     polite: wait for the server's attach first (as a client obeying the session window
-    does); otherwise pipeline everything and break the window.
+    does); otherwise pipeline everything and break the window. end: finish the delivery
+    after `total` bytes.
     """
     with connect(port) as sock:
-        sock.sendall(sasl_anonymous() + open_session() + attach_sender("$cbs"))
-        answer = wait_for(sock, b"$cbs") if polite else b""
+        sock.sendall(sasl_anonymous() + open_session() + attach_sender(address))
+        answer = wait_for(sock, address.encode()) if polite else b""
         chunk, sent = b"y" * 30000, 0
         try:
             sock.sendall(transfer(b"x" * 1000))
             while sent < total:
                 sock.sendall(transfer(chunk, first=False))
                 sent += len(chunk)
+            if end:
+                sock.sendall(transfer(b"", first=False, more=False))
         except OSError:
             pass  # the server closed the connection
         return answer + drain(sock, 0.5)

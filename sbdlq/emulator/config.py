@@ -13,7 +13,9 @@ Differences from the official emulator (our extensions):
 - `Status` (`Active` | `Disabled`, any entity): a disabled entity refuses sends and forwards;
 - `MaxSizeInMessages` (queues): a full queue refuses sends, and forwards into it land in the
   source's transfer DLQ;
-- `Subject` is accepted in a CorrelationFilter as another name for `Label`.
+- `Subject` is accepted in a CorrelationFilter as another name for `Label`;
+- `MaxMessageSizeInKilobytes` (1 to 102400; default 256, Standard's limit) on the namespace (the
+  default of its queues and topics) or on a queue or topic (a subscription takes its topic's).
 Omitted properties take the broker's defaults (MaxDeliveryCount 10, LockDuration PT1M,
 messages never expire), as `create_queue` does. A subscription without rules receives
 every message (the `$Default` rule).
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from sbdlq.emulator.engine import Engine, Rule
+from sbdlq.emulator.engine.model import MAX_MESSAGE_KB
 from sbdlq.errors import BadInput
 from sbdlq.models import EntityInfo
 from sbdlq.paths import EntityPath, parse_address
@@ -48,6 +51,7 @@ _PROPERTIES: dict[str, tuple[str, str]] = {
     "DeadLetteringOnFilterEvaluationExceptions": ("dead_lettering_on_filter_exceptions", "bool"),
     "Status": ("status", "status"),
     "MaxSizeInMessages": ("max_size", "count"),
+    "MaxMessageSizeInKilobytes": ("max_message_size_kb", "message_kb"),
 }
 _ALLOWED = {
     "queue": (
@@ -62,12 +66,14 @@ _ALLOWED = {
         "RequiresSession",
         "Status",
         "MaxSizeInMessages",
+        "MaxMessageSizeInKilobytes",
     ),
     "topic": (
         "DefaultMessageTimeToLive",
         "DuplicateDetectionHistoryTimeWindow",
         "RequiresDuplicateDetection",
         "Status",
+        "MaxMessageSizeInKilobytes",
     ),
     "subscription": (
         "DeadLetteringOnMessageExpiration",
@@ -262,6 +268,7 @@ class _Checker:
 
     def __init__(self, source: str) -> None:
         self.source = source
+        self.default_kb: int | None = None  # the namespace's MaxMessageSizeInKilobytes
 
     def fail(self, where: str, problem: str) -> NoReturn:
         raise BadInput(f"{self.source}: {where}: {problem}" if where else f"{self.source}: {problem}")
@@ -275,16 +282,20 @@ class _Checker:
         if len(namespaces) != 1:
             self.fail("UserConfig.Namespaces", f"expected exactly one namespace, got {len(namespaces)}")
         where = "UserConfig.Namespaces[0]"
-        ns = self.obj(namespaces[0], where, required=("Name",), allowed=("Name", "Queues", "Topics"))
+        allowed = ("Name", "Queues", "Topics", "MaxMessageSizeInKilobytes")
+        ns = self.obj(namespaces[0], where, required=("Name",), allowed=allowed)
         name = self.name(ns["Name"], f"{where}.Name", "namespace")
         cfg = EmulatorConfig(source=self.source, namespace=name)
+        if "MaxMessageSizeInKilobytes" in ns:
+            # The namespace's limit is the default of its queues and topics.
+            self.default_kb = self.message_kb(ns["MaxMessageSizeInKilobytes"], f"{where}.MaxMessageSizeInKilobytes")
         seen: dict[str, str] = {}
         for i, item in enumerate(self.arr(ns.get("Queues", []), f"{where}.Queues")):
             cfg.queues.append(self.entity(item, f"{where}.Queues[{i}]", "queue", seen))
         for i, item in enumerate(self.arr(ns.get("Topics", []), f"{where}.Topics")):
             topic_where = f"{where}.Topics[{i}]"
-            allowed = ("Name", "Properties", "Subscriptions")
-            topic = self.entity(item, topic_where, "topic", seen, allowed=allowed)
+            topic_keys = ("Name", "Properties", "Subscriptions")
+            topic = self.entity(item, topic_where, "topic", seen, allowed=topic_keys)
             cfg.topics.append(topic)
             subs_seen: dict[str, str] = {}
             for j, sub in enumerate(self.arr(item.get("Subscriptions", []), f"{topic_where}.Subscriptions")):
@@ -306,6 +317,8 @@ class _Checker:
         name = self.name(obj["Name"], f"{where}.Name", kind)
         self.unique(name, f"{where}.Name", seen)
         props = self.properties(obj.get("Properties", {}), f"{where}.Properties", kind, name)
+        if self.default_kb is not None:
+            props.setdefault("max_message_size_kb", self.default_kb)
         return EntitySpec(kind, name, f"{where}.Name", props)
 
     def subscription(self, item: Any, where: str, topic: str, seen: dict[str, str]) -> EntitySpec:
@@ -392,6 +405,8 @@ class _Checker:
                 out[engine_key] = self.duration(v, fw)
             elif vkind == "count":
                 out[engine_key] = self.count(v, fw)
+            elif vkind == "message_kb":
+                out[engine_key] = self.message_kb(v, fw)
             elif vkind == "status":
                 text = self.string(v, fw)
                 status = {"active": "Active", "disabled": "Disabled"}.get(text.casefold())
@@ -449,6 +464,14 @@ class _Checker:
             self.fail(where, f"expected an integer, got {_describe(value)}")
         if value < 1:
             self.fail(where, f"must be at least 1, got {value}")
+        return value
+
+    def message_kb(self, value: Any, where: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(where, f"expected an integer number of kilobytes, got {_describe(value)}")
+        if not 1 <= value <= MAX_MESSAGE_KB:
+            limits = "256 is Standard's, 102400 Premium's most"
+            self.fail(where, f"must be between 1 and {MAX_MESSAGE_KB} KB ({limits}), got {value}")
         return value
 
     def duration(self, value: Any, where: str) -> float:

@@ -18,7 +18,9 @@ from sbdlq.errors import BadInput, OperationFailed, TransientError
 
 # 2: partial indexes for the due-scheduled and lapsed-lock sweeps (created by re-running the schema).
 # 3: session_lock (session locks and state), created the same way.
-SCHEMA_VERSION = 3
+# 3 (also): entity.max_message_kb and message.releases (added to older stores by _COLUMNS).
+# 4: both 3s above, made in parallel: a store stamped 3 by either gets the other's too.
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
@@ -39,6 +41,7 @@ CREATE TABLE IF NOT EXISTS entity (
     forward_dlq_to TEXT,
     status TEXT NOT NULL DEFAULT 'Active',
     max_size INTEGER,                   -- messages; NULL = unlimited
+    max_message_kb INTEGER,             -- MaxMessageSizeInKilobytes; NULL = 256
     next_seq INTEGER NOT NULL DEFAULT 1
 );
 CREATE TABLE IF NOT EXISTS rule (
@@ -76,7 +79,8 @@ CREATE TABLE IF NOT EXISTS message (
     hops INTEGER NOT NULL DEFAULT 0,
     props TEXT,
     body BLOB NOT NULL,
-    body_type TEXT NOT NULL DEFAULT 'data'
+    body_type TEXT NOT NULL DEFAULT 'data',
+    releases INTEGER NOT NULL DEFAULT 0 -- AMQP `released` outcomes (free up to MaxDeliveryCount)
 );
 CREATE INDEX IF NOT EXISTS message_order ON message (entity_id, queue, state, seq);
 CREATE UNIQUE INDEX IF NOT EXISTS message_lock ON message (lock_token) WHERE lock_token IS NOT NULL;
@@ -99,6 +103,29 @@ CREATE TABLE IF NOT EXISTS session_lock (
     PRIMARY KEY (entity_id, session_id)
 ) WITHOUT ROWID;
 """
+
+
+# Columns added after version 2: (table, column, declaration), added where a store lacks them.
+_COLUMNS = (
+    ("entity", "max_message_kb", "INTEGER"),
+    ("message", "releases", "INTEGER NOT NULL DEFAULT 0"),
+)
+
+
+def _migrate_columns(conn: sqlite3.Connection) -> None:
+    """Add the columns an older store lacks, and stamp the schema version, in one transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Read inside the transaction: another process may have migrated the store meanwhile.
+        for table, column, declaration in _COLUMNS:
+            have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _primary_code(exc: sqlite3.Error) -> int | None:
@@ -150,7 +177,8 @@ def connect(path: str | Path) -> sqlite3.Connection:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version < SCHEMA_VERSION:
             # One immediate transaction: two processes creating the store at once both succeed.
-            conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};COMMIT;")
+            conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+            _migrate_columns(conn)
         elif version > SCHEMA_VERSION:
             raise BadInput(f"{p} was written by a newer sbdlq (schema {version})", hint="upgrade sbdlq")
     except sqlite3.Error as exc:

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("proton")
 
-from proton import Delivery, Link, Message, ulong
+from proton import Delivery, Link, Message, Timeout, ulong
 from proton.reactor import LinkOption
 from proton.utils import BlockingConnection
 
@@ -75,3 +75,27 @@ def test_own_max_message_size_and_bare_modified_abandons(emulator: Any, conn: Bl
     peeked = emulator.engine.peek(parse_address(q), 0, 1)
     assert [m.delivery_count for m in peeked] == [1]
     assert peeked[0].lock_token is None
+
+
+def test_released_is_not_a_delivery_attempt_but_poison_still_dead_letters(
+    emulator: Any, conn: BlockingConnection
+) -> None:
+    """`released` gives the delivery back, as Service Bus does; a client that only ever releases
+    still drives the message into the DLQ after MaxDeliveryCount free releases."""
+    q = emulator.queue(max_delivery_count=2)
+    emulator.seed(q, "poison")
+    receiver = conn.create_receiver(q, credit=0)
+    counts = []
+    for _ in range(4):
+        receiver.flow(1)
+        message = receiver.receive(timeout=5)
+        counts.append(message.delivery_count)  # the header's count: attempts before this one
+        receiver.fetcher.settle(Delivery.RELEASED)
+    assert counts == [0, 0, 0, 1]
+    receiver.flow(1)
+    with pytest.raises(Timeout):
+        receiver.receive(timeout=0.5)
+    receiver.close()
+    (dead,) = emulator.engine.peek(parse_address(f"{q}/$DeadLetterQueue"), 0, 5)
+    assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
+    assert emulator.engine.counts(q).active == 0

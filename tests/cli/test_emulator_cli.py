@@ -320,6 +320,21 @@ def test_send_errors(cli: Any, queue: str, args: list[str], code: int, line: str
     assert counts(cli, queue)["active"] == 0
 
 
+def test_send_over_the_maximum_message_size_is_refused_in_one_line(cli: Any, queue: str, tmp_path: Path) -> None:
+    """256 KB by default, as on Service Bus Standard: exit 1 with the broker's wording, nothing sent."""
+    body = tmp_path / "big.bin"
+    body.write_bytes(b"x" * (256 * 1024 + 1))
+    assert cli("emulator", "send", queue, "--body-file", str(body)) == (
+        1,
+        "",
+        "sbdlq: The received message (size:262145 bytes) exceeds the limit (262144 bytes) currently allowed on "
+        "'orders'.\n",
+    )
+    assert counts(cli, queue)["active"] == 0
+    body.write_bytes(b"x" * (256 * 1024 - 64))
+    assert cli("emulator", "send", queue, "--body-file", str(body), "--message-id", "m")[0] == 0
+
+
 def test_send_count_must_be_positive(cli: Any, queue: str) -> None:
     code, out, err = cli("emulator", "send", queue, "--count", "0")
     assert (code, out) == (2, "")

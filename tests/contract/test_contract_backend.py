@@ -289,3 +289,14 @@ def test_transfer_dead_letter_queue_is_its_own_sub_queue(backend: Backend, seed:
     locked = aio(backend.receive(tdlq, 5))
     assert aio(backend.complete(tdlq, locked)) == []
     assert aio(backend.counts(EntityPath("fwd"))).transfer_dead_letter == 0
+
+
+def test_a_message_over_the_entity_limit_is_refused_and_nothing_lands(backend: Backend, seed: Seeder, aio: Any) -> None:
+    """256 KB by default (Standard), as MessageSizeExceeded on Service Bus: an InvalidOperation."""
+    seed.queue("q")
+    with pytest.raises(InvalidOperation):
+        aio(backend.send(Q, [OutboundMessage(body=b"x" * 300_000)]))
+    assert seed.counts("q").active == 0
+    seed.queue("large", max_message_size_kb=1024)
+    aio(backend.send(EntityPath("large"), [OutboundMessage(body=b"x" * 300_000)]))
+    assert seed.counts("large").active == 1

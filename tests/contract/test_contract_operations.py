@@ -12,7 +12,7 @@ from support import ids
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
-from sbdlq.models import RESUBMITTED_FROM
+from sbdlq.models import RESUBMITTED_FROM, OutboundMessage
 from sbdlq.operations.browse import count_entities, inspect_reasons, iter_messages
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
@@ -263,3 +263,17 @@ def test_empty_selection_is_the_fast_path(spy: Spy, mixed: None, aio: Any) -> No
     aio(purge(spy, DLQ, selection=Selection()))
     # Receive-and-delete: no scan, no settlement calls.
     assert "peek" not in spy.calls and "complete" not in spy.calls
+
+
+def test_resubmit_of_a_message_the_target_is_too_small_for_keeps_the_original(
+    backend: Backend, seed: Seeder, aio: Any
+) -> None:
+    """A 300 KB dead letter from a 1 MB queue resubmitted to a 256 KB one: refused, never lost."""
+    seed.queue("large", max_message_size_kb=1024)
+    seed.dead_letter("large", [OutboundMessage(body=b"x" * 300_000, message_id="big")])
+    seed.dead_letter("large", [OutboundMessage(body=b"small", message_id="small")])
+    seed.queue("standard")
+    r = aio(resubmit(backend, Address(EntityPath("large"), SubQueue.DEAD_LETTER), EntityPath("standard")))
+    assert (r.selected, r.resubmitted, r.failed) == (2, 1, 1)
+    assert ids(seed.active("standard")) == ["small"]
+    assert ids(seed.dlq("large")) == ["big"]

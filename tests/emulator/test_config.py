@@ -104,7 +104,8 @@ ERRORS = [
         "property a topic does not take",
         doc(topics=[topic("t", LockDuration="PT1M")]),
         f"Config.json: {NS}.Topics[0].Properties.LockDuration: unknown topic property (known: "
-        "DefaultMessageTimeToLive, DuplicateDetectionHistoryTimeWindow, RequiresDuplicateDetection, Status)",
+        "DefaultMessageTimeToLive, DuplicateDetectionHistoryTimeWindow, RequiresDuplicateDetection, Status, "
+        "MaxMessageSizeInKilobytes)",
     ),
     (
         "bad queue name",
@@ -234,6 +235,31 @@ ERRORS = [
         json.dumps({"UserConfig": {"Namespaces": [{"Name": "a"}, {"Name": "b"}]}}),
         "Config.json: UserConfig.Namespaces: expected exactly one namespace, got 2",
     ),
+    (
+        "message size over Premium's",
+        doc([q("a", MaxMessageSizeInKilobytes=102401)]),
+        f"Config.json: {NS}.Queues[0].Properties.MaxMessageSizeInKilobytes: must be between 1 and 102400 KB "
+        "(256 is Standard's, 102400 Premium's most), got 102401",
+    ),
+    (
+        "message size not an integer",
+        doc([], [topic("t", MaxMessageSizeInKilobytes="256")]),
+        f"Config.json: {NS}.Topics[0].Properties.MaxMessageSizeInKilobytes: expected an integer number of "
+        'kilobytes, got string "256"',
+    ),
+    (
+        "namespace message size zero",
+        json.dumps({"UserConfig": {"Namespaces": [{"Name": "ns", "MaxMessageSizeInKilobytes": 0}]}}),
+        f"Config.json: {NS}.MaxMessageSizeInKilobytes: must be between 1 and 102400 KB "
+        "(256 is Standard's, 102400 Premium's most), got 0",
+    ),
+    (
+        "message size on a subscription",
+        doc([], [topic("t", sub("s", MaxMessageSizeInKilobytes=512))]),
+        f"Config.json: {SUB0}.Properties.MaxMessageSizeInKilobytes: unknown subscription property (known: "
+        "DeadLetteringOnMessageExpiration, DefaultMessageTimeToLive, ForwardDeadLetteredMessagesTo, ForwardTo, "
+        "LockDuration, MaxDeliveryCount, RequiresSession, DeadLetteringOnFilterEvaluationExceptions, Status)",
+    ),
     ("no UserConfig", "{}", "Config.json: UserConfig: missing"),
     ("no Namespaces", '{"UserConfig": {}}', "Config.json: UserConfig.Namespaces: missing"),
     (
@@ -244,7 +270,7 @@ ERRORS = [
     (
         "unknown key",
         '{"UserConfig": {"Namespaces": [{"Name": "ns", "Queue": []}]}}',
-        f"Config.json: {NS}.Queue: unknown key (known: Name, Queues, Topics)",
+        f"Config.json: {NS}.Queue: unknown key (known: Name, Queues, Topics, MaxMessageSizeInKilobytes)",
     ),
     (
         "invalid JSON with line and column",
@@ -426,6 +452,17 @@ def test_our_extensions(engine: Engine) -> None:
     assert full.status == "Disabled"
     assert (fwd.forward_to, fwd.forward_dead_lettered_to) == ("full", "t")
     assert (s.dead_lettering_on_filter_exceptions, s.requires_session) == (False, True)
+
+
+def test_max_message_size_per_namespace_and_entity(engine: Engine) -> None:
+    """The namespace's MaxMessageSizeInKilobytes is its queues' and topics' default; an entity's wins."""
+    data = json.loads(doc([q("plain"), q("big", MaxMessageSizeInKilobytes=102400)], [topic("t", sub("s"))]))
+    data["UserConfig"]["Namespaces"][0]["MaxMessageSizeInKilobytes"] = 1024
+    apply_config(engine, parse_config(json.dumps(data)))
+    sizes = {p: engine.max_message_bytes(p) for p in ("plain", "big", "t", "t/Subscriptions/s")}
+    assert sizes == {"plain": 1024 * 1024, "big": 102400 * 1024, "t": 1024 * 1024, "t/Subscriptions/s": 1024 * 1024}
+    apply_config(engine, parse_config(doc([q("plain")])))  # dropped from the file: back to Standard's 256 KB
+    assert engine.max_message_bytes("plain") == 256 * 1024
 
 
 def test_nothing_is_written_when_forwarding_names_an_unknown_entity(engine: Engine) -> None:

@@ -235,7 +235,7 @@ def test_deferred_messages_count_as_active(q: Engine, h: Helpers) -> None:
 
 def test_release_returns_the_delivery_attempt(engine: Engine) -> None:
     """AMQP `released`: the lock goes and the delivery count is as before the delivery."""
-    engine.create_queue("q", max_delivery_count=1)
+    engine.create_queue("q", max_delivery_count=3)
     engine.send("q", [OutboundMessage(body=b"x")])
     for _ in range(3):
         (m,) = engine.receive(A("q"), 1)
@@ -244,3 +244,32 @@ def test_release_returns_the_delivery_attempt(engine: Engine) -> None:
     assert engine.counts("q").dead_letter == 0
     unknown = "00000000-0000-0000-0000-000000000000"
     assert engine.release(A("q"), [unknown]) == [unknown]
+
+
+def test_a_client_that_only_releases_still_dead_letters_a_poison_message(engine: Engine) -> None:
+    """After MaxDeliveryCount free releases, each release counts as an abandon."""
+    engine.create_queue("q", max_delivery_count=2)
+    engine.send("q", [OutboundMessage(body=b"x")])
+    counts = []
+    for _ in range(4):
+        (m,) = engine.receive(A("q"), 1)
+        counts.append(m.delivery_count)
+        engine.release(A("q"), [m.lock_token or ""])
+    assert counts == [1, 1, 1, 2]
+    assert engine.receive(A("q"), 1) == []
+    (dead,) = engine.peek(A("q/$DeadLetterQueue"), 0, 5)
+    assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
+    assert dead.dead_letter_error_description == "Message could not be consumed after 2 delivery attempts."
+
+
+def test_releases_on_a_dead_letter_queue_are_free(engine: Engine) -> None:
+    """The DLQ has no MaxDeliveryCount rule: releasing there never moves a message."""
+    engine.create_queue("q", max_delivery_count=1)
+    engine.send("q", [OutboundMessage(body=b"x")])
+    (m,) = engine.receive(A("q"), 1)
+    engine.dead_letter(A("q"), [m.lock_token or ""], "r", "d")
+    dlq = A("q/$DeadLetterQueue")
+    for _ in range(3):
+        (d,) = engine.receive(dlq, 1)
+        engine.release(dlq, [d.lock_token or ""])
+    assert engine.counts("q").dead_letter == 1

@@ -189,3 +189,47 @@ def test_non_finite_float_properties_round_trip_and_dead_letter(engine: Engine, 
     assert engine.dead_letter(A("q"), [m.lock_token or ""], "Bad", "nan") == []
     (d,) = engine.peek(A("q/$DeadLetterQueue"), 0, 1)
     assert d.dead_letter_reason == "Bad"
+
+
+# ---------------------------------------------------------------- maximum message size
+
+
+def test_messages_up_to_256_kb_by_default_and_larger_ones_refused(engine: Engine) -> None:
+    from sbdlq.emulator.engine.errors import MessageTooLarge
+    from sbdlq.errors import InvalidOperation
+
+    engine.create_queue("q")
+    assert engine.max_message_bytes("q") == 262144
+    engine.send("q", [OutboundMessage(body=b"x" * 262144, message_id="")])
+    with pytest.raises(MessageTooLarge) as caught:
+        engine.send("q", [OutboundMessage(body=b"x" * 262145, message_id="")])
+    assert isinstance(caught.value, InvalidOperation)  # exit 1, as the SDK backend reports it
+    assert caught.value.message == (
+        "The received message (size:262145 bytes) exceeds the limit (262144 bytes) currently allowed on 'q'."
+    )
+    assert engine.counts("q").active == 1
+
+
+def test_the_size_counts_properties_and_one_oversized_message_refuses_the_batch(engine: Engine) -> None:
+    engine.create_queue("q", max_message_size_kb=1)
+    fits = OutboundMessage(body=b"x" * 1000, message_id="")
+    over = OutboundMessage(body=b"x" * 1000, message_id="", application_properties={"trace": "y" * 100})
+    with pytest.raises(Exception, match=r"size:1105 bytes\) exceeds the limit \(1024 bytes\)"):
+        engine.send("q", [fits, over])
+    assert engine.counts("q").active == 0
+
+
+def test_a_topic_limit_applies_to_its_subscriptions(engine: Engine) -> None:
+    engine.create_topic("t", max_message_size_kb=102400)
+    engine.create_subscription("t", "s")
+    assert engine.max_message_bytes("t/Subscriptions/s") == 102400 * 1024
+    engine.send("t", [OutboundMessage(body=b"x" * (1024 * 1024))])
+    assert engine.counts("t/Subscriptions/s").active == 1
+
+
+@pytest.mark.parametrize("value", [0, 102401, -5, True, 1.5, "256"])
+def test_max_message_size_out_of_range_is_bad_input(engine: Engine, value: object) -> None:
+    from sbdlq.errors import BadInput
+
+    with pytest.raises(BadInput, match="MaxMessageSizeInKilobytes must be between 1 and 102400"):
+        engine.create_queue("q", max_message_size_kb=value)

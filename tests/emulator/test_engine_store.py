@@ -63,6 +63,26 @@ def test_a_version_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
         assert engine.store.conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
 
 
+def test_a_version_2_store_gains_the_size_limit_and_release_columns(tmp_path: Path) -> None:
+    """Stores written before max message sizes keep their entities and messages (256 KB limit)."""
+    path = tmp_path / "v2.db"
+    with Engine(path) as engine:
+        engine.create_queue("q", max_delivery_count=1)
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE entity DROP COLUMN max_message_kb")
+    conn.execute("ALTER TABLE message DROP COLUMN releases")
+    conn.execute("PRAGMA user_version=2")
+    conn.commit()
+    conn.close()
+    with Engine(path) as engine:
+        engine.send("q", [OutboundMessage(body=b"kept")])
+        assert engine.max_message_bytes("q") == 256 * 1024
+        (m,) = engine.receive(A("q"), 1)
+        engine.release(A("q"), [m.lock_token or ""])
+        assert engine.peek(A("q"), 0, 1)[0].body == b"kept"
+        assert engine.store.conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
+
+
 def test_a_newer_store_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
     Engine(path).close()

@@ -33,6 +33,7 @@ from proton import (
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.emulator.engine.errors import NoSessionAvailable
+from sbdlq.emulator.engine.model import MAX_MESSAGE_KB
 from sbdlq.errors import AuthError, InvalidOperation, TransientError
 from sbdlq.models import ReceiveMode
 from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
@@ -48,6 +49,8 @@ CBS_NODE = "$cbs"
 MANAGEMENT_SUFFIX = "/$management"
 _CREDIT = 500  # credit granted to client senders, topped up as it is used
 _TOKEN = "sbdlq_lock_token"  # attribute proton keeps on our deliveries
+# What our reply links advertise: a peek reply holds several messages, so Premium's largest.
+REPLY_MAX_BYTES = MAX_MESSAGE_KB * 1024
 
 
 def _link(event: Event) -> Link:
@@ -259,6 +262,7 @@ class Broker:
         if isinstance(link, Sender):
             # Replies go out settled; mixed mode tells the client we decide per delivery.
             link.snd_settle_mode = Link.SND_MIXED
+            link.max_message_size = REPLY_MAX_BYTES
             link.open()
             peer = self.peers.setdefault(link.connection, _Peer())
             peer.by_node[key] = link
@@ -290,6 +294,7 @@ class Broker:
         self._open_feed(_Feed(link, address, mode))
 
     def _open_feed(self, feed: _Feed) -> None:
+        feed.link.max_message_size = self.engine.max_message_bytes(feed.address.entity)
         feed.link.open()
         self.feeds[feed.link] = feed
         self._pump(feed)
@@ -301,6 +306,9 @@ class Broker:
         info = self.engine.get_entity(address.entity)
         if info.kind == "subscription":
             raise InvalidOperation(f"Cannot send to subscription '{info.path}': send to its topic.")
+        # Advertised on attach: SDKs size batches by it and refuse larger messages themselves;
+        # the guard detaches a link whose delivery grows past it.
+        link.max_message_size = self.engine.max_message_bytes(address.entity)
         link.open()
         link.flow(_CREDIT)
         self.intakes[link] = _Intake(link, address.entity)
@@ -456,6 +464,11 @@ class Broker:
         else:
             delivery.update(Delivery.RELEASED)
             delivery.settle()
+        self.top_up(link)
+
+    @staticmethod
+    def top_up(link: Receiver) -> None:
+        """Give a client's sender its credit back once half of it is used."""
         if link.credit < _CREDIT // 2:
             link.flow(_CREDIT - link.credit)
 
@@ -524,8 +537,9 @@ class Broker:
             if remote.undeliverable:
                 return self.engine.defer(address, [token], properties)
             return self.engine.abandon(address, [token], properties)
-        # released: handed back unprocessed, e.g. what a closing SDK receiver had buffered;
-        # not a delivery attempt, so the count taken when it was locked is given back.
+        # released: handed back unprocessed (what a closing receiver had buffered). Service Bus
+        # does not count it as a delivery; the engine charges it once a message was released
+        # MaxDeliveryCount times, so a client that only releases still dead-letters poison.
         return self.engine.release(address, [token])
 
     # ------------------------------------------------------------------ request / response

@@ -200,12 +200,17 @@ class Driver:
             self.selector.register(self.listener, selectors.EVENT_READ, None)
 
     def _feed(self, peer: _Peer) -> None:
-        """Push held inbound bytes into the transport, no more than it has room for."""
+        """Push held inbound bytes into the transport, no more than it has room for.
+
+        Pushing lets proton process what it took, which frees room: keep going while there is
+        room, or a frame larger than proton's input buffer trickles in a buffer a loop turn.
+        """
         capacity = peer.transport.capacity()
-        if peer.inbuf and capacity > 0:
+        while peer.inbuf and capacity > 0:
             taken = min(capacity, len(peer.inbuf))
             peer.transport.push(bytes(peer.inbuf[:taken]))
             del peer.inbuf[:taken]
+            capacity = peer.transport.capacity()
 
     def _read(self, peer: _Peer) -> None:
         self._feed(peer)

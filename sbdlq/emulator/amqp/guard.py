@@ -8,23 +8,35 @@ link's cap, and links whose token expired are detached on the next tick.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from proton import Condition, Connection, Delivery, Endpoint, Event, Link, Receiver, symbol
 
+from sbdlq.emulator.engine.errors import MessageTooLarge
+
 from . import cbs, conditions
 from .broker import CBS_NODE, MANAGEMENT_SUFFIX, Broker, node_name
+from .limits import DISCARD_MAX_BYTES
 
 log = logging.getLogger(__name__)
 
-MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
+MESSAGE_SIZE_EXCEEDED = conditions.MESSAGE_SIZE_EXCEEDED
 _CAP = "sbdlq_max_bytes"  # attribute proton keeps on a link object
+_REJECTS = "sbdlq_rejects_oversized"  # on a link: reject oversized deliveries instead of detaching
+_SEEN = "sbdlq_bytes_seen"  # on an oversized delivery: the bytes read (and dropped) so far
 
 
-def cap_link(link: Link, max_bytes: int) -> None:
-    """Refuse deliveries over max_bytes on this (receiving) link: it is detached at that point."""
+def cap_link(link: Link, max_bytes: int, *, reject: bool = False) -> None:
+    """Refuse deliveries over max_bytes on this (receiving) link.
+
+    By default the link is detached at that point. With reject, the rest of the delivery is
+    read and dropped as it arrives and the delivery is then rejected, as Service Bus answers
+    an oversized message (the SDK raises MessageSizeExceededError and the link stays up).
+    """
     setattr(link, _CAP, int(max_bytes))
+    setattr(link, _REJECTS, reject)
 
 
 def link_cap(link: Link) -> int | None:
@@ -44,9 +56,17 @@ def _detach(link: Link, condition: str, description: str) -> None:
 class Guard:
     """A driver handler that enforces limits and passes everything else to the broker."""
 
-    def __init__(self, broker: Broker, *, request_max_bytes: int, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        *,
+        request_max_bytes: int,
+        clock: Callable[[], float],
+        discard_max_bytes: int = DISCARD_MAX_BYTES,
+    ) -> None:
         self.broker = broker
         self.request_max_bytes = request_max_bytes
+        self.discard_max_bytes = discard_max_bytes  # an oversized delivery longer than this: detach
         self.clock = clock
         self.watched: dict[Link, str] = {}  # links opened under a grant: the path it must cover
 
@@ -61,6 +81,7 @@ class Guard:
             self._cap_requests(event.link)
         self.broker.dispatch(event)
         if kind == "on_link_remote_open":
+            self._cap_intake(event.link)
             self._watch(event.link)
         elif kind in ("on_link_remote_close", "on_link_final"):
             self.watched.pop(event.link, None)  # type: ignore[arg-type]
@@ -95,10 +116,19 @@ class Guard:
             return
         node = node_name(link.remote_target.address)
         if node == CBS_NODE or node.lower().endswith(MANAGEMENT_SUFFIX):
+            link.max_message_size = self.request_max_bytes  # advertised on our attach
             cap_link(link, self.request_max_bytes)
 
+    def _cap_intake(self, link: Link | None) -> None:
+        """Cap a client's sender to a queue or topic at the entity's maximum message size, the
+        max-message-size the broker advertised on attach (a batch is one delivery: it fits too)."""
+        if link is None or link not in self.broker.intakes or link_cap(link) is not None:
+            return
+        if link.max_message_size:
+            cap_link(link, link.max_message_size, reject=True)
+
     def _over_cap(self, event: Event) -> bool:
-        """Detach a receiving link whose delivery grew past its cap, and drop what was buffered."""
+        """Refuse a delivery that grew past its link's cap, dropping what was buffered."""
         link, delivery = event.link, event.delivery
         if not isinstance(link, Receiver) or delivery is None:
             return False
@@ -106,13 +136,31 @@ class Guard:
             self._discard(link, delivery)  # frames the client sent before it saw our detach
             return True
         cap = link_cap(link)
-        if cap is None or delivery.pending <= cap:
+        seen = getattr(delivery, _SEEN, None)
+        if cap is None or (seen is None and delivery.pending <= cap):
             return False
+        seen = (seen or 0) + delivery.pending
+        setattr(delivery, _SEEN, seen)
         node = node_name(link.remote_target.address)
-        log.info("emulator: delivery on %r over %d bytes: link detached", node, cap)
+        if not getattr(link, _REJECTS, False) or seen > self.discard_max_bytes:
+            log.info("emulator: delivery on %r over %d bytes: link detached", node, cap)
+            self._discard(link, delivery)
+            _detach(link, MESSAGE_SIZE_EXCEEDED, MessageTooLarge.text(seen, cap))
+            return True
         self._discard(link, delivery)
-        _detach(link, MESSAGE_SIZE_EXCEEDED, f"The message exceeds the maximum size of {cap} bytes for {node!r}.")
+        if not delivery.partial and not delivery.aborted:
+            log.info("emulator: a %d-byte message to %r refused (limit %d bytes)", seen, node, cap)
+            self._reject_oversized(delivery, seen, cap)
+            self.broker.top_up(link)
         return True
+
+    @staticmethod
+    def _reject_oversized(delivery: Delivery, size: int, cap: int) -> None:
+        """Reject as the broker does; the info map is there because SDKs index it."""
+        info: dict[Any, Any] = {symbol("com.microsoft:tracking-id"): uuid.uuid4().hex}
+        delivery.local.condition = Condition(symbol(MESSAGE_SIZE_EXCEEDED), MessageTooLarge.text(size, cap), info)
+        delivery.update(Delivery.REJECTED)
+        delivery.settle()
 
     @staticmethod
     def _discard(link: Receiver, delivery: Delivery) -> None:

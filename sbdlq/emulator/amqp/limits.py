@@ -11,6 +11,8 @@ from sbdlq.errors import BadInput
 KEY_ENV = "SBDLQ_EMULATOR_KEY"
 REQUEST_MAX_BYTES = 64 * 1024  # `$cbs` and `$management` requests, as on Service Bus
 MAX_FRAME_SIZE = 64 * 1024  # what the listener advertises in its open frame
+# An oversized message is read to its end (and dropped) to reject it; past this, its link is detached.
+DISCARD_MAX_BYTES = 100 * 1024 * 1024 + 64 * 1024
 MAX_CONNECTIONS = 1000
 AUTH_TIMEOUT_S = 10.0
 HTTP_TIMEOUT_S = 10.0
@@ -26,6 +28,7 @@ class Limits:
     auth_timeout_s: float = AUTH_TIMEOUT_S
     max_frame_size: int = MAX_FRAME_SIZE
     request_max_bytes: int = REQUEST_MAX_BYTES
+    discard_max_bytes: int = DISCARD_MAX_BYTES
     http_timeout_s: float = HTTP_TIMEOUT_S
     http_max_clients: int = HTTP_MAX_CLIENTS
     emfile_backoff_s: float = 0.5  # stop accepting this long when out of file descriptors

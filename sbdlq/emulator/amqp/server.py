@@ -93,7 +93,13 @@ def serve(
             ready(amqp_port, web.port if web else None)
         # The caller that passes its own stop_event handles signals itself.
         with stop_on_signals(stop) if stop_event is None else nullcontext():
-            guard = Guard(Broker(engine, key=key, clock=clock), request_max_bytes=limits.request_max_bytes, clock=clock)
+            broker = Broker(engine, key=key, clock=clock)
+            guard = Guard(
+                broker,
+                request_max_bytes=limits.request_max_bytes,
+                clock=clock,
+                discard_max_bytes=limits.discard_max_bytes,
+            )
             Driver(
                 listener,
                 guard,

@@ -22,12 +22,13 @@ from .errors import (
     AlreadyDeadLettered,
     EntityFull,
     EntityIsDisabled,
+    MessageTooLarge,
     NotATopic,
     SendToSubscription,
     SessionIdMissing,
     TopicHasNoCounts,
 )
-from .model import Draft, EntityKind, Queue, Rule, State, message_ids
+from .model import Draft, EntityKind, Queue, Rule, State, message_ids, message_size
 from .routing import Router
 from .rows import chunks, delete_ids, marks, message_rows, stamp, to_message
 from .rules import check_rule, read_rules, store_rules
@@ -129,6 +130,14 @@ class Engine:
         with self.store.read() as db:
             return entities.info(db, entities.entity_by_path(db, str(entity)))
 
+    def max_message_bytes(self, entity: EntityPath | str) -> int:
+        """The largest message the entity takes (a subscription: its topic's), in bytes."""
+        with self.store.read() as db:
+            ent = entities.entity_by_path(db, str(entity))
+            if ent.topic_id is not None:
+                ent = entities.entity_by_id(db, ent.topic_id) or ent
+            return ent.max_message_bytes
+
     def rules(self, entity: EntityPath | str) -> list[Rule]:
         """A subscription's rules."""
         with self.store.read() as db:
@@ -181,6 +190,10 @@ class Engine:
                 raise EntityIsDisabled(ent.path)
             if not messages:
                 return []
+            limit = ent.max_message_bytes
+            for m in messages:
+                if len(m.body) > limit or message_size(m) > limit:
+                    raise MessageTooLarge(ent.path, message_size(m), limit)
             if ent.kind == EntityKind.QUEUE:
                 if ent.requires_session and any(m.session_id is None for m in messages):
                     raise SessionIdMissing()
@@ -388,13 +401,15 @@ class Engine:
     def release(self, address: Address, lock_tokens: Sequence[str]) -> list[str]:
         """Give back messages delivered but never handed to the application (AMQP `released`).
 
-        Unlike abandon, this was not a delivery attempt: the lock goes and the delivery count
-        taken when it was locked is returned, so it can never push a message into the DLQ.
+        As on Service Bus, a release is not a delivery attempt: the lock goes and the delivery
+        count taken when it was locked is returned. A message released MaxDeliveryCount times
+        is poison all the same: from then on a release counts as an abandon.
         """
+        now = self._now()
         with self.store.write() as db:
             ent = entities.queue_entity(db, address)
-            held, lost = locks.held(db, ent, Queue.of(address.sub_queue), lock_tokens, self._now())
-            locks.unlock(db, [r.id for r in held], undo_delivery=True)
+            held, lost = locks.held(db, ent, Queue.of(address.sub_queue), lock_tokens, now)
+            locks.release_unprocessed(db, self._router, ent, held, now)
             return lost
 
     def dead_letter(

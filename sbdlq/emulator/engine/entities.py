@@ -14,11 +14,12 @@ from .errors import (
     InvalidStatus,
     KindMismatch,
     MaxDeliveryCountTooLow,
+    MaxMessageSizeOutOfRange,
     NotPositive,
     TopicNotReadable,
     UnknownEntityProperties,
 )
-from .model import ENTITY_COLUMNS, STATUSES, Entity, EntityKind, Queue
+from .model import ENTITY_COLUMNS, MAX_MESSAGE_KB, STATUSES, Entity, EntityKind, Queue
 
 _KNOWN_PROPS = frozenset(
     {
@@ -34,13 +35,14 @@ _KNOWN_PROPS = frozenset(
         "forward_dead_lettered_to",
         "status",
         "max_size",
+        "max_message_size_kb",
     }
 )
 # The columns create and update set, in the order of _settings' values.
 _SETTINGS = (
     "kind", "topic_id", "lock_duration_ms", "max_delivery_count", "default_ttl_ms", "dl_on_expiration",
     "dl_on_filter_exc", "requires_session", "requires_dup", "dup_window_ms", "forward_to", "forward_dlq_to",
-    "status", "max_size",
+    "status", "max_size", "max_message_kb",
 )  # fmt: skip
 _INSERT_ENTITY = f"INSERT INTO entity (path, {', '.join(_SETTINGS)}) VALUES (?, {', '.join('?' * len(_SETTINGS))})"
 _UPDATE_ENTITY = f"UPDATE entity SET {', '.join(f'{c} = ?' for c in _SETTINGS)} WHERE path = ?"
@@ -88,7 +90,17 @@ def _settings(kind: str, topic_id: int | None, p: dict[str, Any]) -> tuple[Any, 
         p.get("forward_dead_lettered_to") or None,
         status,
         p.get("max_size"),
+        _message_kb(p.get("max_message_size_kb")),
     )
+
+
+def _message_kb(value: Any) -> int | None:
+    """MaxMessageSizeInKilobytes: None (the default) or 1 .. MAX_MESSAGE_KB."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_MESSAGE_KB:
+        raise MaxMessageSizeOutOfRange(value, MAX_MESSAGE_KB)
+    return value
 
 
 def put_entity(

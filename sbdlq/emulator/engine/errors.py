@@ -54,6 +54,20 @@ class EntityFull(QuotaExceeded):
         return f"The messaging entity '{path}' is full ({max_size} messages)."
 
 
+class MessageTooLarge(InvalidOperation):
+    """A message over the entity's maximum message size (MaxMessageSizeInKilobytes)."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        super().__init__(self.text(size, limit, f"'{path}'"))
+
+    @staticmethod
+    def text(size: int, limit: int, where: str = "the link") -> str:
+        """The broker's wording (MessageSizeExceededException), also the listener's detach text."""
+        return (
+            f"The received message (size:{size} bytes) exceeds the limit ({limit} bytes) currently allowed on {where}."
+        )
+
+
 class EntityExists(InvalidOperation):
     """Creating an entity that exists, without exist_ok."""
 
@@ -170,6 +184,13 @@ class MaxDeliveryCountTooLow(BadInput):
 
     def __init__(self) -> None:
         super().__init__("MaxDeliveryCount must be at least 1")
+
+
+class MaxMessageSizeOutOfRange(BadInput):
+    """MaxMessageSizeInKilobytes outside 1 .. 102400 (Premium's 100 MB)."""
+
+    def __init__(self, value: object, ceiling: int) -> None:
+        super().__init__(f"MaxMessageSizeInKilobytes must be between 1 and {ceiling}, got {value!r}")
 
 
 class NotPositive(BadInput):

@@ -165,6 +165,21 @@ def release(db: sqlite3.Connection, router: Router, ent: Entity, rows: Sequence[
     expire_ids(db, router, ent, expired, now)
 
 
+def release_unprocessed(db: sqlite3.Connection, router: Router, ent: Entity, rows: Sequence[LockRow], now: int) -> None:
+    """AMQP `released`: the lock ends and the delivery count is given back, except for a
+    main-queue message already released MaxDeliveryCount times, which is abandoned (so a client
+    that only ever releases still drives a poison message into the DLQ)."""
+    ids = [r.id for r in rows]
+    released: dict[int, int] = {}
+    for chunk in chunks(ids):
+        released.update(db.execute(f"SELECT id, releases FROM message WHERE id IN ({marks(chunk)})", chunk))
+        db.execute(f"UPDATE message SET releases = releases + 1 WHERE id IN ({marks(chunk)})", chunk)
+    mdc = ent.max_delivery_count
+    charged = [r for r in rows if r.queue == Queue.MAIN and released.get(r.id, 0) >= mdc]
+    unlock(db, [r.id for r in rows if r not in charged], undo_delivery=True)
+    release(db, router, ent, charged, now)
+
+
 def settle_lapsed(db: sqlite3.Connection, router: Router, ent: Entity, now: int) -> None:
     """Locks that lapsed since the last look: the broker's lock timer, run lazily."""
     rows = lock_rows(

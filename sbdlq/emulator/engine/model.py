@@ -20,6 +20,9 @@ HEADER_LIMIT = 64 * 1024
 MAX_TIME_MS = 253402300799000
 NEVER_MS = int(MAX_TTL_S * 1000)
 CHUNK = 500  # bound on SQL variables per statement
+# Maximum message size in KB: Standard's fixed 256 KB by default; Premium allows up to 100 MB.
+DEFAULT_MAX_MESSAGE_KB = 256
+MAX_MESSAGE_KB = 102400
 
 
 #: A message's optional properties, session_id ... partition_key, in the store's column order.
@@ -124,6 +127,7 @@ class Entity:
     forward_dlq_to: str | None
     status: str
     max_size: int | None
+    max_message_kb: int | None  # NULL: the default (DEFAULT_MAX_MESSAGE_KB)
 
     def __post_init__(self) -> None:
         # SQLite stores the flags as 0/1.
@@ -131,6 +135,11 @@ class Entity:
         self.dl_on_filter_exc = bool(self.dl_on_filter_exc)
         self.requires_session = bool(self.requires_session)
         self.requires_dup = bool(self.requires_dup)
+
+    @property
+    def max_message_bytes(self) -> int:
+        """The largest message the entity accepts, in bytes."""
+        return (self.max_message_kb or DEFAULT_MAX_MESSAGE_KB) * 1024
 
 
 ENTITY_COLUMNS = ", ".join(f.name for f in fields(Entity))
@@ -210,6 +219,27 @@ class Draft:
         self.reply_to = system.get("ReplyTo")
         self.reply_to_session_id = system.get("ReplyToSessionId")
         self.to = system.get("To")
+
+
+def message_size(m: OutboundMessage) -> int:
+    """A message's size as the size limit counts it: body, message id, optional properties and
+    application properties (names and values as UTF-8 text); never more than its AMQP encoding."""
+    size = len(m.body) + len((m.message_id or "").encode("utf-8"))
+    for text in outbound_optional(m):
+        if text:
+            size += len(text.encode("utf-8"))
+    for key, value in m.application_properties.items():
+        size += len(str(key).encode("utf-8")) + _value_size(value)
+    return size
+
+
+def _value_size(value: Any) -> int:
+    """Bytes of an application property value: text as UTF-8, binary as is, scalars as 8."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value)
+    return 8
 
 
 def outbound_optional(m: OutboundMessage) -> OptionalProps:
