@@ -43,7 +43,7 @@ def complete_output(ctx: click.Context, incomplete: str) -> list[str]:
 
 
 # `--by` values; `property:` is completed up to the name the user types.
-GROUP_BY = ("reason", "description", "source", "subject", "property:", "hour", "day")
+GROUP_BY = ("reason", "description", "source", "subject", "property:", "hour", "day", "entity")
 
 
 def complete_group_by(ctx: click.Context, incomplete: str) -> list[str]:

@@ -188,25 +188,41 @@ async def _peek_to_document(
 # ---------------------------------------------------------------------- inspect-reason
 
 
+ByOpt = Annotated[
+    str,
+    typer.Option(
+        "--by",
+        help="reason, description, source, subject, property:NAME, hour, day or entity.",
+        autocompletion=complete_group_by,
+    ),
+]
+NamespaceEntity = Annotated[
+    str | None,
+    typer.Argument(
+        help="Queue, or TOPIC/Subscriptions/SUB; none: every one of the namespace.",
+        show_default=False,
+        autocompletion=complete_entity,
+    ),
+]
+
+
 @selection_options
 def inspect_reason(
     ctx: typer.Context,
     sub_queue: SubQueue,
-    entity: Entity,
-    by: Annotated[
-        str,
-        typer.Option(
-            "--by",
-            help="reason, description, source, subject, property:NAME, hour or day.",
-            autocompletion=complete_group_by,
-        ),
-    ] = "reason",
+    entity: NamespaceEntity = None,
+    by: ByOpt = "reason",
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
     query: QueryOpt = None,
 ) -> None:
     """Group messages by why they failed: count, first and last enqueued, samples."""
     q = _query(ctx, query)
+    if entity is None:
+        from sbdlq.cli.namespace import inspect_namespace
+
+        inspect_namespace(ctx, sub_queue, by=by, selection=selection, output=output, q=q)
+        return
     from sbdlq.operations.browse import group_key, inspect_reasons
     from sbdlq.render import progress
 
