@@ -90,3 +90,25 @@ def test_an_empty_namespace_and_a_bad_grouping(backend: Backend, seed: Seeder, a
     assert aio(inspect_namespace(backend, SubQueue.DEAD_LETTER)) == []
     with pytest.raises(BadInput):
         aio(inspect_namespace(backend, SubQueue.DEAD_LETTER, by="colour"))
+
+
+def test_watch_sees_each_snapshot_of_the_broker(backend: Backend, seed: Seeder, aio: Any) -> None:
+    from sbdlq.operations.browse import count_entities
+    from sbdlq.operations.watch import every
+
+    seed.queue("q")
+    seen: list[int] = []
+    slept: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    def show(at: Any, counts: list[Any]) -> bool:
+        seen.append(counts[0].dead_letter)
+        if len(seen) < 3:
+            seed.dead_letter("q", 2, prefix=f"w{len(seen)}")
+        return len(seen) == 3
+
+    aio(every(5, lambda: count_entities(backend, [EntityPath("q")]), show, sleep=no_sleep))
+    assert seen == [0, 2, 4]
+    assert len(slept) == 2
