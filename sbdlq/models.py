@@ -215,6 +215,17 @@ class SubscriptionRules:
 
 
 @dataclass(slots=True)
+class EntityReasonGroup(ReasonGroup):
+    """A group of one queue's or subscription's DLQ, in a namespace-wide inspect-reason."""
+
+    entity: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        # Explicit base call: zero-argument super() fails in slotted dataclasses.
+        return {"entity": self.entity, **ReasonGroup.to_json(self)}
+
+
+@dataclass(slots=True)
 class RunResult:
     """What a moving run (resubmit, purge) did: the fields they share, their JSON and summary.
 

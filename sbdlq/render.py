@@ -307,13 +307,26 @@ def table(
 ) -> None:
     """A Rich table on stdout: fitted to a terminal (free text shortened, identifiers folded),
     as wide as its content off one, so a pipe to grep sees every identifier whole."""
+    con = stdout_console()
+    con.print(table_renderable(columns, rows, title=title, width=width, console=con))
+
+
+def table_renderable(
+    columns: Sequence[str | Col],
+    rows: Sequence[Sequence[Any]],
+    *,
+    title: str | None = None,
+    width: int | None = None,
+    console: Any = None,
+) -> Any:
+    """The Rich table `table` prints, for a caller that draws it itself (`count --watch`'s Live)."""
     from rich.table import Table
     from rich.text import Text
 
     # A column named by a bare string holds identifiers or numbers: kept whole.
     cols = [c if isinstance(c, Col) else Col(c, numeric=c in _NUMERIC, whole=True) for c in columns]
     texts = [[cell_text(v) for v in r] for r in rows]
-    con = stdout_console()
+    con = console or stdout_console()
     fitted = layout(cols, texts, width or (con.width if con.is_terminal else None))
     if width is None and not con.is_terminal:
         # Off a terminal Rich would squeeze the table into 80 columns: give it its own width.
@@ -331,7 +344,7 @@ def table(
     for r in texts:
         # Text, not str: message content must never be read as Rich markup.
         t.add_row(*[Text(r[i] if cols[i].kept_whole else clip(r[i], w)) for i, w in fitted])
-    con.print(t)
+    return t
 
 
 _NUMERIC = frozenset({"active", "dead_letter", "transfer_dead_letter", "scheduled", "count", "seq", "deliveries"})

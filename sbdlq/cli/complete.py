@@ -42,8 +42,16 @@ def complete_output(ctx: click.Context, incomplete: str) -> list[str]:
     return _matching(list(OUTPUTS), incomplete)
 
 
+def complete_count_output(ctx: click.Context, incomplete: str) -> list[str]:
+    """The output formats of `count -o`: the common ones and prometheus."""
+    from sbdlq.render import OUTPUTS
+    from sbdlq.render_prometheus import FORMAT
+
+    return _matching([*OUTPUTS, FORMAT], incomplete)
+
+
 # `--by` values; `property:` is completed up to the name the user types.
-GROUP_BY = ("reason", "description", "source", "subject", "property:", "hour", "day")
+GROUP_BY = ("reason", "description", "source", "subject", "property:", "hour", "day", "entity")
 
 
 def complete_group_by(ctx: click.Context, incomplete: str) -> list[str]:

@@ -13,8 +13,8 @@ from typing import Annotated, Any
 import typer
 
 from sbdlq.cli.common import Settings, err, handled, note, open_target, output_format, run
-from sbdlq.cli.complete import complete_destination, complete_entity, complete_group_by
-from sbdlq.cli.options import Entity, Output, QueryOpt, SelectionOptions, for_sub_queue, selection_options
+from sbdlq.cli.complete import complete_count_output, complete_destination, complete_entity, complete_group_by
+from sbdlq.cli.options import OUT, Entity, Output, QueryOpt, SelectionOptions, for_sub_queue, selection_options
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
 from sbdlq.paths import Address, SubQueue, parse_address, parse_entity
 from sbdlq.render import Emitter, Query
@@ -60,6 +60,27 @@ def _fail_above_option(sub_queue: SubQueue) -> Any:
 # ---------------------------------------------------------------------- count
 
 
+CountOutput = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="table, json, jsonl, yaml, tsv, or prometheus (gauges for node_exporter's textfile collector).",
+        rich_help_panel=OUT,
+        autocompletion=complete_count_output,
+        show_default=False,
+    ),
+]
+WatchOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--watch",
+        help="Count again every DURATION (5s) until Ctrl-C: redrawn on a terminal, one snapshot per interval off one.",
+        metavar="DURATION",
+    ),
+]
+
+
 def count(
     ctx: typer.Context,
     sub_queue: SubQueue,
@@ -70,22 +91,27 @@ def count(
         ),
     ] = None,
     fail_above: Annotated[int | None, typer.Option("--fail-above", min=0)] = None,  # help: _fail_above_option
-    output: Output = None,
+    watch: WatchOpt = None,
+    output: CountOutput = None,
     query: QueryOpt = None,
 ) -> None:
     """Count active, dead-letter, transfer dead-letter and scheduled messages."""
     q = _query(ctx, query)
+    from sbdlq.cli.count_views import count_format, show_counts, watch_counts
     from sbdlq.operations.browse import count_entities
 
+    if watch is not None:
+        watch_counts(ctx, sub_queue, entities or [], every=watch, fail_above=fail_above, output=output, q=q)
+        return
+
     async def work(s: Settings) -> list[Any]:
+        fmt = count_format(s, output, q)
         paths = [parse_entity(e) for e in entities or []]
-        fmt = output_format(s, output)
         async with open_target(s) as backend:
             return [fmt, await count_entities(backend, paths or None)]
 
     fmt, counts = run(ctx, work)
-    rows = [c.to_json() for c in counts]
-    _emit_list(rows, fmt, ["entity", "active", "dead_letter", "transfer_dead_letter", "scheduled"], q)
+    show_counts(counts, fmt, q)
     _warn_if_query_found_nothing(q, fmt)
     if fail_above is not None:
         _check_threshold(ctx, counts, sub_queue, fail_above)
@@ -188,25 +214,41 @@ async def _peek_to_document(
 # ---------------------------------------------------------------------- inspect-reason
 
 
+ByOpt = Annotated[
+    str,
+    typer.Option(
+        "--by",
+        help="reason, description, source, subject, property:NAME, hour, day or entity.",
+        autocompletion=complete_group_by,
+    ),
+]
+NamespaceEntity = Annotated[
+    str | None,
+    typer.Argument(
+        help="Queue, or TOPIC/Subscriptions/SUB; none: every one of the namespace.",
+        show_default=False,
+        autocompletion=complete_entity,
+    ),
+]
+
+
 @selection_options
 def inspect_reason(
     ctx: typer.Context,
     sub_queue: SubQueue,
-    entity: Entity,
-    by: Annotated[
-        str,
-        typer.Option(
-            "--by",
-            help="reason, description, source, subject, property:NAME, hour or day.",
-            autocompletion=complete_group_by,
-        ),
-    ] = "reason",
+    entity: NamespaceEntity = None,
+    by: ByOpt = "reason",
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
     query: QueryOpt = None,
 ) -> None:
     """Group messages by why they failed: count, first and last enqueued, samples."""
     q = _query(ctx, query)
+    if entity is None:
+        from sbdlq.cli.namespace import inspect_namespace
+
+        inspect_namespace(ctx, sub_queue, by=by, selection=selection, output=output, q=q)
+        return
     from sbdlq.operations.browse import group_key, inspect_reasons
     from sbdlq.render import progress
 

@@ -93,7 +93,8 @@ def _entity_of(path: str) -> EntityPath:
     return parse_entity(path)
 
 
-GROUPINGS = ("reason", "description", "source", "subject", "hour", "day")
+GROUPINGS = ("reason", "description", "source", "subject", "hour", "day", "entity")
+TIME_GROUPINGS = ("hour", "day")
 
 
 def _grouping(by: str) -> tuple[str, str]:
@@ -104,12 +105,19 @@ def _grouping(by: str) -> tuple[str, str]:
         return kind, name
     if kind in GROUPINGS and not sep:
         return kind, ""
-    raise BadInput(f"invalid --by {by!r}", hint="use reason, description, source, subject, property:NAME, hour or day")
+    raise BadInput(
+        f"invalid --by {by!r}", hint="use reason, description, source, subject, property:NAME, hour, day or entity"
+    )
 
 
-def group_key(by: str) -> Callable[[Message], str]:
-    """The function giving a message's group under --by (BadInput when --by is unknown)."""
+def group_key(by: str, entity: str = "") -> Callable[[Message], str]:
+    """The function giving a message's group under --by (BadInput when --by is unknown).
+
+    `entity` is the queue or subscription the messages come from, the key of `--by entity`.
+    """
     kind, name = _grouping(by)
+    if kind == "entity":
+        return lambda m: entity
     if kind == "reason":
         return lambda m: m.dead_letter_reason or "(none)"
     if kind == "description":
@@ -139,22 +147,32 @@ async def inspect_reasons(
     on_page: Callable[[int], None] | None = None,
 ) -> list[ReasonGroup]:
     """Group the queue's messages: count, first and last enqueued, sample sequence numbers."""
-    key = group_key(by)
+    key = group_key(by, str(address.entity))
     groups: dict[str, ReasonGroup] = {}
     async for m in iter_messages(backend, address, selection=selection, on_page=on_page):
         k = key(m)
         g = groups.get(k)
         if g is None:
             g = groups[k] = ReasonGroup(key=k)
-        g.count += 1
-        g.first_enqueued = _min(g.first_enqueued, m.enqueued_time)
-        g.last_enqueued = _max(g.last_enqueued, m.enqueued_time)
-        if len(g.sample_sequence_numbers) < SAMPLES:
-            g.sample_sequence_numbers.append(m.sequence_number)
-    if _grouping(by)[0] in ("hour", "day"):
+        add_to_group(g, m)
+    if is_time_grouping(by):
         # Time buckets read best in time order; the rest by size.
         return sorted(groups.values(), key=lambda g: g.key)
     return sorted(groups.values(), key=lambda g: (-g.count, g.key))
+
+
+def add_to_group(g: ReasonGroup, m: Message) -> None:
+    """Count the message in its group: the count, the time span and the first samples."""
+    g.count += 1
+    g.first_enqueued = _min(g.first_enqueued, m.enqueued_time)
+    g.last_enqueued = _max(g.last_enqueued, m.enqueued_time)
+    if len(g.sample_sequence_numbers) < SAMPLES:
+        g.sample_sequence_numbers.append(m.sequence_number)
+
+
+def is_time_grouping(by: str) -> bool:
+    """Whether `--by` buckets messages by time (hour, day)."""
+    return _grouping(by)[0] in TIME_GROUPINGS
 
 
 def _min(a: datetime | None, b: datetime) -> datetime:

@@ -147,6 +147,7 @@ def test_group_by_values_complete(shell: str) -> None:
         "property:",
         "hour",
         "day",
+        "entity",
     ]
     assert complete(shell, "sbdlq transfer-dlq inspect-reason q --by", "s") == ["source", "subject"]
 

@@ -1,0 +1,168 @@
+"""How `count` shows its counts: once (any -o, prometheus too) or watched (`--watch`).
+
+`count --watch 5s` redraws one table in place on a terminal (Rich Live) until Ctrl-C. Off
+a terminal it writes one snapshot per interval, flushed, as `watch`/`kubectl get -w` users
+expect in a log: with `-o table` a line `Every 5s: <UTC time>` then the table, with
+`-o jsonl` one object per entity per snapshot with a `time` field first, with `-o tsv` the
+time as the first column. With `--fail-above N` the watch stops at the first snapshot over
+N and exits 3 (wait for trouble); Ctrl-C ends it with status 130 and no message.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import typer
+
+from sbdlq.cli.common import Settings, handled, open_target, output_format
+from sbdlq.errors import BadInput, ExitStatus
+from sbdlq.models import Counts, iso
+from sbdlq.paths import EntityPath, SubQueue
+from sbdlq.render import Query
+
+COLUMNS = ("entity", "active", "dead_letter", "transfer_dead_letter", "scheduled")
+#: the outputs a watch can stream, one snapshot after another
+WATCH_OUTPUTS = ("table", "jsonl", "tsv")
+
+
+def count_format(s: Settings, given: str | None, q: Query | None) -> str:
+    """-o for count: the common formats, and `prometheus` (count's own; no --query there)."""
+    from sbdlq.render_prometheus import FORMAT
+
+    if given != FORMAT:
+        return output_format(s, given)
+    if q is not None:
+        raise BadInput("--query does not apply to -o prometheus", hint="use -o json with --query")
+    return FORMAT
+
+
+def show_counts(counts: Sequence[Counts], fmt: str, q: Query | None) -> None:
+    """One snapshot, as `count` prints it without --watch."""
+    from sbdlq.cli.dlq import _emit_list
+    from sbdlq.render_prometheus import FORMAT, gauges
+
+    if fmt == FORMAT:
+        sys.stdout.write(gauges(counts))
+        sys.stdout.flush()
+        return
+    _emit_list([c.to_json() for c in counts], fmt, list(COLUMNS), q)
+
+
+def _stamp(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Stream:
+    """Off a terminal: one snapshot per interval, appended and flushed."""
+
+    def __init__(self, fmt: str, q: Query | None, every: str) -> None:
+        self.fmt, self.q, self.every = fmt, q, every
+
+    def show(self, at: datetime, counts: Sequence[Counts]) -> None:
+        from sbdlq.render import Emitter
+
+        if self.fmt == "table":
+            sys.stdout.write(f"Every {self.every}: {_stamp(at)}\n")
+            show_counts(counts, "table", self.q)
+            sys.stdout.flush()
+            return
+        emitter = Emitter(self.fmt, query=self.q)
+        emitter.begin()
+        for c in counts:
+            emitter.item({"time": iso(at), **c.to_json()})
+        emitter.end()
+
+    def close(self) -> None:
+        return None
+
+
+class Redraw:
+    """On a terminal: one table redrawn in place (Rich Live on stdout)."""
+
+    def __init__(self, every: str) -> None:
+        from rich.live import Live
+
+        from sbdlq.render import stdout_console
+
+        self.every = every
+        self.console = stdout_console()
+        self.live = Live(console=self.console, auto_refresh=False, redirect_stdout=False)
+        self.live.start()
+
+    def show(self, at: datetime, counts: Sequence[Counts]) -> None:
+        from rich.console import Group
+        from rich.text import Text
+
+        from sbdlq.render import Col, table_renderable
+
+        cols = [Col(c, whole=True, min_width=10) if c == "entity" else c for c in COLUMNS]
+        rows = [[r[c] for c in COLUMNS] for r in (c.to_json() for c in counts)]
+        body = table_renderable(cols, rows, console=self.console)
+        self.live.update(Group(Text(f"Every {self.every}: {_stamp(at)}    (Ctrl-C to stop)"), body), refresh=True)
+
+    def close(self) -> None:
+        self.live.stop()
+
+
+def watch_counts(
+    ctx: typer.Context,
+    sub_queue: SubQueue,
+    entities: list[str],
+    *,
+    every: str,
+    fail_above: int | None,
+    output: str | None,
+    q: Query | None,
+) -> None:
+    """Count again every interval until Ctrl-C (exit 130), or until over --fail-above (exit 3)."""
+    import asyncio
+    import signal
+
+    from sbdlq.cli.dlq import _check_threshold
+    from sbdlq.operations.browse import count_entities, dlq_count
+    from sbdlq.operations.stopping import Stopper
+    from sbdlq.operations.watch import every as repeat
+    from sbdlq.paths import parse_entity
+    from sbdlq.timeparse import parse_duration
+
+    last: list[Counts] = []
+    with handled(ctx) as s:
+        interval_s = parse_duration(every, what="--watch")
+        if interval_s <= 0:
+            raise BadInput("--watch must be positive", hint="e.g. --watch 5s")
+        fmt = count_format(s, output, q)
+        if fmt not in WATCH_OUTPUTS:
+            raise BadInput(f"--watch cannot stream -o {fmt}", hint="use -o table, jsonl or tsv")
+        paths: list[EntityPath] = [parse_entity(e) for e in entities]
+        view: Stream | Redraw = Redraw(every) if fmt == "table" and q is None and _terminal() else Stream(fmt, q, every)
+
+        def show(at: datetime, counts: list[Counts]) -> bool:
+            last[:] = counts
+            view.show(at, counts)
+            return fail_above is not None and any(dlq_count(c, sub_queue) > fail_above for c in counts)
+
+        # Nothing is in flight to finish: a signal cancels the watch at once.
+        stopper = Stopper(lambda reason: None)
+
+        async def watch() -> None:
+            with stopper.installed():
+                async with open_target(s) as backend:
+                    await repeat(interval_s, lambda: count_entities(backend, paths or None), show)
+
+        try:
+            asyncio.run(watch())
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            # Ctrl-C (or SIGTERM) is how a watch ends: no message, the conventional status.
+            terminated = stopper.signum == signal.SIGTERM
+            raise typer.Exit(int(ExitStatus.TERMINATED if terminated else ExitStatus.INTERRUPTED))
+        finally:
+            view.close()
+    if fail_above is not None:
+        _check_threshold(ctx, last, sub_queue, fail_above)
+
+
+def _terminal() -> bool:
+    """Whether a person watches stdout (a redraw would garble a file or a pipe)."""
+    return sys.stdout.isatty()

@@ -1,0 +1,100 @@
+"""`inspect-reason` with no ENTITY: every DLQ (or transfer DLQ) of the namespace in one report."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import typer
+
+from sbdlq.cli.common import Settings, open_target, output_format, run
+from sbdlq.cli.options import SelectionOptions
+from sbdlq.paths import SubQueue
+from sbdlq.render import Query
+
+
+def inspect_namespace(
+    ctx: typer.Context,
+    sub_queue: SubQueue,
+    *,
+    by: str,
+    selection: SelectionOptions,
+    output: str | None,
+    q: Query | None,
+) -> None:
+    """Scan every non-empty DLQ of the namespace, group per entity and key, render."""
+    from sbdlq.cli import dlq
+    from sbdlq.operations.browse import group_key
+    from sbdlq.operations.namespace import inspect_namespace as scan
+    from sbdlq.render import progress
+
+    async def work(s: Settings) -> tuple[str, list[Any]]:
+        group_key(by)  # reject a bad --by before any I/O
+        sel = selection.compile()
+        fmt = output_format(s, output)
+        async with open_target(s) as backend:
+            with progress(f"scan every {_queue_word(sub_queue)}") as bars:
+                groups = await scan(backend, sub_queue, by=by, selection=sel, progress=bars)
+        return fmt, groups
+
+    fmt, groups = run(ctx, work)
+    if fmt != "table" or q is not None:
+        dlq._write([g.to_json() for g in groups], fmt, q)
+        return
+    _table(groups, by, sub_queue)
+    if dlq._chart_wanted() and groups:
+        _chart(groups, by)
+
+
+def _queue_word(sub_queue: SubQueue) -> str:
+    return "transfer dead-letter queue" if sub_queue is SubQueue.TRANSFER_DEAD_LETTER else "dead-letter queue"
+
+
+def _table(groups: list[Any], by: str, sub_queue: SubQueue) -> None:
+    from sbdlq.cli.dlq import _time
+    from sbdlq.render import Col, table
+
+    # `--by entity`: the key is the entity; one column says it.
+    keyed = by.strip().lower() != "entity"
+    columns = [
+        Col("entity", whole=True, min_width=10),
+        *([Col("key", whole=True, min_width=12)] if keyed else []),
+        Col("count", numeric=True),
+        Col("first_enqueued", whole=True, min_width=20),
+        Col("last_enqueued", whole=True, min_width=20),
+        Col("samples", whole=True, min_width=7),
+    ]
+    rows = [
+        (
+            g.entity,
+            *([g.key] if keyed else []),
+            g.count,
+            _time(g.first_enqueued),
+            _time(g.last_enqueued),
+            ", ".join(str(n) for n in g.sample_sequence_numbers),
+        )
+        for g in groups
+    ]
+    entities = len({g.entity for g in groups})
+    total = sum(g.count for g in groups)
+    table(columns, rows, title=f"{total} message(s) in {entities} {_queue_word(sub_queue)}(s) by {by}")
+
+
+def _chart(groups: list[Any], by: str) -> None:
+    """Bars of the namespace's totals per key (per entity with `--by entity`), time in order."""
+    from sbdlq.operations.browse import is_time_grouping, timeline
+    from sbdlq.render import bar_chart
+
+    totals: Counter[str] = Counter()
+    for g in groups:
+        totals[g.key] += g.count
+    if is_time_grouping(by):
+        bar_chart(timeline(_as_groups(sorted(totals.items())), by), title=f"messages per {by} (UTC)")
+    else:
+        bar_chart(sorted(totals.items(), key=lambda kv: (-kv[1], kv[0])), title=f"messages by {by}")
+
+
+def _as_groups(items: list[tuple[str, int]]) -> list[Any]:
+    from sbdlq.models import ReasonGroup
+
+    return [ReasonGroup(key=k, count=n) for k, n in items]

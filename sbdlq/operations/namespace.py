@@ -1,0 +1,61 @@
+"""The whole namespace at once: every DLQ of the namespace grouped in one pass.
+
+Entities are listed through the backend and counted first, so an empty DLQ costs one count
+and no scan. Messages are grouped while they stream past, entity after entity: memory grows
+with the number of groups, never with the number of messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sbdlq.backends.base import Backend
+from sbdlq.errors import EntityNotFound
+from sbdlq.models import EntityReasonGroup
+from sbdlq.operations.browse import add_to_group, count_entities, dlq_count, group_key, is_time_grouping, iter_messages
+from sbdlq.paths import Address, EntityPath, SubQueue, parse_entity
+from sbdlq.selection import Selection
+
+#: Given the number of messages to scan, a callback told how many each page held.
+Progress = Callable[[int], Callable[[int], None]]
+
+
+async def nonempty_dlqs(backend: Backend, sub_queue: SubQueue) -> list[tuple[EntityPath, int]]:
+    """Every queue and subscription whose (transfer) DLQ holds messages, with that count."""
+    found = []
+    for counts in await count_entities(backend, None):
+        n = dlq_count(counts, sub_queue)
+        if n:
+            found.append((parse_entity(counts.entity), n))
+    return found
+
+
+async def inspect_namespace(
+    backend: Backend,
+    sub_queue: SubQueue,
+    *,
+    by: str = "reason",
+    selection: Selection | None = None,
+    progress: Progress | None = None,
+) -> list[EntityReasonGroup]:
+    """Group the messages of every DLQ (or transfer DLQ) of the namespace, per entity and key."""
+    group_key(by)  # a bad --by fails before any I/O
+    entities = await nonempty_dlqs(backend, sub_queue)
+    on_page = progress(sum(n for _, n in entities)) if progress else None
+    groups: dict[tuple[str, str], EntityReasonGroup] = {}
+    for entity, _ in entities:
+        name = str(entity)
+        key = group_key(by, name)
+        try:
+            async for m in iter_messages(backend, Address(entity, sub_queue), selection=selection, on_page=on_page):
+                k = key(m)
+                g = groups.get((name, k))
+                if g is None:
+                    g = groups[(name, k)] = EntityReasonGroup(key=k, entity=name)
+                add_to_group(g, m)
+        except EntityNotFound:
+            continue  # deleted since it was listed: nothing of it left to group
+    if is_time_grouping(by):
+        return sorted(groups.values(), key=lambda g: (g.key, g.entity))
+    # The biggest problem of the namespace first, wherever it is.
+    return sorted(groups.values(), key=lambda g: (-g.count, g.entity, g.key))
