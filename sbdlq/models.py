@@ -243,12 +243,18 @@ class RunResult:
 
     selected: int = 0
     failed: int = 0
-    skipped: int = 0
+    #: Scanned and passed over: they did not match the selection (released, left in the DLQ).
+    not_matching: int = 0
     dry_run: bool = False
     elapsed_s: float = 0.0
     retries: int = 0
     lock_lost: int = 0
     errors: list[str] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> int:
+        """Deprecated name of `not_matching`, kept in the JSON for one release."""
+        return self.not_matching
 
     @property
     def done(self) -> int:
@@ -283,8 +289,9 @@ class ResubmitResult(RunResult):
 
     VERB: ClassVar[str] = "resubmitted"
     DRY_RUN_VERB: ClassVar[str] = "resubmitted"
-    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("resubmitted", "failed", "skipped", "unroutable")
-    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "skipped", "unroutable", "retries")
+    # `skipped` repeats `not_matching` for one release (deprecated, see CHANGELOG).
+    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("resubmitted", "failed", "not_matching", "skipped", "unroutable")
+    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "not_matching", "unroutable", "retries")
 
     resubmitted: int = 0
     #: Copies no subscription of the target topic would take: not sent, originals left in the DLQ.
@@ -298,7 +305,7 @@ class PurgeResult(RunResult):
     VERB: ClassVar[str] = "purged"
     DRY_RUN_VERB: ClassVar[str] = "deleted"
     JSON_COUNTS: ClassVar[tuple[str, ...]] = ("purged", "exported")
-    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("exported", "failed", "skipped", "retries")
+    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("exported", "failed", "not_matching", "retries")
 
     purged: int = 0
     exported: int = 0

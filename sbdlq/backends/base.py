@@ -98,6 +98,14 @@ class Backend(ABC):
     async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         """Release the locks; returns the messages whose lock was already lost."""
 
+    async def release(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Give back locked messages that were passed over, not handled; the ones whose lock was lost.
+
+        Service Bus clients have no "release": by default this abandons, which adds 1 to the
+        delivery count. A backend that can give a message back without counting a delivery does.
+        """
+        return await self.abandon(address, messages)
+
     @abstractmethod
     async def dead_letter(
         self, address: Address, messages: Sequence[Message], reason: str, description: str

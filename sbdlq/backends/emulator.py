@@ -90,6 +90,11 @@ class EmulatorBackend(Backend):
         await self._round_trip()
         return _lost(messages, self.engine.abandon(address, _tokens(messages)))
 
+    async def release(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Unlike abandon, the delivery count taken when they were locked is returned."""
+        await self._round_trip()
+        return _lost(messages, self.engine.release(address, _tokens(messages)))
+
     async def dead_letter(
         self, address: Address, messages: Sequence[Message], reason: str | None, description: str | None
     ) -> list[Message]:

@@ -3,8 +3,10 @@
 Rules it keeps, whatever the action: a message is settled only after its action
 succeeded (send then complete, export then complete); at most `concurrency` messages are
 between action and settlement at any moment, so a kill -9 duplicates no more than that;
-messages the selection skips, and messages whose action failed, keep their lock until the
-run ends (so the loop never receives them twice) and are then released; locks are renewed
+messages the selection passes over, and messages whose action failed, keep their lock until the
+run ends (so the loop never receives them twice) and are then released (`Backend.release`: on a
+namespace an abandon, which adds 1 to their delivery count; the emulator gives them back
+untouched); locks are renewed
 before they lapse; an interrupted run lets the chunks in flight finish and releases the rest.
 """
 
@@ -44,7 +46,8 @@ class LoopStats:
 
     handled: int = 0
     failed: int = 0
-    skipped: int = 0
+    #: received, did not match the selection, left in the DLQ
+    not_matching: int = 0
     retries: int = 0
     lock_lost: int = 0
     renewals: int = 0
@@ -293,7 +296,7 @@ class LockedLoop:
                 chosen.append(m)
                 self.taken += 1
             else:
-                self.stats.skipped += 1
+                self.stats.not_matching += 1
         return chosen, beyond
 
     async def _dispatch(self, chosen: list[Message]) -> None:
@@ -340,7 +343,7 @@ class LockedLoop:
         with contextlib.suppress(BaseException):
             await _wait_all(self.pending)
         await self.keeper.stop()
-        # Skipped, failed and never-started messages: released, not completed, so they are
+        # Not matching, failed and never-started messages: released, not completed, so they are
         # available again at once instead of after their lock lapses.
         rest = [m for m in self.keeper.held.values() if not self.keeper.is_lost(m)]
         self.keeper.release(rest)
@@ -351,7 +354,7 @@ class LockedLoop:
 async def _release(backend: Backend, source: Address, messages: list[Message], stats: LoopStats) -> None:
     for i in range(0, len(messages), SETTLE_CHUNK):
         part = messages[i : i + SETTLE_CHUNK]
-        await retrying(lambda p=part: backend.abandon(source, p), stats)  # type: ignore[misc]
+        await retrying(lambda p=part: backend.release(source, p), stats)  # type: ignore[misc]
 
 
 @dataclass

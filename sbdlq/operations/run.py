@@ -182,7 +182,7 @@ class MovingRun(ABC, Generic[R]):
         if stats.aborted is not None:
             # Not attempted after the stop: still in the DLQ, so they count as failed.
             r.failed = max(stats.failed, r.selected - stats.handled - left_behind)
-        r.skipped = stats.skipped
+        r.not_matching = stats.not_matching
         r.retries = stats.retries
         r.lock_lost = stats.lock_lost
         r.errors = stats.errors

@@ -408,6 +408,7 @@ def test_resubmit_json_result(orders: Store, sbdlq: Any) -> None:
         "selected": 2,
         "resubmitted": 2,
         "failed": 0,
+        "not_matching": 3,
         "skipped": 3,
         "unroutable": 0,
         "dry_run": False,
@@ -434,11 +435,14 @@ def test_selective_resubmit_keeps_properties_and_leaves_the_rest_available(store
     store.dead_letter("q", 2, "Timeout", prefix="a")
     store.dead_letter("q", [full], "Poison", "bad")
     store.dead_letter("q", 2, "Timeout", prefix="b")
+    counted = {m.message_id: m.delivery_count for m in store.dlq("q")}
     r = sbdlq(
         "resubmit", "q", "--to", "retry", "--reason", "Poison", "--keep-dead-letter-properties", "--batch-size", "1"
     )
     assert r.exit_code == 0, r.output
-    assert elapsed(r.stdout) == "resubmitted 1 of 1 selected message(s) in X.XXs (2 skipped)\n"
+    # The emulator gives passed-over messages back without counting a delivery.
+    assert {m.message_id: m.delivery_count for m in store.dlq("q")} == {k: counted[k] for k in ("a0", "a1", "b0", "b1")}
+    assert elapsed(r.stdout) == "resubmitted 1 of 1 selected message(s) in X.XXs (2 not matching)\n"
     assert r.stderr.splitlines() == ["sbdlq: plan: resubmit 1 message(s) from q/$DeadLetterQueue to retry"]
     (copy,) = store.active("retry")
     assert producer_fields(copy) == producer_fields(full)
@@ -599,6 +603,15 @@ def test_purge_with_yes(orders: Store, sbdlq: Any) -> None:
     r = sbdlq("purge", "orders", "-y", "-o", "json")
     assert json.loads(elapsed(r.stdout))["purged"] == 2
     assert orders.dlq("orders") == []
+
+
+def test_selective_purge_counts_what_it_passed_over_as_not_matching(orders: Store, sbdlq: Any) -> None:
+    counted = {m.message_id: m.delivery_count for m in orders.dlq("orders")}
+    r = sbdlq("purge", "orders", "--yes", "--reason", "Poison")
+    assert r.exit_code == 0
+    # The Timeout ones come first: scanned, did not match, given back.
+    assert elapsed(r.stdout) == "purged 2 of 2 selected message(s) in X.XXs (3 not matching)\n"
+    assert {m.message_id: m.delivery_count for m in orders.dlq("orders")} == {k: counted[k] for k in ("o0", "o1", "o2")}
 
 
 def test_purge_older_than(orders: Store, sbdlq: Any) -> None:

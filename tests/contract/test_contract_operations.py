@@ -132,7 +132,7 @@ def test_inspect_reasons_with_a_selection_and_a_bad_grouping(backend: Backend, m
 def test_resubmit_everything_moves_every_message_once(backend: Backend, mixed: None, seed: Seeder, aio: Any) -> None:
     notes: list[str] = []
     r = aio(resubmit(backend, DLQ, Q, note=notes.append, batch_size=4, concurrency=3))
-    assert (r.selected, r.resubmitted, r.failed, r.skipped, r.dry_run) == (9, 9, 0, 0, False)
+    assert (r.selected, r.resubmitted, r.failed, r.not_matching, r.dry_run) == (9, 9, 0, 0, False)
     assert seed.dlq("q") == []
     assert sorted(ids(seed.active("q"))) == sorted(["a0", "a1", "a2", "a3", "b0", "b1", "b2", "c0", "c1"])
     assert notes == ["plan: resubmit 9 message(s) from q/$DeadLetterQueue to q"]

@@ -68,6 +68,7 @@ def test_dry_run_resubmit_changes_nothing(backend: Backend, mixed: list[str], se
         "selected": 8,
         "resubmitted": 0,
         "failed": 0,
+        "not_matching": 0,
         "skipped": 0,
         "unroutable": 0,
         "dry_run": True,
@@ -128,7 +129,7 @@ def test_selective_resubmit_moves_exactly_the_matches_with_properties_intact(
     r = aio(resubmit(backend, DLQ, Q, selection=build_selection(reasons=["poison"]), batch_size=2, concurrency=2))
     assert (r.selected, r.resubmitted, r.failed) == (2, 2, 0)
     # The loop saw the Timeout messages around the Poison ones and let them be.
-    assert r.skipped == 4
+    assert r.not_matching == 4
     moved = seed.active("q")
     assert ids(moved) == ["keep-me", "p0"]
     m = moved[0]

@@ -240,14 +240,14 @@ def test_make_copy_keeps_what_a_producer_set_and_marks_the_source() -> None:
 
 
 def test_run_results_share_one_json_shape_and_summary() -> None:
-    r = ResubmitResult(selected=9, failed=2, skipped=4, retries=1, lock_lost=1, elapsed_s=1.23456)
+    r = ResubmitResult(selected=9, failed=2, not_matching=4, retries=1, lock_lost=1, elapsed_s=1.23456)
     r.done = 7
     assert r.resubmitted == 7
     assert json.dumps(r.to_json()) == (
-        '{"selected": 9, "resubmitted": 7, "failed": 2, "skipped": 4, "unroutable": 0, '
+        '{"selected": 9, "resubmitted": 7, "failed": 2, "not_matching": 4, "skipped": 4, "unroutable": 0, '
         '"dry_run": false, "elapsed_s": 1.235}'
     )
-    assert r.summary() == "resubmitted 7 of 9 selected message(s) in 1.23s (2 failed, 4 skipped, 1 retries)"
+    assert r.summary() == "resubmitted 7 of 9 selected message(s) in 1.23s (2 failed, 4 not matching, 1 retries)"
     p = PurgeResult(selected=5, purged=5, exported=5, elapsed_s=0.5)
     assert json.dumps(p.to_json()) == (
         '{"selected": 5, "purged": 5, "exported": 5, "dry_run": false, "elapsed_s": 0.5}'
