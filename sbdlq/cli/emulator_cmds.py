@@ -20,6 +20,7 @@ import typer
 from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
 from sbdlq.cli.options import Output
 from sbdlq.connstr import is_loopback as _is_loopback
+from sbdlq.emulator import discovery
 from sbdlq.emulator.signals import stop_on_signals
 from sbdlq.errors import BadInput, OperationFailed
 
@@ -515,21 +516,41 @@ def serve(
             raise BadInput(f"no emulator store at {path}", hint=_NO_STORE_HINT)
         server = _server_module()
         stop = threading.Event()
+        announced: list[Path] = []
 
         def ready(amqp_port: int, web_port: int | None) -> None:
             http = f" (http {host}:{web_port})" if web_port is not None else ""
+            # sbdlq clients given only the connection string find the HTTP port in this file.
+            found_at = discovery.announce(host, amqp_port, web_port) if web_port is not None else None
+            announced.extend([found_at] if found_at else [])
             sys.stdout.write(f"listening on amqp://{host}:{amqp_port}{http}\n")
-            sys.stdout.write(_connection_string_line(host, amqp_port, web_port, keyed=bool(key)))
+            sys.stdout.write(
+                _connection_string_line(host, amqp_port, web_port, keyed=bool(key), announced=bool(found_at))
+            )
             sys.stdout.flush()
 
-        with stop_on_signals(stop):
-            server.serve(
-                path, host=host, port=port, key=key, http_port=http_port, ready=ready, stop_event=stop, limits=limits
-            )
+        try:
+            with stop_on_signals(stop):
+                server.serve(
+                    path,
+                    host=host,
+                    port=port,
+                    key=key,
+                    http_port=http_port,
+                    ready=ready,
+                    stop_event=stop,
+                    limits=limits,
+                )
+        finally:
+            for found_at in announced:
+                discovery.withdraw(found_at)
 
 
-def _connection_string_line(host: str, amqp_port: int, web_port: int | None, *, keyed: bool) -> str:
-    """What a client passes to reach this server (never the key itself), and the HTTP port if not 5300."""
+def _connection_string_line(
+    host: str, amqp_port: int, web_port: int | None, *, keyed: bool, announced: bool = False
+) -> str:
+    """What a client passes to reach this server (never the key itself), and the HTTP port if not
+    5300 and sbdlq cannot find it by itself (the discovery file could not be written)."""
     reach = "localhost" if host in ("0.0.0.0", "::", "") else host
     # Without a key any SAS key is accepted; with one, the client signs with it.
     secret = "<the key>" if keyed else "SAS_KEY_VALUE"
@@ -537,7 +558,7 @@ def _connection_string_line(host: str, amqp_port: int, web_port: int | None, *, 
         f"connection string: Endpoint=sb://{reach}:{amqp_port};SharedAccessKeyName=RootManageSharedAccessKey;"
         f"SharedAccessKey={secret};UseDevelopmentEmulator=true\n"
     )
-    if web_port is not None and web_port != 5300:
+    if web_port is not None and web_port != 5300 and not announced:
         line += f"admin clients: export SBDLQ_EMULATOR_HTTP_PORT={web_port}\n"
     return line
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from json_shapes import MESSAGE_KEYS
 
+from sbdlq.emulator import discovery
 from sbdlq.emulator.engine import Engine
 
 EXAMPLE = "/work/shared/reference/emulator-config.example.jsonc"
@@ -638,6 +639,9 @@ def test_serve_passes_options_and_announces_ports(cli: Any, monkeypatch: pytest.
     def fake_serve(store_path: str, **kwargs: Any) -> None:
         calls.append({"store": store_path, **kwargs})
         kwargs["ready"](5999, 5301)
+        # Recorded for sbdlq clients that have only the connection string.
+        found = discovery.find("localhost", 5999)
+        assert found is not None and (found.http_port, found.pid) == (5301, os.getpid())
         assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)
         os.kill(os.getpid(), signal.SIGTERM)  # the handler sets stop_event instead of killing us
         assert kwargs["stop_event"].is_set()
@@ -661,10 +665,11 @@ def test_serve_passes_options_and_announces_ports(cli: Any, monkeypatch: pytest.
         0,
         "listening on amqp://0.0.0.0:5999 (http 0.0.0.0:5301)\n"
         "connection string: Endpoint=sb://localhost:5999;SharedAccessKeyName=RootManageSharedAccessKey;"
-        "SharedAccessKey=<the key>;UseDevelopmentEmulator=true\n"
-        "admin clients: export SBDLQ_EMULATOR_HTTP_PORT=5301\n",
+        "SharedAccessKey=<the key>;UseDevelopmentEmulator=true\n",
         "",
     )
+    monkeypatch.setenv("XDG_STATE_HOME", cli.env["XDG_STATE_HOME"])  # where the command wrote it
+    assert list(discovery.discovery_dir().iterdir()) == []  # withdrawn on a clean stop
     assert "s3cret" not in result.stdout + result.stderr
     (call,) = calls
     assert {k: call[k] for k in ("store", "host", "port", "http_port", "key")} == {

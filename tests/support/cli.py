@@ -40,6 +40,8 @@ def isolated_env(home: Path, *, columns: int = 200, config: Path | None = None) 
     env.update(
         HOME=str(home),
         XDG_CONFIG_HOME=str(home / ".config"),
+        # where `emulator serve` records its ports (sbdlq.emulator.discovery)
+        XDG_STATE_HOME=str(home / ".local" / "state"),
         SBDLQ_CONFIG=str(config or home / "no-config.yaml"),
         COLUMNS=str(columns),
         LINES="40",

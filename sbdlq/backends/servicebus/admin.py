@@ -37,6 +37,7 @@ class AdminSide:
         host: str,
         emulator: bool,
         port: int,
+        port_source: str = "",
         timeout_s: float,
         credential: Callable[[], Any],
         say: Callable[[str], None],
@@ -45,6 +46,7 @@ class AdminSide:
         self._host = host
         self._emulator = emulator
         self._port = port
+        self._port_source = port_source  # where the emulator's admin port came from, for --verbose
         self._timeout_s = timeout_s
         self._credential = credential  # a sync credential, asked for only with a namespace
         self._say = say
@@ -205,7 +207,8 @@ class AdminSide:
                 )
             else:
                 self._client = ServiceBusAdministrationClient(self._host, self._credential(), **kwargs)
-            self._say(f"admin endpoint: {self.endpoint()}")
+            source = f" (port from {self._port_source})" if self._port_source else ""
+            self._say(f"admin endpoint: {self.endpoint()}{source}")
         return self._client
 
     async def _call(

@@ -22,6 +22,7 @@ from sbdlq.backends.servicebus.config import (
     ADMIN_EMULATOR_PORT,
     SOCKET_TIMEOUT_S,
     amqp_client_kwargs,
+    emulator_admin_port,
     normalize_namespace,
     sdk_connection_string,
 )
@@ -126,12 +127,16 @@ class ServiceBusBackend(Backend):
         self._credential: Any | None = None  # the async credential the AMQP client uses
         self._owned_credential: Any | None = None  # created here, so closed here
         self._client: Any | None = None
+        # The emulator's admin (HTTP) port: given, found where `sbdlq emulator serve` left it, or 5300.
+        port, port_source = admin_port or ADMIN_EMULATOR_PORT, ""
+        if self._emulator and self._info is not None:
+            port, port_source = emulator_admin_port(self._info, admin_port)
         self._admin = AdminSide(
             info=self._info,
             host=self._host,
             emulator=self._emulator,
-            # The emulator's admin (HTTP) port: 5300 as Microsoft's, unless told otherwise.
-            port=admin_port or ADMIN_EMULATOR_PORT,
+            port=port,
+            port_source=port_source,
             timeout_s=self._timeout_s,
             credential=self._sync_credential,
             say=self._say,

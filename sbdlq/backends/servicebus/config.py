@@ -15,9 +15,27 @@ from sbdlq.errors import BadInput
 
 #: the Service Bus emulator serves its management (HTTP, no TLS) API on this port
 ADMIN_EMULATOR_PORT = 5300
+#: AMQP's port when a connection string names none
+AMQP_PORT = 5672
 _NAMESPACE_HOST = re.compile(
     r"^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*$"
 )
+
+
+def emulator_admin_port(info: ConnectionInfo, given: int | None) -> tuple[int, str]:
+    """The emulator's admin (HTTP) port and where it came from, for --verbose.
+
+    Given (SBDLQ_EMULATOR_HTTP_PORT) wins; else the file a running `sbdlq emulator serve`
+    on the connection string's AMQP port left; else 5300, as Microsoft's emulator.
+    """
+    if given:
+        return given, "given (SBDLQ_EMULATOR_HTTP_PORT)"
+    from sbdlq.emulator import discovery
+
+    found = discovery.find(info.host, info.port or AMQP_PORT)
+    if found is not None:
+        return found.http_port, f"`sbdlq emulator serve` (pid {found.pid}) in {found.path}"
+    return ADMIN_EMULATOR_PORT, "the default"
 
 
 def normalize_namespace(text: str) -> str:

@@ -1,0 +1,127 @@
+"""An sbdlq client given only an emulator connection string finds `emulator serve`'s HTTP port."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbdlq.emulator import discovery
+from sbdlq.emulator.engine import Engine
+from sbdlq.models import OutboundMessage
+from sbdlq.paths import Address, EntityPath
+
+CONN = (
+    "Endpoint=sb://localhost:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
+    "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
+)
+
+
+@pytest.fixture
+def state_home(cli: Any, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The CLI's state dir, also this process's (so the test reads what the command wrote)."""
+    monkeypatch.setenv("XDG_STATE_HOME", cli.env["XDG_STATE_HOME"])
+    return Path(cli.env["XDG_STATE_HOME"])
+
+
+@pytest.fixture
+def served(cli: Any, state_home: Path) -> Iterator[tuple[subprocess.Popen[str], int, int]]:
+    """`sbdlq emulator serve` on random ports, in a process of its own; yields it and its ports."""
+    pytest.importorskip("proton")
+    with Engine(cli.store) as engine:
+        engine.create_queue("orders")
+        engine.send("orders", [OutboundMessage(body=b"x")] * 2)
+        got = engine.receive(Address(EntityPath("orders")), 1)
+        engine.dead_letter(Address(EntityPath("orders")), [m.lock_token for m in got if m.lock_token], "Poison", "bad")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SBDLQ_")}
+    env.update(HOME=str(cli.store.parent), XDG_STATE_HOME=str(state_home), SBDLQ_CONFIG=str(state_home / "none"))
+    cmd = [sys.executable, "-m", "sbdlq", "--emulator", str(cli.store), "emulator", "serve"]
+    proc = subprocess.Popen([*cmd, "--port", "0", "--http-port", "0"], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        found = re.fullmatch(r"listening on amqp://127\.0\.0\.1:(\d+) \(http 127\.0\.0\.1:(\d+)\)\n", line)
+        assert found, line
+        yield proc, int(found.group(1)), int(found.group(2))
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=10)
+
+
+def test_count_with_only_the_connection_string_reads_counts_from_the_admin_endpoint(
+    cli: Any, served: tuple[subprocess.Popen[str], int, int]
+) -> None:
+    proc, amqp, http = served
+    assert proc.stdout is not None
+    # serve says nothing about SBDLQ_EMULATOR_HTTP_PORT: sbdlq finds the port by itself.
+    assert proc.stdout.readline().startswith(f"connection string: Endpoint=sb://127.0.0.1:{amqp};")
+    record = discovery.find("localhost", amqp)
+    assert record is not None and record.http_port == http
+    r = cli.bare("--connection-string", CONN.format(port=amqp), "count", "orders", "-o", "json", "-v")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout) == [
+        {"entity": "orders", "active": 1, "dead_letter": 1, "transfer_dead_letter": 0, "scheduled": 0}
+    ]
+    said = r.stderr.splitlines()
+    source = f"`sbdlq emulator serve` (pid {proc.pid}) in {record.path}"
+    assert f"sbdlq: admin endpoint: http://localhost:{http} (port from {source})" in said
+    assert "sbdlq: counts: from the admin endpoint's runtime properties" in said
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=10)
+    assert proc.returncode == 0
+    assert not record.path.exists()  # removed on a clean stop
+
+
+def test_the_environment_variable_still_wins(cli: Any, served: tuple[subprocess.Popen[str], int, int]) -> None:
+    _, amqp, http = served
+    env = {"SBDLQ_EMULATOR_HTTP_PORT": str(http)}
+    r = cli.bare("--connection-string", CONN.format(port=amqp), "count", "orders", "-v", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert f"sbdlq: admin endpoint: http://localhost:{http} (port from given (SBDLQ_EMULATOR_HTTP_PORT))" in (
+        r.stderr.splitlines()
+    )
+
+
+def test_a_record_left_by_a_dead_server_is_ignored(state_home: Path) -> None:
+    folder = discovery.discovery_dir()
+    folder.mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(done.stdout)
+    (folder / "amqp-5999.json").write_text(
+        json.dumps({"host": "127.0.0.1", "amqp_port": 5999, "http_port": 5301, "pid": dead_pid})
+    )
+    assert discovery.find("localhost", 5999) is None
+    (folder / "amqp-5999.json").write_text(
+        json.dumps({"host": "127.0.0.1", "amqp_port": 5999, "http_port": 5301, "pid": os.getpid()})
+    )
+    found = discovery.find("localhost", 5999)
+    assert found is not None and found.http_port == 5301
+    # Another host than the one bound, or a file that is not a record: no server known.
+    assert discovery.find("10.1.2.3", 5999) is None
+    (folder / "amqp-5999.json").write_text("not json")
+    assert discovery.find("localhost", 5999) is None
+
+
+def test_serve_names_the_variable_when_it_cannot_record_its_ports(
+    cli: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import types
+
+    cli("emulator", "init")
+    fake = types.ModuleType("sbdlq.emulator.amqp.server")
+    fake.serve = lambda store_path, **kwargs: kwargs["ready"](5999, 5301)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sbdlq.emulator.amqp.server", fake)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    r = cli("emulator", "serve", env={"XDG_STATE_HOME": str(blocked)})
+    assert r.exit_code == 0
+    assert r.stdout.splitlines()[-1] == "admin clients: export SBDLQ_EMULATOR_HTTP_PORT=5301"
