@@ -433,14 +433,27 @@ def _preview(body: bytes, n: int = 40) -> str:
 
 
 @app.command("demo")
-def demo(ctx: typer.Context) -> None:
+def demo(
+    ctx: typer.Context,
+    messages: Annotated[
+        int | None,
+        typer.Option(
+            "--messages",
+            help="Dead-lettered messages to seed, in the same mix of entities and reasons "
+            "[default: 251, played out by hand].",
+            min=1,
+            metavar="N",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
     """Fill the store with a realistic namespace whose DLQs hold every kind of failure."""
     from sbdlq.emulator.demo import ORDERS, DemoSummary
 
     async def work(s: Settings) -> tuple[str, str, DemoSummary]:
         local = emulator_settings(s)
         async with open_store(local, create=True) as store:
-            summary = store.demo()
+            summary = store.demo(messages)
         target = local.target()
         return store_path(local), target.source, summary
 

@@ -128,11 +128,18 @@ class EmulatorAdmin:
         self._engine.delete_entity(entity)
         return info
 
-    def demo(self) -> DemoSummary:
-        """Fill the store with the demo namespace (demo entities that exist are recreated)."""
-        from sbdlq.emulator.demo import populate
+    def demo(self, messages: int | None = None) -> DemoSummary:
+        """Fill the store with the demo namespace (demo entities that exist are recreated).
 
-        return populate(self._engine)
+        With `messages`, the same entities and reason mix scaled to that many dead-lettered messages.
+        """
+        if messages is None:
+            from sbdlq.emulator.demo import populate
+
+            return populate(self._engine)
+        from sbdlq.emulator.demo_scaled import populate_scaled
+
+        return populate_scaled(self._engine, messages)
 
 
 def copies(message: OutboundMessage, count: int) -> list[OutboundMessage]:
