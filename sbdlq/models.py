@@ -61,6 +61,9 @@ class OutboundMessage:
     # AMQP body section kind: "data" (bytes), "value" or "sequence" (body holds the
     # encoded AMQP section so the listener can hand it back unchanged).
     body_type: str = "data"
+    # Encoded AMQP sections the fields above would lose (typed application properties,
+    # header, annotations, footer, several data sections): opaque to all but the listener.
+    amqp: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -89,6 +92,7 @@ class Message:
     lock_token: str | None = None
     locked_until: datetime | None = None
     body_type: str = "data"
+    amqp: bytes | None = None  # as OutboundMessage.amqp
 
     @property
     def dead_letter_reason(self) -> str | None:
@@ -102,7 +106,12 @@ class Message:
 
     def to_json(self) -> dict[str, Any]:
         """The Message JSON shape of DESIGN §4."""
-        text, encoding = body_text(self.body)
+        if self.body_type == "data":
+            text, encoding = body_text(self.body)
+        else:
+            # An amqp-value or amqp-sequence body is its AMQP encoding: always base64, never
+            # text that happens to decode.
+            text, encoding = base64.b64encode(self.body).decode("ascii"), "base64"
         return {
             "sequence_number": self.sequence_number,
             "message_id": self.message_id,

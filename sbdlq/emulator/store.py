@@ -20,7 +20,8 @@ from sbdlq.errors import BadInput, OperationFailed, TransientError
 # 3: session_lock (session locks and state), created the same way.
 # 3 (also): entity.max_message_kb and message.releases (added to older stores by _COLUMNS).
 # 4: both 3s above, made in parallel: a store stamped 3 by either gets the other's too.
-SCHEMA_VERSION = 4
+# 5: message.amqp, the AMQP sections the other columns would lose (added by _COLUMNS).
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
@@ -80,7 +81,8 @@ CREATE TABLE IF NOT EXISTS message (
     props TEXT,
     body BLOB NOT NULL,
     body_type TEXT NOT NULL DEFAULT 'data',
-    releases INTEGER NOT NULL DEFAULT 0 -- AMQP `released` outcomes (free up to MaxDeliveryCount)
+    releases INTEGER NOT NULL DEFAULT 0, -- AMQP `released` outcomes (free up to MaxDeliveryCount)
+    amqp BLOB                           -- encoded AMQP sections kept as sent (typed properties, ...)
 );
 CREATE INDEX IF NOT EXISTS message_order ON message (entity_id, queue, state, seq);
 CREATE UNIQUE INDEX IF NOT EXISTS message_lock ON message (lock_token) WHERE lock_token IS NOT NULL;
@@ -109,6 +111,7 @@ CREATE TABLE IF NOT EXISTS session_lock (
 _COLUMNS = (
     ("entity", "max_message_kb", "INTEGER"),
     ("message", "releases", "INTEGER NOT NULL DEFAULT 0"),
+    ("message", "amqp", "BLOB"),
 )
 
 

@@ -11,10 +11,12 @@ from proton import Data, Described, int32, symbol, uint, ulong
 from sbdlq.models import Message, OutboundMessage
 
 from . import sections as sec
-from .values import as_text, to_amqp, to_plain, to_timestamp
+from .kept import Kept, decode_value, keep
+from .values import as_text, to_plain, to_timestamp
 
 # Message annotations the Service Bus SDKs read (azure-servicebus _common/constants.py).
 SEQUENCE_NUMBER = "x-opt-sequence-number"
+ENQUEUE_SEQUENCE_NUMBER = "x-opt-enqueue-sequence-number"
 ENQUEUED_TIME = "x-opt-enqueued-time"
 LOCKED_UNTIL = "x-opt-locked-until"
 LOCK_TOKEN = "x-opt-lock-token"
@@ -26,16 +28,6 @@ _STATES = {"active": 0, "deferred": 1, "scheduled": 2}
 _UINT_MAX = 2**32 - 1
 
 
-def _decode_section(section: sec.Section) -> Any:
-    """The described value of one section, as proton's Python objects."""
-    data = Data()
-    data.decode(section.raw)
-    data.rewind()
-    data.next()
-    obj = data.get_object()
-    return obj.value if isinstance(obj, Described) else obj
-
-
 def _field(values: list[Any], index: int) -> Any:
     return values[index] if index < len(values) else None
 
@@ -45,13 +37,14 @@ def decode_message(payload: bytes) -> OutboundMessage:
     parts = sec.split(payload)
     out = OutboundMessage()
     body_sections: list[sec.Section] = []
+    decoded: dict[int, Any] = {}
     for part in parts:
         if part.code in sec.BODY_CODES:
             body_sections.append(part)
             continue
         if part.code in (sec.DELIVERY_ANNOTATIONS, sec.FOOTER):
-            continue  # per-hop and trailer data: not stored, as the broker does
-        value = _decode_section(part)
+            continue  # per-hop annotations are not stored; the footer is kept as sent
+        value = decoded[part.code] = decode_value(part.raw)
         if part.code == sec.HEADER:
             ttl = _field(list(value or []), 2)
             if ttl:
@@ -63,6 +56,7 @@ def decode_message(payload: bytes) -> OutboundMessage:
         elif part.code == sec.APPLICATION_PROPERTIES:
             out.application_properties = {str(k): to_plain(v) for k, v in dict(value or {}).items()}
     _apply_body(out, body_sections)
+    out.amqp = keep(parts, decoded)
     return out
 
 
@@ -139,28 +133,35 @@ def encode_message(
 
     delivery_count goes in the header as is: callers pass the number of earlier
     deliveries, as the broker does (the .NET SDK adds one; the Python SDK shows it raw).
+    The sections kept as sent (kept.py) come back with the broker's fields set afresh.
     """
+    kept = Kept.of(msg.amqp)
     ttl = None
     if msg.time_to_live_s is not None and 0 < msg.time_to_live_s * 1000 <= _UINT_MAX:
         ttl = uint(round(msg.time_to_live_s * 1000))
-    parts = [_encode(sec.HEADER, _trim([True, None, ttl, None, uint(max(0, delivery_count))]))]
+    header = [kept.header_field(0, True), kept.header_field(1), ttl, kept.header_field(3), uint(max(0, delivery_count))]
+    parts = [_encode(sec.HEADER, _trim(header))]
     if lock_token is not None:
         parts.append(_encode(sec.DELIVERY_ANNOTATIONS, {symbol(LOCK_TOKEN): uuid.UUID(lock_token)}))
-    parts.append(_encode(sec.MESSAGE_ANNOTATIONS, _annotations(msg, locked_until)))
-    parts.append(_encode(sec.PROPERTIES, _properties(msg)))
+    parts.append(_encode(sec.MESSAGE_ANNOTATIONS, {**kept.custom_annotations(), **_annotations(msg, locked_until)}))
+    parts.append(_encode(sec.PROPERTIES, _properties(msg, kept)))
     if msg.application_properties:
-        props = {str(k): to_amqp(v) for k, v in msg.application_properties.items()}
-        parts.append(_encode(sec.APPLICATION_PROPERTIES, props))
+        parts.append(_encode(sec.APPLICATION_PROPERTIES, kept.app_properties_for(msg.application_properties)))
     if msg.body_type in ("value", "sequence"):
         parts.append(bytes(msg.body))
     else:
-        parts.append(_encode(sec.DATA, bytes(msg.body)))
+        parts.extend(kept.data_sections_for(msg.body) or [_encode(sec.DATA, bytes(msg.body))])
+    if kept.footer is not None:
+        parts.append(kept.footer)
     return b"".join(parts)
 
 
 def _annotations(msg: Message, locked_until: datetime | None) -> dict[symbol, Any]:
     notes: dict[symbol, Any] = {
         symbol(SEQUENCE_NUMBER): int(msg.sequence_number),
+        # The number first given at the point of submission: the engine keeps it through
+        # topic fan-out and auto-forwarding, so it is the sequence number.
+        symbol(ENQUEUE_SEQUENCE_NUMBER): int(msg.sequence_number),
         symbol(ENQUEUED_TIME): to_timestamp(msg.enqueued_time),
     }
     if locked_until is not None:
@@ -177,22 +178,23 @@ def _annotations(msg: Message, locked_until: datetime | None) -> dict[symbol, An
     return notes
 
 
-def _properties(msg: Message) -> list[Any]:
+def _properties(msg: Message, kept: Kept) -> list[Any]:
     expiry = to_timestamp(msg.expires_at) if msg.expires_at is not None else None
+    created = kept.property_field(9)
     return _trim(
         [
-            msg.message_id,
-            None,
+            kept.typed_id(0, msg.message_id),
+            kept.property_field(1),
             msg.to,
             msg.subject,
             msg.reply_to,
-            msg.correlation_id,
+            kept.typed_id(5, msg.correlation_id),
             symbol(msg.content_type) if msg.content_type else None,
-            None,
+            kept.property_field(7),
             expiry,
-            to_timestamp(msg.enqueued_time),
+            created if created is not None else to_timestamp(msg.enqueued_time),
             msg.session_id,
-            None,
+            kept.property_field(11),
             msg.reply_to_session_id,
         ]
     )

@@ -27,6 +27,8 @@ def to_plain(value: Any) -> Any:
     if value is None or isinstance(value, bool | str | bytes | uuid.UUID):
         # symbol and char are str subclasses: plain str keeps JSON happy.
         return str(value) if isinstance(value, symbol | char) else value
+    if isinstance(value, memoryview):
+        return bytes(value)  # proton decodes binary as a view into its own buffer
     if isinstance(value, timestamp):
         return from_timestamp(value)
     if isinstance(value, int):
@@ -85,4 +87,8 @@ def as_text(value: Any) -> str | None:
             return value.decode("utf-8")
         except UnicodeDecodeError:
             return value.hex()
+    if isinstance(value, memoryview):
+        return as_text(bytes(value))
+    if isinstance(value, int):
+        return str(int(value))  # proton's ulong prints as "ulong(7)"
     return str(value)

@@ -24,8 +24,8 @@ from .rows import chunks, marks
 _INSERT = (
     "INSERT INTO message (entity_id, queue, seq, state, message_id, session_id, correlation_id, "
     "subject, content_type, reply_to, reply_to_session_id, to_, partition_key, ttl_ms, enqueued_ms, "
-    "expires_ms, scheduled_ms, delivery_count, dl_source, hops, props, body, body_type) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?)"
+    "expires_ms, scheduled_ms, delivery_count, dl_source, hops, props, body, body_type, amqp) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?)"
 )
 # A message with only an id, a body and application properties, sent to a main queue.
 _INSERT_SLIM = (
@@ -129,10 +129,10 @@ def number(db: sqlite3.Connection, ent: Entity, drafts: Sequence[Draft]) -> None
 
 def _row(eid: int, queue: Queue, seq: int | None, p: Placement, message_id: str | None,
          optional: Sequence[str | None], dl_source: str | None, hops: int, props_text: str | None,
-         body: bytes, body_type: str) -> tuple[Any, ...]:  # fmt: skip
+         body: bytes, body_type: str, amqp: bytes | None) -> tuple[Any, ...]:  # fmt: skip
     """The _INSERT values of one message."""
     return (eid, queue, seq, p.state, message_id, *optional, p.ttl_ms, p.enqueued_ms, p.expires_ms,
-            p.scheduled_ms, dl_source, hops, props_text, body, body_type)  # fmt: skip
+            p.scheduled_ms, dl_source, hops, props_text, body, body_type, amqp)  # fmt: skip
 
 
 def insert(
@@ -154,7 +154,7 @@ def insert(
         p = placement(ceiling, d.ttl_ms, d.scheduled_ms, now, queue=queue, enqueued_ms=d.enqueued_ms)
         props = {**d.props, **extra} if extra else d.props
         rows.append(_row(ent.id, queue, d.seq, p, d.message_id, d.optional(), d.dl_source, d.hops, dump_props(props),
-                         d.body, d.body_type))  # fmt: skip
+                         d.body, d.body_type, d.amqp))  # fmt: skip
     db.executemany(_INSERT, rows)
 
 
@@ -193,7 +193,8 @@ def insert_outbound(
             oversized.append(d)
             continue
         body = m.body if type(m.body) is bytes else bytes(m.body)
-        if m.time_to_live_s is None and m.scheduled_enqueue_time is None:
+        # Messages with extra AMQP sections take the general statement: the bulk ones stay lean.
+        if m.time_to_live_s is None and m.scheduled_enqueue_time is None and m.amqp is None:
             if plain:
                 slim.append((eid, seq, message_id, default.ttl_ms, now, default.expires_ms, props_text, body,
                              m.body_type))  # fmt: skip
@@ -207,7 +208,8 @@ def insert_outbound(
         ttl = None if m.time_to_live_s is None else ttl_ms(m.time_to_live_s)
         sched = None if m.scheduled_enqueue_time is None else to_epoch_ms(m.scheduled_enqueue_time)
         p = placement(ceiling, ttl, sched, now)
-        full.append(_row(eid, Queue.MAIN, seq, p, message_id, optional, None, 0, props_text, body, m.body_type))
+        full.append(_row(eid, Queue.MAIN, seq, p, message_id, optional, None, 0, props_text, body, m.body_type,
+                         m.amqp))  # fmt: skip
     if slim:
         db.executemany(_INSERT_SLIM, slim)
     for shape, rows in shaped.items():

@@ -167,6 +167,7 @@ class Draft:
     dl_source: str | None = None
     seq: int | None = None  # set when a topic assigned it
     enqueued_ms: int | None = None  # a materialised scheduled message: its scheduled time
+    amqp: bytes | None = None  # OutboundMessage.amqp, carried along untouched
 
     def optional(self) -> OptionalProps:
         """The optional properties, in the store's column order (session_id ... partition_key)."""
@@ -180,7 +181,7 @@ class Draft:
     def copy(self, **changes: Any) -> Draft:
         """A copy with its own application properties (dataclasses.replace is slow on a hot path)."""
         d = Draft(self.body, self.message_id, *self.optional(), self.ttl_ms, self.scheduled_ms, dict(self.props),
-                  self.body_type, self.hops, self.dl_source, self.seq, self.enqueued_ms)  # fmt: skip
+                  self.body_type, self.hops, self.dl_source, self.seq, self.enqueued_ms, self.amqp)  # fmt: skip
         for k, v in changes.items():
             setattr(d, k, v)
         return d
@@ -192,7 +193,7 @@ class Draft:
         sched = None if m.scheduled_enqueue_time is None else to_epoch_ms(m.scheduled_enqueue_time)
         mid = m.message_id if m.message_id is not None else (message_id or new_message_id())
         return Draft(bytes(m.body), mid, *outbound_optional(m), ttl, sched, dict(m.application_properties),
-                     m.body_type)  # fmt: skip
+                     m.body_type, amqp=m.amqp)  # fmt: skip
 
     def system(self) -> dict[str, Any]:
         """System properties by their SQL filter names."""

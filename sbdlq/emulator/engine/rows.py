@@ -45,6 +45,7 @@ class MessageRow(NamedTuple):
     props: str | None
     body: bytes
     body_type: str
+    amqp: bytes | None
 
 
 MESSAGE_COLUMNS = ", ".join(MessageRow._fields)
@@ -84,7 +85,7 @@ def to_message(r: MessageRow, *, delivered: bool = False) -> Message:
     # One unpack into named locals: the hot peek and receive paths, where it's the fastest read.
     (_id, seq, state, message_id, session_id, correlation_id, subject, content_type, reply_to, reply_to_session_id,
      to, partition_key, ttl, enqueued, expires, scheduled, delivery_count, _token, _until, dl_source, _hops, props,
-     body, body_type) = r  # fmt: skip
+     body, body_type, amqp) = r  # fmt: skip
     return Message(
         sequence_number=seq,
         body=body if type(body) is bytes else bytes(body),
@@ -110,6 +111,7 @@ def to_message(r: MessageRow, *, delivered: bool = False) -> Message:
         lock_token=None,
         locked_until=None,
         body_type=body_type,
+        amqp=amqp,
     )
 
 
@@ -133,6 +135,7 @@ def to_draft(r: MessageRow) -> Draft:
         hops=r.hops,
         dl_source=r.dl_source,
         seq=r.seq,
+        amqp=r.amqp,
     )
 
 
