@@ -39,6 +39,7 @@ COPIED_FIELDS = (
     "session_id",
     "partition_key",
     "time_to_live_s",
+    "amqp",  # the emulator listener's kept sections (typed properties ...); None elsewhere
 )
 
 

@@ -152,3 +152,36 @@ def test_a_failed_call_leaves_the_store_as_it_was(tmp_path: Path) -> None:
             engine.send("q", [OutboundMessage(body=b"ok"), OutboundMessage(body=b"bad", time_to_live_s=-1)])
         assert engine.counts("q").active == 0
         assert engine.send("q", [OutboundMessage(body=b"ok")]) == [1]  # the numbers were not used up
+
+
+def test_a_version_3_store_gains_the_amqp_column(tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
+    with Engine(path) as engine:
+        engine.create_queue("q")
+        engine.send("q", [OutboundMessage(body=b"old")])
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE message DROP COLUMN amqp")
+    conn.execute("PRAGMA user_version=3")
+    conn.commit()
+    conn.close()
+    with Engine(path) as engine:
+        engine.send("q", [OutboundMessage(body=b"new", amqp=b"\x00Sx\xc1\x01\x00")])
+        old, new = engine.peek(A("q"), 0, 2)
+        assert (old.body, old.amqp) == (b"old", None)
+        assert (new.body, new.amqp) == (b"new", b"\x00Sx\xc1\x01\x00")
+        assert engine.store.conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
+
+
+def test_kept_amqp_sections_follow_the_message_everywhere(tmp_path: Path) -> None:
+    blob = b"\x00Sx\xc1\x01\x00"  # an empty footer: opaque to the engine
+    with Engine(tmp_path / "kept.db") as engine:
+        engine.create_queue("dest")
+        engine.create_topic("t")
+        engine.create_subscription("t", "s", forward_to="dest")
+        engine.create_subscription("t", "plain")
+        engine.send("t", [OutboundMessage(body=b"b", amqp=blob)])
+        assert engine.peek(A("t/Subscriptions/plain"), 0, 1)[0].amqp == blob
+        (forwarded,) = engine.receive(A("dest"), 1)
+        assert forwarded.amqp == blob
+        engine.dead_letter(A("dest"), [forwarded.lock_token or ""], reason="r")
+        assert engine.peek(A("dest/$DeadLetterQueue"), 0, 1)[0].amqp == blob
