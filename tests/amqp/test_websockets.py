@@ -9,6 +9,7 @@ sbdlq, for an emulator target) use it to reach `emulator serve`'s HTTP port.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -19,7 +20,12 @@ from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue, TransportTyp
 from azure.servicebus.aio import ServiceBusClient as AsyncClient
 
 # The SDK passes aiohttp `ssl=None` for ws:// (its emulator path); aiohttp 3.10+ deprecates that.
-pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:DeprecationWarning")
+# With a proxy it passes aiohttp BasicAuth/proxy_auth, which aiohttp 3.13 deprecates.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:ssl=None is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:BasicAuth is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:The 'proxy_auth' parameter is deprecated:DeprecationWarning"),
+]
 
 
 def _ws_kwargs(emulator: Any, **extra: Any) -> dict[str, Any]:
@@ -102,3 +108,53 @@ def test_sync_sdk_over_websockets(emulator: Any, proxy: Any, through_proxy: bool
         assert {(s.method, s.target) for s in proxy.seen} == {("CONNECT", f"127.0.0.1:{emulator.http_port}")}
     else:
         assert proxy.seen == []
+
+
+# ---------------------------------------------------------------- the sbdlq CLI over WebSockets
+
+
+def _dead_lettered(emulator: Any, *bodies: str) -> str:
+    """A fresh queue whose DLQ holds bodies (reason `Bad`)."""
+    from sbdlq.models import OutboundMessage
+    from sbdlq.paths import Address, parse_entity
+
+    q = emulator.queue()
+    main = Address(parse_entity(q))
+    emulator.engine.send(q, [OutboundMessage(body=b.encode(), message_id=b) for b in bodies])
+    got = emulator.engine.receive(main, len(bodies))
+    assert emulator.engine.dead_letter(main, [m.lock_token for m in got], "Bad", "it broke") == []
+    return q
+
+
+def test_cli_peek_over_websockets(emulator: Any, cli: Any) -> None:
+    q = _dead_lettered(emulator, "a", "b")
+    env = {"SBDLQ_EMULATOR_HTTP_PORT": str(emulator.http_port), "SBDLQ_TRANSPORT": "websockets"}
+    code, out, err = cli.bare("--connection-string", emulator.conn_str(), "peek", q, "-o", "jsonl", env=env)
+    assert (code, err) == (0, "")
+    assert [json.loads(line)["body"] for line in out.splitlines()] == ["a", "b"]
+
+
+def test_cli_through_a_proxy_never_prints_its_password(emulator: Any, proxy: Any, cli: Any) -> None:
+    q = _dead_lettered(emulator, "via proxy")
+    env = {"SBDLQ_EMULATOR_HTTP_PORT": str(emulator.http_port)}
+    args = ("--connection-string", emulator.conn_str(), "peek", q, "-o", "jsonl", "-v")
+    code, out, err = cli.bare(*args, "--proxy", proxy.url("op", "pr0xy-pass"), env=env)
+    assert code == 0, err
+    assert [json.loads(line)["body"] for line in out.splitlines()] == ["via proxy"]
+    assert f"sbdlq: network: AMQP over WebSockets (443), proxy http://***@127.0.0.1:{proxy.port}\n" in err
+    assert "pr0xy-pass" not in err and "op:" not in err
+    assert ("GET", f"ws://127.0.0.1:{emulator.http_port}/$servicebus/websocket") in {
+        (s.method, s.target) for s in proxy.seen
+    }
+
+
+def test_cli_wrong_proxy_password_is_one_line_without_it(emulator: Any, proxy: Any, cli: Any) -> None:
+    q = emulator.queue()
+    env = {"SBDLQ_EMULATOR_HTTP_PORT": str(emulator.http_port), "HTTPS_PROXY": proxy.url("op", "wrong-password")}
+    args = ("--connection-string", emulator.conn_str(), "--transport", "websockets", "--timeout", "3s")
+    code, out, err = cli.bare(*args, "peek", q, env=env)
+    assert (code, out) == (1, "")
+    assert err == (
+        f"sbdlq: {q}: Handler failed: 407, message='Invalid response status', "
+        f"url='ws://127.0.0.1:{emulator.http_port}/$servicebus/websocket'.\n"
+    )
