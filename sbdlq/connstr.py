@@ -158,7 +158,7 @@ _PATTERNS = [
     # The signature inside any SAS token, also URL-encoded (sig%3D).
     re.compile(r"(?P<k>(?<![A-Za-z0-9_])sig(?:=|%3D))(?P<v>" + _TIGHT + ")", re.IGNORECASE),
     # user:password in a URL (an HTTP proxy's, `http://user:pass@host:port`): all of the userinfo.
-    re.compile(r"(?P<k>[A-Za-z][A-Za-z0-9+.-]*://)(?P<v>[^/\s@'\"]+)(?=@)"),
+    re.compile(r"(?P<k>[A-Za-z][A-Za-z0-9+.-]*://)(?P<v>[^/\s@'\"\[\]]+)(?=@)"),
     # password='...' in a repr (aiohttp's BasicAuth for the proxy).
     re.compile(r"(?P<k>\bpassword\b['\"]?\s*[:=]\s*['\"]?)(?P<v>" + _TIGHT + ")", re.IGNORECASE),
 ]
