@@ -22,8 +22,8 @@ from sbdlq.backends.servicebus.config import (
     ADMIN_EMULATOR_PORT,
     SOCKET_TIMEOUT_S,
     amqp_client_kwargs,
-    emulator_admin_port,
     amqp_network_kwargs,
+    emulator_admin_port,
     normalize_namespace,
     sdk_connection_string,
 )
