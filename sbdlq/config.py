@@ -22,7 +22,7 @@ from sbdlq.errors import BadInput
 # Target keys in the order a profile is read; a profile sets at most one of them.
 TARGET_KEYS = ("connection_string", "connection_string_env", "namespace", "emulator")
 # Per-profile defaults for command options.
-OPTION_KEYS = ("output", "timeout", "concurrency", "batch_size")
+OPTION_KEYS = ("output", "timeout", "concurrency", "batch_size", "transport", "proxy")
 # Targets that come from options and environment variables (a profile adds connection_string_env).
 TARGET_OPTIONS = ("connection_string", "namespace", "emulator")
 TOP_LEVEL_KEYS = ("default_profile", "profiles")
@@ -32,6 +32,8 @@ ENV_VARS = {
     "emulator": "SBDLQ_EMULATOR",
     "profile": "SBDLQ_PROFILE",
     "timeout": "SBDLQ_TIMEOUT",
+    "transport": "SBDLQ_TRANSPORT",
+    "proxy": "HTTPS_PROXY",  # the variable every HTTP client already honours (https_proxy too)
 }
 _OUTPUTS = ("table", "json", "jsonl", "yaml", "tsv")
 
@@ -192,6 +194,16 @@ def _check_profile(p: Path, name: str, values: Any) -> dict[str, Any]:
             if seconds <= 0:
                 raise BadInput(f"{where}.timeout must be positive")
             out[key] = value
+        elif key in ("transport", "proxy"):
+            from sbdlq.network import check_transport, parse_proxy
+
+            if not isinstance(value, str):
+                raise BadInput(f"{where}.{key} must be a string")
+            if key == "transport":
+                out[key] = check_transport(value, f"{where}.transport")
+            else:  # parsed now: a bad URL is named early, and its password registered with redact()
+                parse_proxy(value, f"{where}.proxy")
+                out[key] = value.strip()
         else:  # concurrency, batch_size
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise BadInput(f"{where}.{key} must be a whole number of at least 1")

@@ -157,7 +157,17 @@ _PATTERNS = [
     re.compile(r"(?P<k>\bAuthorization\b['\"]?\s*[:=]\s*['\"]?)(?P<v>" + _LOOSE + ")", re.IGNORECASE),
     # The signature inside any SAS token, also URL-encoded (sig%3D).
     re.compile(r"(?P<k>(?<![A-Za-z0-9_])sig(?:=|%3D))(?P<v>" + _TIGHT + ")", re.IGNORECASE),
+    # user:password in a URL (an HTTP proxy's, `http://user:pass@host:port`): all of the userinfo.
+    re.compile(r"(?P<k>[A-Za-z][A-Za-z0-9+.-]*://)(?P<v>[^/\s@'\"\[\]]+)(?=@)"),
+    # password='...' in a repr (aiohttp's BasicAuth for the proxy).
+    re.compile(r"(?P<k>\bpassword\b['\"]?\s*[:=]\s*['\"]?)(?P<v>" + _TIGHT + ")", re.IGNORECASE),
 ]
+
+
+def remember_secret(secret: str) -> None:
+    """Mask secret verbatim in everything redact() sees from now on (too short ones are left to patterns)."""
+    if len(secret) >= _MIN_KNOWN_SECRET:
+        _KNOWN_SECRETS.add(secret)
 
 
 def redact(text: str) -> str:

@@ -178,7 +178,7 @@ def test_bash_script_completes_commands_options_and_profiles(tmp_path: Path, sto
     env = {"SBDLQ_CONFIG": str(config)}
     assert bash_complete(["sbdlq", "tr"], env) == ["transfer-dlq"]
     assert bash_complete(["sbdlq", "config", ""], env) == ["path", "list", "show"]
-    assert bash_complete(["sbdlq", "--pro"], env) == ["--profile"]
+    assert bash_complete(["sbdlq", "--pro"], env) == ["--profile", "--proxy"]
     assert bash_complete(["sbdlq", "config", "show", ""], env) == ["local", "prod"]
     assert bash_complete(["sbdlq", "config", "show", "p"], env) == ["prod"]
 

@@ -10,6 +10,7 @@ from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.config import Target
 from sbdlq.emulator.clock import emulator_clock
 from sbdlq.errors import BadInput
+from sbdlq.network import Network
 from sbdlq.timeparse import parse_duration
 
 __all__ = ["Backend", "ReceiveMode", "open_backend"]
@@ -22,7 +23,12 @@ def emulator_latency() -> float:
 
 
 def open_backend(
-    target: Target, *, timeout_s: float = 30.0, verbose: Callable[[str], None] | None = None, create: bool = False
+    target: Target,
+    *,
+    timeout_s: float = 30.0,
+    verbose: Callable[[str], None] | None = None,
+    create: bool = False,
+    network: Network | None = None,
 ) -> Backend:
     """The backend for a target; azure is imported only for real namespaces."""
     if target.kind == "emulator":
@@ -53,5 +59,6 @@ def open_backend(
             verbose=verbose,
             # Where `sbdlq emulator serve --http-port` answers, for UseDevelopmentEmulator strings.
             admin_port=int(raw_port) if raw_port else None,
+            network=network,
         )
-    return ServiceBusBackend(namespace=target.value, timeout_s=timeout_s, verbose=verbose)
+    return ServiceBusBackend(namespace=target.value, timeout_s=timeout_s, verbose=verbose, network=network)

@@ -94,6 +94,27 @@ class Settings:
             self.log(f"target: {self._target.describe()}")
         return self._target
 
+    def network(self) -> Any:
+        """The transport and proxy (sbdlq.network.Network): option > env > profile > default.
+
+        An explicit `--proxy` without a transport chosen anywhere means websockets, as the SDK
+        itself decides for a proxy; HTTPS_PROXY alone does not switch (it serves the admin client).
+        """
+        from sbdlq.network import Network, check_transport, parse_proxy
+
+        prof = self.target().profile
+        transport, t_src = self.options.get("transport", Setting(None))
+        proxy, p_src = self.options.get("proxy", Setting(None))
+        t_where = "--transport" if t_src is Source.OPTION else "SBDLQ_TRANSPORT"
+        p_where = "--proxy" if p_src is Source.OPTION else "HTTPS_PROXY"
+        if not transport and prof is not None and prof.option("transport"):
+            transport, t_where = prof.option("transport"), f"profile {prof.name}"
+        if not proxy and prof is not None and prof.option("proxy"):
+            proxy, p_where, p_src = prof.option("proxy"), f"profile {prof.name}", Source.PROFILE
+        if not transport:
+            transport = "websockets" if proxy and p_src in (Source.OPTION, Source.PROFILE) else "amqp"
+        return Network(check_transport(transport, t_where), parse_proxy(proxy, p_where) if proxy else None)
+
     def profile_default(self, key: str) -> Any:
         prof = self.target().profile
         return prof.option(key) if prof else None
@@ -165,7 +186,10 @@ def open_target(s: Settings, *, create: bool = False) -> Any:
         # The SDK logs retries with tracebacks; one line per error is ours to print.
         logging.getLogger("azure").addHandler(logging.NullHandler())
         logging.getLogger("azure").propagate = False
-    backend = open_backend(target, timeout_s=s.timeout_s, verbose=s.log, create=create)
+    network = s.network() if target.kind != "emulator" else None
+    if network is not None:
+        s.log(f"network: {network.describe()}")
+    backend = open_backend(target, timeout_s=s.timeout_s, verbose=s.log, create=create, network=network)
     if backend.description:
         s.log(f"backend: {backend.description}")
     return backend

@@ -157,8 +157,14 @@ def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[
     else:
         rows.append(("output", "table", "default"))
     for key in OPTION_KEYS:
-        if key not in ("output", "timeout") and prof is not None and prof.option(key) is not None:
+        if key not in ("output", "timeout", "transport", "proxy") and prof is not None and prof.option(key) is not None:
             rows.append((key, prof.option(key), f"profile {prof.name}"))
+    for key in ("transport", "proxy"):  # the proxy's user:password masked, like a key
+        given = s.options.get(key, Setting(None))
+        if name is None and given.source in (Source.OPTION, Source.ENV) and given.value:
+            rows.append((key, redact(given.value), _given_by(given, key)))
+        elif prof is not None and prof.option(key) is not None:
+            rows.append((key, redact(str(prof.option(key))), f"profile {prof.name}"))
     return rows
 
 

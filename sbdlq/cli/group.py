@@ -21,7 +21,9 @@ from sbdlq.connstr import redact
 from sbdlq.errors import ExitStatus
 
 # The root's options that may come after the command (not --version, not --help).
-LIFTED = frozenset({"connection_string", "namespace", "emulator", "profile", "timeout", "verbose", "debug"})
+LIFTED = frozenset(
+    {"connection_string", "namespace", "emulator", "profile", "timeout", "transport", "proxy", "verbose", "debug"}
+)
 
 
 def _options_by_name(params: list[click.Parameter]) -> dict[str, click.Parameter]:

@@ -14,7 +14,7 @@ from sbdlq.paths import SubQueue
 TARGET = "Target"
 DIAG = "Diagnostics"
 # The global options that become Settings (value and where it came from).
-GLOBAL_SETTINGS = ("connection_string", "namespace", "emulator", "timeout", "profile")
+GLOBAL_SETTINGS = ("connection_string", "namespace", "emulator", "timeout", "profile", "transport", "proxy")
 
 app = typer.Typer(
     cls=SbdlqGroup,
@@ -59,6 +59,23 @@ def main(
         str | None, _target_option("profile", "A profile from the config file.", autocompletion=complete_profile)
     ] = None,
     timeout: Annotated[str, _target_option("timeout", "Give up on an unreachable broker after this long.")] = "30s",
+    transport: Annotated[
+        str | None,
+        _target_option(
+            "transport", "amqp (port 5671) or websockets (443, proxies).", show_default=False, metavar="amqp|websockets"
+        ),
+    ] = None,
+    proxy: Annotated[
+        str | None,
+        typer.Option(
+            "--proxy",
+            envvar=["HTTPS_PROXY", "https_proxy"],
+            help="HTTP proxy URL for websockets and the admin client (user:password masked).",
+            rich_help_panel=TARGET,
+            show_default=False,
+            metavar="URL",
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More on stderr.", rich_help_panel=DIAG)] = False,
     debug: Annotated[
         bool, typer.Option("--debug", help="Tracebacks on errors (secrets still masked).", rich_help_panel=DIAG)

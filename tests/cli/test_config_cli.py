@@ -539,7 +539,7 @@ BAD_FILES = [
         "unknown-key",
         "profiles:\n  prod:\n    colour: blue\n",
         "profiles.prod: unknown field 'colour' (known: connection_string, connection_string_env, namespace, "
-        "emulator, output, timeout, concurrency, batch_size)",
+        "emulator, output, timeout, concurrency, batch_size, transport, proxy)",
     ),
     (
         # A bare number is seconds (`timeout: 30`); a boolean is no duration.

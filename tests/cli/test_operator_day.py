@@ -87,7 +87,7 @@ def test_global_options_complete_after_the_command(profiles: Path, monkeypatch: 
     import typer
 
     complete = BashComplete(typer.main.get_command(app), {}, "sbdlq", "_SBDLQ_COMPLETE")
-    assert [c.value for c in complete.get_completions(["count", "orders"], "--pro")] == ["--profile"]
+    assert [c.value for c in complete.get_completions(["count", "orders"], "--pro")] == ["--profile", "--proxy"]
     assert [c.value for c in complete.get_completions(["count", "orders", "--profile"], "")] == ["staging", "local"]
     assert "--debug" in [c.value for c in complete.get_completions(["transfer-dlq", "peek", "x"], "--d")]
 

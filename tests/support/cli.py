@@ -29,6 +29,18 @@ SBDLQ_VARS = (
     "SBDLQ_NAMESPACE",
     "SBDLQ_PROFILE",
     "SBDLQ_TIMEOUT",
+    "SBDLQ_TRANSPORT",
+)
+#: Proxy variables sbdlq (--proxy) and the HTTP clients under it honour.
+PROXY_VARS = (
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
 )
 #: Terminal and colour hints that would change what Rich prints.
 TERMINAL_VARS = ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "TERM")
@@ -36,7 +48,7 @@ TERMINAL_VARS = ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE",
 
 def isolated_env(home: Path, *, columns: int = 200, config: Path | None = None) -> dict[str, str | None]:
     """The CLI's environment for a test: nothing of the user's, a fixed width, no colour."""
-    env: dict[str, str | None] = {name: None for name in (*SBDLQ_VARS, *TERMINAL_VARS)}
+    env: dict[str, str | None] = {name: None for name in (*SBDLQ_VARS, *PROXY_VARS, *TERMINAL_VARS)}
     env.update(
         HOME=str(home),
         XDG_CONFIG_HOME=str(home / ".config"),

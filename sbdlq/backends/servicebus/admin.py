@@ -20,6 +20,7 @@ from sbdlq.backends.servicebus.errors import describe, guarded, translate_error
 from sbdlq.connstr import ConnectionInfo, redact
 from sbdlq.errors import AuthError, EntityNotFound, SbdlqError, ServiceUnavailable
 from sbdlq.models import Counts, EntityInfo, SubscriptionRules
+from sbdlq.network import Proxy
 from sbdlq.paths import EntityPath
 
 T = TypeVar("T")
@@ -38,6 +39,7 @@ class AdminSide:
         emulator: bool,
         port: int,
         port_source: str = "",
+        proxy: Proxy | None = None,
         timeout_s: float,
         credential: Callable[[], Any],
         say: Callable[[str], None],
@@ -47,6 +49,7 @@ class AdminSide:
         self._emulator = emulator
         self._port = port
         self._port_source = port_source  # where the emulator's admin port came from, for --verbose
+        self._proxy = proxy
         self._timeout_s = timeout_s
         self._credential = credential  # a sync credential, asked for only with a namespace
         self._say = say
@@ -200,7 +203,9 @@ class AdminSide:
         if self._client is None:
             from azure.servicebus.management import ServiceBusAdministrationClient
 
-            kwargs = admin_client_kwargs(self._timeout_s, emulator=self._emulator, port=self._port)
+            kwargs = admin_client_kwargs(
+                self._timeout_s, emulator=self._emulator, port=self._port, proxy=self._proxy
+            )
             if self._info is not None:
                 self._client = ServiceBusAdministrationClient.from_connection_string(
                     sdk_connection_string(self._info), **kwargs

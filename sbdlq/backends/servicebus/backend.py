@@ -22,6 +22,7 @@ from sbdlq.backends.servicebus.config import (
     ADMIN_EMULATOR_PORT,
     SOCKET_TIMEOUT_S,
     amqp_client_kwargs,
+    amqp_network_kwargs,
     emulator_admin_port,
     normalize_namespace,
     sdk_connection_string,
@@ -45,6 +46,7 @@ from sbdlq.errors import (
     ServiceUnavailable,
 )
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, SubscriptionRules
+from sbdlq.network import Network
 from sbdlq.paths import Address, EntityPath, SubQueue
 
 T = TypeVar("T")
@@ -102,6 +104,7 @@ class ServiceBusBackend(Backend):
         timeout_s: float = 30.0,
         verbose: Callable[[str], None] | None = None,
         admin_port: int | None = None,
+        network: Network | None = None,
     ) -> None:
         if (connection_string is None) == (namespace is None):
             raise BadInput("give exactly one of a connection string or a namespace")
@@ -131,12 +134,15 @@ class ServiceBusBackend(Backend):
         port, port_source = admin_port or ADMIN_EMULATOR_PORT, ""
         if self._emulator and self._info is not None:
             port, port_source = emulator_admin_port(self._info, admin_port)
+        self._network = network
+        self._admin_port = port
         self._admin = AdminSide(
             info=self._info,
             host=self._host,
             emulator=self._emulator,
             port=port,
             port_source=port_source,
+            proxy=network.proxy if network is not None else None,
             timeout_s=self._timeout_s,
             credential=self._sync_credential,
             say=self._say,
@@ -525,6 +531,9 @@ class ServiceBusBackend(Backend):
             from azure.servicebus.aio import ServiceBusClient
 
             kwargs = amqp_client_kwargs(self._timeout_s)
+            kwargs |= amqp_network_kwargs(
+                self._network, emulator=self._emulator, host=self._host, admin_port=self._admin_port
+            )
             if self._info is not None:
                 self._client = ServiceBusClient.from_connection_string(sdk_connection_string(self._info), **kwargs)
             else:

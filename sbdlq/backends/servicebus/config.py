@@ -12,6 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from sbdlq.connstr import ConnectionInfo
 from sbdlq.errors import BadInput
+from sbdlq.network import Network, Proxy
 
 #: the Service Bus emulator serves its management (HTTP, no TLS) API on this port
 ADMIN_EMULATOR_PORT = 5300
@@ -87,10 +88,54 @@ def amqp_client_kwargs(timeout_s: float) -> dict[str, Any]:
     }
 
 
-def admin_client_kwargs(timeout_s: float, *, emulator: bool, port: int = ADMIN_EMULATOR_PORT) -> dict[str, Any]:
-    """Retry policy and transport for the (sync) admin client."""
+def amqp_network_kwargs(network: Network | None, *, emulator: bool, host: str, admin_port: int) -> dict[str, Any]:
+    """The AMQP client's transport_type, http_proxy and (emulator only) custom_endpoint_address."""
+    if network is None or not network.websockets:
+        return {}
+    require_websocket_client()
+    from azure.servicebus import TransportType
+
+    kwargs: dict[str, Any] = {"transport_type": TransportType.AmqpOverWebsocket}
+    if emulator:
+        # The SDK dials port 443 for WebSockets whatever the endpoint says (UseDevelopmentEmulator
+        # only drops TLS); `emulator serve` answers on its HTTP port, named through the SDK's
+        # public custom endpoint.
+        bare = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        kwargs["custom_endpoint_address"] = f"sb://{bare}:{admin_port}"
+    proxy = network.proxy
+    if proxy is not None:
+        kwargs["http_proxy"] = {
+            # The aio SDK hands aiohttp f"{proxy_hostname}:{proxy_port}" as the proxy URL, which
+            # aiohttp refuses without a scheme (azure-servicebus 7.15).
+            "proxy_hostname": f"http://{proxy.host}",
+            "proxy_port": proxy.port,
+            "username": proxy.username,
+            "password": proxy.password,
+        }
+    return kwargs
+
+
+def require_websocket_client() -> None:
+    """BadInput (exit 2) naming the extra when aiohttp, the aio SDK's WebSocket client, is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec("aiohttp") is None:
+        raise BadInput(
+            "--transport websockets needs the aiohttp package",
+            hint="install it with: pip install 'sbdlq[websockets]'",
+        )
+
+
+def admin_client_kwargs(
+    timeout_s: float, *, emulator: bool, port: int = ADMIN_EMULATOR_PORT, proxy: Proxy | None = None
+) -> dict[str, Any]:
+    """Retry policy, transport and proxy for the (sync) admin client."""
     factor = min(0.8, timeout_s / 20)
+    extra: dict[str, Any] = {}
+    if proxy is not None:  # azure-core's ProxyPolicy; without it requests still honours HTTPS_PROXY
+        extra["proxies"] = {"http": proxy.url, "https": proxy.url}
     return {
+        **extra,
         # A local emulator without its management port refuses at once: retrying only delays
         # the fallback to peek.
         "retry_total": 0 if emulator else 2,

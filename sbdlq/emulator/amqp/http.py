@@ -22,7 +22,7 @@ from sbdlq.errors import BadInput, EntityNotFound, SbdlqError, ServiceUnavailabl
 from sbdlq.models import SubscriptionRule
 from sbdlq.paths import parse_entity
 
-from . import atom, sas
+from . import atom, sas, websocket
 from .limits import Limits
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, f"<Error><Code>{status}</Code><Detail>{escape(text)}</Detail></Error>", "application/xml")
 
     def do_GET(self) -> None:
+        if websocket.is_upgrade(self.path, self.headers):  # AMQP over WebSockets (DESIGN §7)
+            host, server = str(self.server.server_address[0]), self.server
+            websocket.serve_upgrade(self, host=host, amqp_port=server.amqp_port, timeout=server.read_timeout)
+            return
         url = urlparse(self.path)
         path = unquote(url.path).strip("/")
         if path == "health":
