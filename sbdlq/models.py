@@ -259,6 +259,8 @@ class RunResult:
     retries: int = 0
     lock_lost: int = 0
     errors: list[str] = field(default_factory=list)
+    #: A dry run with edits: one message and its copy, before and after (see operations/edits.py).
+    example: dict[str, Any] | None = None
 
     @property
     def skipped(self) -> int:
@@ -276,12 +278,15 @@ class RunResult:
 
     def to_json(self) -> dict[str, Any]:
         """The result's JSON shape of DESIGN §4."""
-        return {
+        doc = {
             "selected": self.selected,
             **{name: getattr(self, name) for name in self.JSON_COUNTS},
             "dry_run": self.dry_run,
             "elapsed_s": round(self.elapsed_s, 3),
         }
+        if self.example is not None:
+            doc["example"] = self.example
+        return doc
 
     def summary(self) -> str:
         """The one line a table-format run prints."""

@@ -14,6 +14,7 @@ import typer
 
 from sbdlq.cli.common import Settings, err, handled, note, open_target, output_format, run
 from sbdlq.cli.complete import complete_count_output, complete_destination, complete_entity, complete_group_by
+from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
 from sbdlq.cli.options import OUT, Entity, Output, QueryOpt, SelectionOptions, for_sub_queue, selection_options
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
 from sbdlq.paths import Address, SubQueue, parse_address, parse_entity
@@ -312,6 +313,7 @@ def _reasons_chart(groups: list[Any], by: str) -> None:
 
 
 @selection_options
+@edit_options
 def resubmit(
     ctx: typer.Context,
     sub_queue: SubQueue,
@@ -348,6 +350,7 @@ def resubmit(
             "takes are then dropped by the broker).",
         ),
     ] = False,
+    edits: EditOptions = NO_EDITS,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
     query: QueryOpt = None,
@@ -360,6 +363,7 @@ def resubmit(
         address = _address(entity, sub_queue)
         target = _resubmit_target(address, to)
         sel = selection.compile()
+        copy_edits = edits.compile(keep_dead_letter_properties=keep_dead_letter_properties)
         fmt = output_format(s, output)
         async with open_target(s) as backend:
             with progress(f"resubmit {address}") as bars:
@@ -376,6 +380,7 @@ def resubmit(
                     new_message_id=new_message_id,
                     keep_dead_letter_properties=keep_dead_letter_properties,
                     allow_unverified_routing=allow_unverified_routing,
+                    edits=copy_edits,
                     note=_note,
                     progress=bars,
                 )
@@ -616,6 +621,10 @@ def _write(data: Any, fmt: str, q: Query | None = None) -> None:
 
 def _report(fmt: str, doc: dict[str, Any], summary: str, q: Query | None = None) -> None:
     if fmt == "table" and q is None:
+        if doc.get("example") is not None:
+            from sbdlq.cli.edit_options import example_table
+
+            example_table(doc["example"])
         sys.stdout.write(summary + "\n")
     else:
         _write(doc, fmt, q)

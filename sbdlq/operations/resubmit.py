@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable
 
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput, InvalidOperation, SbdlqError
+from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import (
     DEAD_LETTER_DESCRIPTION,
     DEAD_LETTER_REASON,
@@ -18,9 +18,11 @@ from sbdlq.models import (
     ResubmitResult,
 )
 from sbdlq.operations.browse import iter_messages, queue_word
+from sbdlq.operations.edits import CopyEdits, copy_example
 from sbdlq.operations.move import RateLimiter, retrying
 from sbdlq.operations.routing import RoutingCheck, load_routing
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
+from sbdlq.operations.sending import CopySender, check_target
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
@@ -44,9 +46,14 @@ COPIED_FIELDS = (
 
 
 def make_copy(
-    m: Message, *, source: Address | str, new_message_id: bool = False, keep_dead_letter_properties: bool = False
+    m: Message,
+    *,
+    source: Address | str,
+    new_message_id: bool = False,
+    keep_dead_letter_properties: bool = False,
+    edits: CopyEdits | None = None,
 ) -> OutboundMessage:
-    """A fresh message carrying what DESIGN §4 keeps, minus the dead-letter marks."""
+    """A fresh message carrying what DESIGN §4 keeps, minus the dead-letter marks, then edited."""
     props = dict(m.application_properties)
     if not keep_dead_letter_properties:
         props.pop(DEAD_LETTER_REASON, None)
@@ -55,12 +62,8 @@ def make_copy(
     kept = {name: getattr(m, name) for name in COPIED_FIELDS}
     if new_message_id:
         kept["message_id"] = uuid.uuid4().hex
-    return OutboundMessage(**kept, application_properties=props)
-
-
-# Errors that one message can cause (no session id for a session queue, a bad TTL):
-# retry such a batch one by one. Anything else means the target takes nothing.
-_PER_MESSAGE = (InvalidOperation, BadInput)
+    copy = OutboundMessage(**kept, application_properties=props)
+    return copy if edits is None else edits.apply(copy)
 
 
 async def resubmit(
@@ -77,6 +80,7 @@ async def resubmit(
     new_message_id: bool = False,
     keep_dead_letter_properties: bool = False,
     allow_unverified_routing: bool = False,
+    edits: CopyEdits | None = None,
     note: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
 ) -> ResubmitResult:
@@ -92,6 +96,7 @@ async def resubmit(
         new_message_id=new_message_id,
         keep_dead_letter_properties=keep_dead_letter_properties,
         allow_unverified_routing=allow_unverified_routing,
+        edits=edits,
     )
     return await run.run()
 
@@ -115,6 +120,7 @@ class Resubmit(MovingRun[ResubmitResult]):
         new_message_id: bool,
         keep_dead_letter_properties: bool,
         allow_unverified_routing: bool = False,
+        edits: CopyEdits | None = None,
     ) -> None:
         super().__init__(backend, source, ResubmitResult(dry_run=options.dry_run), options)
         self.target = self.send_target = target
@@ -124,6 +130,15 @@ class Resubmit(MovingRun[ResubmitResult]):
         self.keep_dead_letter_properties = keep_dead_letter_properties
         self.source_path = str(source)  # formatted once: it goes into every copy
         self.allow_unverified_routing = allow_unverified_routing
+        self.edits = edits or CopyEdits()
+        self.sender = CopySender[Message](
+            backend,
+            target,
+            self.stats,
+            self.limiter,
+            copy_of=self.copy_of,
+            name_of=lambda m: f"sequence number {m.sequence_number}",
+        )
         #: The target topic's rules (None: a queue, or rules unread and that allowed).
         self.routing: RoutingCheck | None = None
         #: The subscription the copies must reach: the one a subscription's DLQ belongs to.
@@ -137,20 +152,17 @@ class Resubmit(MovingRun[ResubmitResult]):
             raise BadInput(f"invalid --rate {self.rate}: give a positive number of messages per second")
         source_info = await self.backend.get_entity(self.source.entity)
         target_info = self.target_info = await self.backend.get_entity(self.target)
-        if target_info.kind == "subscription":
-            raise BadInput(f"cannot send to subscription {self.target}: resubmit to its topic with --to TOPIC")
-        if target_info.requires_duplicate_detection and not self.new_message_id:
-            # A copy that keeps its id inside the detection window is accepted and silently dropped
-            # by the broker, and its original would then be completed: the message would be gone.
-            # Neither the SDK nor the protocol reports the drop, so refuse before anything moves.
-            raise BadInput(
-                f"{self.target} has duplicate detection: copies that keep their message id may be dropped by the "
-                "broker while their originals are completed",
-                hint="rerun with --new-message-id",
-            )
+        check_target(target_info, self.target, new_message_id=self.new_message_id)
         if target_info.kind == "topic":
             await self.check_routing()
+        if self.options.dry_run and not self.edits.is_empty:
+            await self.show_example()
         return source_info
+
+    async def show_example(self) -> None:
+        """A dry run with edits shows the first selected message and its edited copy."""
+        async for m in iter_messages(self.backend, self.source, selection=self.selection, limit=1):
+            self.result.example = copy_example(m, self.copy_of(m))
 
     async def check_routing(self) -> None:
         """Read the topic's rules; refuse when copies of a subscription's DLQ would not reach it."""
@@ -201,6 +213,7 @@ class Resubmit(MovingRun[ResubmitResult]):
             source=self.source_path,
             new_message_id=self.new_message_id,
             keep_dead_letter_properties=self.keep_dead_letter_properties,
+            edits=self.edits,
         )
 
     def route(self, chunk: list[Message]) -> tuple[list[Message], list[Message]]:
@@ -247,28 +260,6 @@ class Resubmit(MovingRun[ResubmitResult]):
         # Nothing was deleted for the refused ones: they are released at the end of the run.
         return refused + lost
 
-    async def send(self, chunk: list[Message], *, charged: bool = False) -> list[Message]:
+    async def send(self, chunk: list[Message]) -> list[Message]:
         """Send copies of the chunk; returns the messages whose copy was not accepted."""
-        copies = [self.copy_of(m) for m in chunk]
-        if not charged:
-            await self.limiter.take(len(chunk))
-        stats, target = self.stats, self.target
-        try:
-            await retrying(lambda: self.backend.send(target, copies), stats)
-        except _PER_MESSAGE as exc:
-            if len(chunk) == 1:
-                stats.failed += 1
-                stats.error(f"send to {target} refused sequence number {chunk[0].sequence_number}: {exc.message}")
-                return chunk
-            # A batch is all or nothing: one bad message must not hold back the others.
-            refused: list[Message] = []
-            for m in chunk:
-                # Already counted against --rate when the batch was tried.
-                refused += await self.send([m], charged=True)
-            return refused
-        except SbdlqError as exc:
-            # The target takes nothing (disabled, missing, full, unreachable): stop the run.
-            stats.failed += len(chunk)
-            stats.abort(f"send to {target} failed: {exc.message}")
-            return chunk
-        return []
+        return await self.sender.send(chunk)

@@ -1,0 +1,85 @@
+"""Sending copies to a target, written once for resubmit and replay.
+
+The target checks that refuse a run before anything moves, and the send of one chunk of
+copies: transient errors retried, a batch the broker refuses because of one message retried
+message by message, and any other failure stopping the run (the target takes nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from sbdlq.backends.base import Backend
+from sbdlq.errors import BadInput, InvalidOperation, SbdlqError
+from sbdlq.models import EntityInfo, OutboundMessage
+from sbdlq.operations.move import LoopStats, RateLimiter, retrying
+from sbdlq.paths import EntityPath
+
+T = TypeVar("T")
+
+# Errors that one message can cause (no session id for a session queue, a bad TTL):
+# retry such a batch one by one. Anything else means the target takes nothing.
+PER_MESSAGE = (InvalidOperation, BadInput)
+
+
+def check_target(info: EntityInfo, target: EntityPath, *, new_message_id: bool, command: str = "resubmit") -> None:
+    """Refuse a subscription, and a duplicate-detecting target when copies keep their ids."""
+    if info.kind == "subscription":
+        raise BadInput(f"cannot send to subscription {target}: {command} to its topic with --to TOPIC")
+    if info.requires_duplicate_detection and not new_message_id:
+        # A copy that keeps its id inside the detection window is accepted and silently dropped
+        # by the broker, and its original would then be completed: the message would be gone.
+        # Neither the SDK nor the protocol reports the drop, so refuse before anything moves.
+        raise BadInput(
+            f"{target} has duplicate detection: copies that keep their message id may be dropped by the "
+            + ("broker while their originals are completed" if command == "resubmit" else "broker unseen"),
+            hint="rerun with --new-message-id",
+        )
+
+
+class CopySender(Generic[T]):
+    """Sends the copies of items (DLQ messages, file records) to one target under --rate."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        target: EntityPath,
+        stats: LoopStats,
+        limiter: RateLimiter,
+        *,
+        copy_of: Callable[[T], OutboundMessage],
+        name_of: Callable[[T], str],
+    ) -> None:
+        self.backend = backend
+        self.target = target
+        self.stats = stats
+        self.limiter = limiter
+        self.copy_of = copy_of
+        self.name_of = name_of
+
+    async def send(self, items: list[T], *, charged: bool = False) -> list[T]:
+        """Send copies of the items; returns the items whose copy was not accepted."""
+        copies = [self.copy_of(m) for m in items]
+        if not charged:
+            await self.limiter.take(len(items))
+        stats, target = self.stats, self.target
+        try:
+            await retrying(lambda: self.backend.send(target, copies), stats)
+        except PER_MESSAGE as exc:
+            if len(items) == 1:
+                stats.failed += 1
+                stats.error(f"send to {target} refused {self.name_of(items[0])}: {exc.message}")
+                return items
+            # A batch is all or nothing: one bad message must not hold back the others.
+            refused: list[T] = []
+            for m in items:
+                # Already counted against --rate when the batch was tried.
+                refused += await self.send([m], charged=True)
+            return refused
+        except SbdlqError as exc:
+            # The target takes nothing (disabled, missing, full, unreachable): stop the run.
+            stats.failed += len(items)
+            stats.abort(f"send to {target} failed: {exc.message}")
+            return items
+        return []
