@@ -323,3 +323,19 @@ class PurgeResult(RunResult):
 
     purged: int = 0
     exported: int = 0
+
+
+@dataclass(slots=True)
+class ReplayResult(RunResult):
+    """What a replay run did."""
+
+    VERB: ClassVar[str] = "replayed"
+    DRY_RUN_VERB: ClassVar[str] = "replayed"
+    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("replayed", "failed", "not_matching", "unroutable")
+    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "not_matching", "unroutable", "retries")
+
+    replayed: int = 0
+    #: Records the selection left out (not sent).
+    not_matching: int = 0
+    #: Records whose copy no subscription of the target topic would take: not sent.
+    unroutable: int = 0

@@ -103,6 +103,9 @@ def _build() -> None:
     )
     dlq.register(transfer, SubQueue.TRANSFER_DEAD_LETTER)
     app.add_typer(transfer, name="transfer-dlq")
+    from sbdlq.cli.replay_cmd import replay
+
+    app.command("replay")(replay)
     from sbdlq.cli.config_cmds import app as config_app
     from sbdlq.cli.emulator_cmds import app as emulator_app
     from sbdlq.cli.emulator_entities import register as register_entity_commands

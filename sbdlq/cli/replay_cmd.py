@@ -1,0 +1,126 @@
+"""`sbdlq replay FILE.jsonl --to ENTITY`: send the records of an export or peek file again."""
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sbdlq.cli.common import Settings, err, open_target, output_format, run
+from sbdlq.cli.complete import complete_destination
+from sbdlq.cli.dlq import _note, _query, _report
+from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
+from sbdlq.cli.options import Output, QueryOpt, SelectionOptions, selection_options
+from sbdlq.errors import BadInput, ExitStatus
+from sbdlq.paths import EntityPath, SubQueue, parse_address
+
+NO_SELECTION = SelectionOptions()
+#: Next to the input: `orders.jsonl` → `orders.jsonl.replay-state`.
+STATE_SUFFIX = ".replay-state"
+
+
+@selection_options
+@edit_options
+def replay(
+    ctx: typer.Context,
+    file: Annotated[
+        str,
+        typer.Argument(help="A purge --export or peek -o jsonl file; - reads stdin.", show_default=False),
+    ],
+    to: Annotated[
+        str,
+        typer.Option("--to", help="The queue or topic to send to.", autocompletion=complete_destination),
+    ],
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", help="Records in flight at most.", min=1, metavar="N")
+    ] = 32,
+    rate: Annotated[
+        float | None, typer.Option("--rate", help="At most N messages per second.", min=0.001, metavar="N")
+    ] = None,
+    max_count: Annotated[
+        int | None, typer.Option("--max", help="Replay at most N records.", min=1, metavar="N")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the file and show what would be sent.")] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Skip the lines an interrupted replay of this file already sent.")
+    ] = False,
+    state: Annotated[
+        Path | None,
+        typer.Option("--state", help="Where to record the lines sent (default: FILE.replay-state; stdin: none)."),
+    ] = None,
+    new_message_id: Annotated[bool, typer.Option("--new-message-id", help="Give copies fresh message ids.")] = False,
+    keep_dead_letter_properties: Annotated[
+        bool,
+        typer.Option("--keep-dead-letter-properties", help="Keep DeadLetterReason and description on the copies."),
+    ] = False,
+    allow_unverified_routing: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unverified-routing",
+            help="Replay to a topic even when its subscriptions' rules cannot be read.",
+        ),
+    ] = False,
+    edits: EditOptions = NO_EDITS,
+    selection: SelectionOptions = NO_SELECTION,
+    output: Output = None,
+    query: QueryOpt = None,
+) -> None:
+    """Send the records of an export or peek file to a queue or topic (every line checked first)."""
+    from sbdlq.operations.replay import ReplayOptions
+    from sbdlq.operations.replay import replay as do_replay
+    from sbdlq.operations.stopping import RunInterrupted
+    from sbdlq.render import progress
+
+    q = _query(ctx, query)
+    source = None if file == "-" else Path(file)
+
+    async def work(s: Settings) -> tuple[str, Any, RunInterrupted | None]:
+        fmt = output_format(s, output)
+        target = _target(to)
+        if source is not None and not source.is_file():
+            raise BadInput(f"{file}: no such file")
+        options = ReplayOptions(
+            selection=selection.compile(),
+            max_count=max_count,
+            concurrency=concurrency,
+            rate=rate,
+            dry_run=dry_run,
+            new_message_id=new_message_id,
+            keep_dead_letter_properties=keep_dead_letter_properties,
+            allow_unverified_routing=allow_unverified_routing,
+            edits=edits.compile(keep_dead_letter_properties=keep_dead_letter_properties),
+            state=state or (None if source is None else source.with_name(source.name + STATE_SUFFIX)),
+            resume=resume,
+        )
+        async with open_target(s) as backend:
+            with progress(f"replay {file}") as bars:
+                try:
+                    return fmt, await do_replay(backend, source, target, options, note=_note, progress=bars), None
+                except RunInterrupted as stop:
+                    return fmt, stop.result, stop
+
+    fmt, result, stop = run(ctx, work)
+    _report(fmt, result.to_json(), result.summary(), q)
+    if stop is not None:
+        from sbdlq.cli.common import fail
+
+        fail(stop)
+    _finish(result)
+
+
+def _target(to: str) -> EntityPath:
+    target = parse_address(to)
+    if target.sub_queue is not SubQueue.NONE:
+        raise BadInput(f"--to {to!r}: cannot send to a dead-letter queue")
+    if target.entity.is_subscription:
+        raise BadInput(f"--to {to!r}: cannot send to a subscription; name its topic")
+    return target.entity
+
+
+def _finish(result: Any) -> None:
+    """Exit 1 with one line on stderr when records were not sent."""
+    if result.dry_run or not (result.failed or result.unroutable):
+        return
+    cause = f"{result.errors[0]}; " if result.errors else ""
+    left = result.failed + result.unroutable
+    err(f"sbdlq: {cause}{left} record(s) were not replayed; fix the cause and rerun with --resume to send only those")
+    raise typer.Exit(int(ExitStatus.FAILED))

@@ -1,0 +1,178 @@
+"""The lines of a `purge --export` or `peek -o jsonl` file, read back as Messages.
+
+Both write one Message JSON object per line (DESIGN §4, `Message.to_json`). Reading is strict,
+because replay sends what it reads: a line that is not such an object is a BadInput naming its
+line number. What the JSON shape cannot carry back (the types of times and bytes in
+application properties, which it writes as text) comes back as that text.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from sbdlq.errors import BadInput
+from sbdlq.models import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, Message
+
+_TEXT_FIELDS = (
+    "message_id",
+    "subject",
+    "correlation_id",
+    "content_type",
+    "session_id",
+    "reply_to",
+    "to",
+    "dead_letter_source",
+)
+_EPOCH = datetime.fromtimestamp(0, UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One line of the file: its number (from 1) and the message it holds."""
+
+    line: int
+    message: Message
+
+
+class RecordFile:
+    """A JSONL file, or stdin spooled to a temporary file on the first pass, read line by line."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.name = "stdin" if path is None else str(path)
+        self.spool: IO[bytes] | None = None
+        self.digest = ""
+
+    def first_pass(self) -> Iterator[Record | None]:
+        """Every line as a Record (None for a blank line), checking each; sets `digest` at the end."""
+        sha = hashlib.sha256()
+        if self.path is None:
+            self.spool = tempfile.TemporaryFile(prefix="sbdlq-replay-")  # noqa: SIM115 (closed by close())
+        with self._open() as f:
+            for n, raw in enumerate(f, start=1):
+                sha.update(raw)
+                if self.spool is not None:
+                    self.spool.write(raw)
+                yield self._record(n, raw)
+        self.digest = sha.hexdigest()
+
+    def second_pass(self) -> Iterator[Record | None]:
+        """The same lines again (checked already)."""
+        if self.spool is not None:
+            self.spool.seek(0)
+            for n, raw in enumerate(self.spool, start=1):
+                yield self._record(n, raw)
+            return
+        with self._open() as f:
+            for n, raw in enumerate(f, start=1):
+                yield self._record(n, raw)
+
+    def close(self) -> None:
+        if self.spool is not None:
+            self.spool.close()
+
+    def _open(self) -> IO[bytes]:
+        if self.path is None:
+            return open(sys.stdin.fileno(), "rb", closefd=False)
+        try:
+            return open(self.path, "rb")
+        except OSError as exc:
+            raise BadInput(f"cannot read {self.path}: {exc.strerror or exc}") from None
+
+    def _record(self, n: int, raw: bytes) -> Record | None:
+        if not raw.strip():
+            return None
+        try:
+            return Record(n, message_from_record(json.loads(raw)))
+        except (ValueError, TypeError) as exc:
+            raise BadInput(f"{self.name} line {n}: {_reason(exc)}", hint=_HINT) from None
+
+
+_HINT = "each line must be one message as `purge --export` or `peek -o jsonl` writes it"
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON ({exc.msg} at column {exc.colno})"
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return str(exc)
+
+
+def message_from_record(doc: Any) -> Message:
+    """The Message a record describes; ValueError saying which field is wrong."""
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    seq = doc.get("sequence_number")
+    if type(seq) is not int or seq < 0:
+        raise ValueError("sequence_number: expected a whole number")
+    props = doc.get("application_properties") or {}
+    if not isinstance(props, dict):
+        raise ValueError("application_properties: expected an object")
+    props = dict(props)
+    for key, name in (
+        ("dead_letter_reason", DEAD_LETTER_REASON),
+        ("dead_letter_error_description", DEAD_LETTER_DESCRIPTION),
+    ):
+        if doc.get(key) is not None and name not in props:
+            props[name] = _text(doc, key)
+    ttl = doc.get("time_to_live_s")
+    if ttl is not None and (type(ttl) not in (int, float) or ttl <= 0):
+        raise ValueError("time_to_live_s: expected a positive number")
+    deliveries = doc.get("delivery_count", 0)
+    if type(deliveries) is not int:
+        raise ValueError("delivery_count: expected a whole number")
+    texts: dict[str, Any] = {name: _text(doc, name) for name in _TEXT_FIELDS}
+    return Message(
+        sequence_number=seq,
+        body=_body(doc),
+        enqueued_time=_time(doc, "enqueued_time") or _EPOCH,
+        expires_at=_time(doc, "expires_at"),
+        delivery_count=deliveries,
+        time_to_live_s=None if ttl is None else float(ttl),
+        application_properties=props,
+        **texts,
+    )
+
+
+def _text(doc: dict[str, Any], name: str) -> str | None:
+    value = doc.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{name}: expected a string or null")
+    return value
+
+
+def _body(doc: dict[str, Any]) -> bytes:
+    body = doc.get("body")
+    if not isinstance(body, str):
+        raise ValueError("body: expected a string")
+    encoding = doc.get("body_encoding", "utf-8")
+    if encoding == "utf-8":
+        return body.encode("utf-8")
+    if encoding == "base64":
+        try:
+            return base64.b64decode(body, validate=True)
+        except binascii.Error:
+            raise ValueError("body: not valid base64") from None
+    raise ValueError(f"body_encoding {encoding!r}: expected utf-8 or base64")
+
+
+def _time(doc: dict[str, Any], name: str) -> datetime | None:
+    text = _text(doc, name)
+    if text is None:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{name}: expected an ISO 8601 time") from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value

@@ -1,0 +1,300 @@
+"""Replay: send the records of an export or peek file to an entity, with resubmit's copy rules.
+
+Two passes over the input and never the whole of it in memory: the first checks every line
+(a bad one refuses the run before anything is sent) and counts the selection; the second
+sends copies, at most --concurrency records between reading and the broker's answer. With a
+state file (operations/replay_state.py) each accepted chunk's line numbers are synced before
+the next are counted as done, so a killed replay resumed with --resume sends again at most
+--concurrency lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sbdlq.backends.base import Backend
+from sbdlq.errors import BadInput, SbdlqError
+from sbdlq.models import OutboundMessage, ReplayResult
+from sbdlq.operations.edits import CopyEdits, copy_example
+from sbdlq.operations.move import LoopStats, RateLimiter
+from sbdlq.operations.records import Record, RecordFile
+from sbdlq.operations.replay_state import ReplayState
+from sbdlq.operations.resubmit import make_copy
+from sbdlq.operations.routing import RoutingCheck, load_routing
+from sbdlq.operations.run import Progress
+from sbdlq.operations.sending import CopySender, check_target
+from sbdlq.operations.stopping import RunInterrupted, Stopper
+from sbdlq.paths import EntityPath
+from sbdlq.selection import Selection
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    """What a replay does with the records it reads."""
+
+    selection: Selection = field(default_factory=Selection)
+    max_count: int | None = None
+    concurrency: int = 32
+    rate: float | None = None
+    dry_run: bool = False
+    new_message_id: bool = False
+    keep_dead_letter_properties: bool = False
+    allow_unverified_routing: bool = False
+    edits: CopyEdits = field(default_factory=CopyEdits)
+    #: The sidecar recording accepted lines (None: stdin without --state, not resumable).
+    state: Path | None = None
+    resume: bool = False
+
+
+async def replay(
+    backend: Backend,
+    source: Path | None,
+    target: EntityPath,
+    options: ReplayOptions,
+    *,
+    note: Callable[[str], None] = lambda _: None,
+    progress: Progress | None = None,
+) -> ReplayResult:
+    """Send copies of the selected records of `source` (None: stdin) to `target`."""
+    return await Replay(backend, RecordFile(source), target, options, note, progress).run()
+
+
+class Replay:
+    """One replay run: check the input and the target, then send chunk by chunk."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        records: RecordFile,
+        target: EntityPath,
+        options: ReplayOptions,
+        note: Callable[[str], None],
+        progress: Progress | None,
+    ) -> None:
+        self.backend = backend
+        self.records = records
+        self.target = target
+        self.options = options
+        self.note = note
+        self.progress = progress
+        self.result = ReplayResult(dry_run=options.dry_run)
+        self.stats = LoopStats()
+        self.routing: RoutingCheck | None = None
+        self.done: set[int] = set()
+        self.state: ReplayState | None = None
+        self.source_label = "stdin" if records.path is None else records.path.name
+        self.sender = CopySender[Record](
+            backend,
+            target,
+            self.stats,
+            RateLimiter(options.rate),
+            copy_of=self.copy_of,
+            name_of=lambda r: f"line {r.line}",
+        )
+
+    def copy_of(self, record: Record) -> OutboundMessage:
+        """The copy a record is sent as: resubmit's copy rules, then the edits."""
+        o = self.options
+        return make_copy(
+            record.message,
+            source=self.source_label,
+            new_message_id=o.new_message_id,
+            keep_dead_letter_properties=o.keep_dead_letter_properties,
+            edits=o.edits,
+        )
+
+    async def run(self) -> ReplayResult:
+        """Check, plan, and unless it is a dry run, send; RunInterrupted on SIGINT/SIGTERM."""
+        started = time.monotonic()
+        stopper = Stopper(self.stats.abort)
+        try:
+            with stopper.installed():
+                await self._run(stopper)
+        except asyncio.CancelledError:
+            if stopper.signum is None:
+                raise
+            self.account()
+            raise RunInterrupted(self.result, stopper.signum) from None
+        finally:
+            self.result.elapsed_s = time.monotonic() - started
+            self.records.close()
+            if self.state is not None:
+                self.state.close(finished=self._finished())
+        if stopper.signum is not None:
+            raise RunInterrupted(self.result, stopper.signum)
+        return self.result
+
+    async def _run(self, stopper: Stopper) -> None:
+        o = self.options
+        if o.rate is not None and not (math.isfinite(o.rate) and o.rate > 0):
+            raise BadInput(f"invalid --rate {o.rate}: give a positive number of messages per second")
+        self.check_state()
+        info = await self.backend.get_entity(self.target)
+        check_target(info, self.target, new_message_id=o.new_message_id, command="replay")
+        if info.kind == "topic":
+            self.routing = await load_routing(
+                self.backend, self.target, allow_unverified=o.allow_unverified_routing, note=self.note
+            )
+        first = self.scan()
+        if self.done:
+            self.note(f"note: {len(self.done)} line(s) already replayed by an earlier run are skipped (--resume)")
+        where = f"topic {self.target}" if info.kind == "topic" else str(self.target)
+        self.note(
+            f"plan: replay {self.result.selected} record(s) from {self.records.name} to {where}"
+            + (" (dry run)" if o.dry_run else "")
+        )
+        if o.dry_run:
+            if first is not None and not o.edits.is_empty:
+                self.result.example = copy_example(first.message, self.copy_of(first))
+            return
+        if self.result.selected == 0:
+            return
+        tick = self.progress(self.result.selected) if self.progress else None
+        stopper.moving = True
+        try:
+            await self.send_all(tick)
+        except SbdlqError as exc:
+            self.stats.abort(exc.message)
+        self.account()
+
+    def check_state(self) -> None:
+        """Refuse a leftover state without --resume, and --resume without a state to keep."""
+        o = self.options
+        if o.state is None:
+            if o.resume:
+                raise BadInput("--resume needs --state FILE when the records come from stdin")
+            return
+        if o.state.exists() and not o.resume:
+            raise BadInput(
+                f"{o.state} exists: an earlier replay of this input did not finish",
+                hint="add --resume to send only the lines it did not, or delete the file to replay everything",
+            )
+
+    def open_state(self) -> None:
+        """Open and lock the state once the input is known good (a dry run only reads an existing one)."""
+        path = self.options.state
+        if path is None or (self.options.dry_run and not path.exists()):
+            return
+        self.state = ReplayState(path)
+        self.done = self.state.load(self.records.digest)
+
+    def scan(self) -> Record | None:
+        """Check every line (a bad one refuses the run), count the selection; returns the first selected."""
+        first: Record | None = None
+        for record in self.records.first_pass():
+            if record is None:
+                continue
+            chosen = self.choose(record)
+            if chosen and first is None:
+                first = record
+        self.open_state()
+        if self.done:
+            self.result = ReplayResult(dry_run=self.options.dry_run)
+            first = self._recount()
+        return first
+
+    def _recount(self) -> Record | None:
+        """Count the selection again, now that the lines done before are known (second pass, no I/O risk)."""
+        first: Record | None = None
+        for record in self.records.second_pass():
+            if record is not None and self.choose(record) and first is None:
+                first = record
+        return first
+
+    def choose(self, record: Record) -> bool:
+        """Whether this run sends the record; counts it as selected or not matching."""
+        if record.line in self.done:
+            return False
+        o, r = self.options, self.result
+        if o.max_count is not None and r.selected >= o.max_count:
+            return False
+        if not o.selection.matches(record.message):
+            r.not_matching += 1
+            return False
+        r.selected += 1
+        return True
+
+    def selected_records(self) -> Iterator[Record]:
+        """The records to send, read again from the input, in order."""
+        taken = 0
+        limit = self.result.selected
+        for record in self.records.second_pass():
+            if taken >= limit:
+                return
+            if record is None or record.line in self.done or not self.options.selection.matches(record.message):
+                continue
+            taken += 1
+            yield record
+
+    async def send_all(self, tick: Callable[[int], None] | None) -> None:
+        """Chunks of at most --concurrency records; a chunk is read only when a slot is free."""
+        chunk = max(1, self.options.concurrency)
+        slots = asyncio.Semaphore(1)
+        pending: set[asyncio.Task[None]] = set()
+        records = self.selected_records()
+        try:
+            while self.stats.aborted is None:
+                await slots.acquire()
+                items = list(itertools.islice(records, chunk))
+                if not items or self.stats.aborted is not None:
+                    slots.release()
+                    break
+                task = asyncio.create_task(self.send_chunk(items, slots, tick))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+        finally:
+            # Chunks in flight finish even on Ctrl-C: their lines must reach the state file.
+            if pending:
+                await asyncio.wait(set(pending))
+
+    async def send_chunk(
+        self, items: list[Record], slots: asyncio.Semaphore, tick: Callable[[int], None] | None
+    ) -> None:
+        """Send one chunk; record the lines the broker accepted."""
+        try:
+            going = self.route(items)
+            refused = await self.sender.send(going) if going else []
+            refused_lines = {r.line for r in refused}
+            accepted = [r.line for r in going if r.line not in refused_lines]
+            if self.state is not None:
+                self.state.record(accepted)
+            self.stats.handled += len(accepted)
+        except SbdlqError as exc:
+            self.stats.abort(exc.message)
+        finally:
+            slots.release()
+            if tick:
+                tick(len(items))
+
+    def route(self, items: list[Record]) -> list[Record]:
+        """The records whose copy a subscription of the target topic takes; the rest are kept back."""
+        routing = self.routing
+        if routing is None or routing.takes_all:
+            return items
+        going = [r for r in items if routing.routable(self.copy_of(r))]
+        missed = len(items) - len(going)
+        if missed:
+            self.result.unroutable += missed
+            self.stats.error(f"records no subscription of topic {self.target} would take were not sent")
+        return going
+
+    def account(self) -> None:
+        """Copy what the sends did into the result."""
+        r, stats = self.result, self.stats
+        r.replayed = stats.handled
+        r.failed = stats.failed
+        if stats.aborted is not None:
+            # Not attempted after the stop: not sent, so they count as failed.
+            r.failed = max(stats.failed, r.selected - stats.handled - r.unroutable)
+        r.retries = stats.retries
+        r.errors = stats.errors
+
+    def _finished(self) -> bool:
+        r = self.result
+        return not r.dry_run and r.replayed == r.selected and not (r.failed or r.unroutable or self.stats.aborted)
