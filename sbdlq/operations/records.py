@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,9 +83,9 @@ class RecordFile:
         if self.spool is not None:
             self.spool.close()
 
-    def _open(self) -> IO[bytes]:
+    def _open(self) -> AbstractContextManager[IO[bytes]]:
         if self.path is None:
-            return open(sys.stdin.fileno(), "rb", closefd=False)
+            return contextlib.nullcontext(sys.stdin.buffer)  # not closed: stdin is the process's
         try:
             return open(self.path, "rb")
         except OSError as exc:

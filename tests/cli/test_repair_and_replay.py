@@ -1,0 +1,300 @@
+"""Repair while resubmitting, and replay from a file (issue 15, items 1 and 2): exact output, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import Cli, Seeder
+
+from sbdlq.models import RESUBMITTED_FROM
+
+
+@pytest.fixture
+def orders(seed: Seeder) -> Seeder:
+    """orders' DLQ: m0..m2, subject `old`, tenant=eu, v=1; an empty queue `retry`."""
+    seed.queue("orders")
+    seed.queue("retry")
+    seed.dead_letter("orders", 3, reason="Bad", subject="old", application_properties={"tenant": "eu", "v": 1})
+    return seed
+
+
+# ---------------------------------------------------------------------- repair
+
+
+def test_resubmit_edits_every_copy(cli: Cli, orders: Seeder) -> None:
+    code, out, _err = cli(
+        "resubmit",
+        "orders",
+        "--to",
+        "retry",
+        "--set-property",
+        "tenant=us",
+        "--set-property",
+        "n=42",
+        "--remove-property",
+        "v",
+        "--set-subject",
+        "fixed",
+        "--set-ttl",
+        "1h",
+        "--set-correlation-id",
+        "c-1",
+        "--set-content-type",
+        "application/json",
+    )
+    assert (code, out) == (0, "resubmitted 3 of 3 selected message(s) in 0.00s\n")
+    copies = orders.active("retry")
+    assert [m.message_id for m in copies] == ["m0", "m1", "m2"]
+    first = copies[0]
+    assert (first.subject, first.correlation_id, first.content_type, first.time_to_live_s) == (
+        "fixed",
+        "c-1",
+        "application/json",
+        3600.0,
+    )
+    assert first.application_properties == {"tenant": "us", "n": 42, RESUBMITTED_FROM: "orders/$DeadLetterQueue:1"}
+
+
+def test_resubmit_dry_run_shows_one_example_before_and_after(cli: Cli, orders: Seeder) -> None:
+    code, out, _ = cli(
+        "resubmit", "orders", "--to", "retry", "--dry-run", "--set-property", "tenant=us", "--set-subject", ""
+    )
+    assert code == 0
+    assert out.splitlines() == [
+        "                      example: the copy of sequence number 1                      ",
+        "┏━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓",
+        "┃ field                               ┃ before     ┃ after                       ┃",
+        "┡━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩",
+        '│ subject                             │ "old"      │ (none)                      │',
+        '│ property tenant                     │ "eu"       │ "us"                        │',
+        '│ property DeadLetterReason           │ "Bad"      │ (absent)                    │',
+        '│ property DeadLetterErrorDescription │ "it broke" │ (absent)                    │',
+        '│ property sbdlq-resubmitted-from     │ (absent)   │ "orders/$DeadLetterQueue:1" │',
+        "└─────────────────────────────────────┴────────────┴─────────────────────────────┘",
+        "dry run: 3 message(s) would be resubmitted",
+    ]
+    assert orders.active("retry") == []
+    code, out, _ = cli("resubmit", "orders", "--to", "retry", "--dry-run", "--set-ttl", "PT5M", "-o", "json")
+    example = json.loads(out)["example"]
+    assert example["sequence_number"] == 1
+    assert (example["before"]["time_to_live_s"], example["after"]["time_to_live_s"]) == (None, 300.0)
+    assert example["after"]["application_properties"] == {
+        "tenant": "eu",
+        "v": 1,
+        RESUBMITTED_FROM: "orders/$DeadLetterQueue:1",
+    }
+
+
+def test_a_dry_run_without_edits_shows_no_example(cli: Cli, orders: Seeder) -> None:
+    code, out, _ = cli("resubmit", "orders", "--dry-run", "-o", "json")
+    assert code == 0
+    assert "example" not in json.loads(out)
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--set-property", "bad"], "sbdlq: --set-property 'bad': expected KEY=VALUE"),
+        (
+            ["--remove-property", "DeadLetterReason"],
+            "sbdlq: --remove-property DeadLetterReason: copies drop it anyway (it is kept only with "
+            "--keep-dead-letter-properties)",
+        ),
+        (
+            ["--set-property", "k=1", "--remove-property", "k"],
+            "sbdlq: --set-property k and --remove-property k: give one or the other",
+        ),
+        (
+            ["--set-property", f"{RESUBMITTED_FROM}=x"],
+            f"sbdlq: --set-property {RESUBMITTED_FROM}: sbdlq sets it on every copy (where the copy came from)",
+        ),
+        (
+            ["--set-ttl", "soon"],
+            "sbdlq: invalid --set-ttl 'soon' (use e.g. 250ms, 30s, 5m, 2h, 3d or ISO 8601 like PT1M)",
+        ),
+        (["--set-ttl", "0s"], "sbdlq: invalid --set-ttl '0s': give a positive duration"),
+    ],
+)
+def test_bad_edits_exit_2_with_one_line_before_anything_moves(
+    cli: Cli, orders: Seeder, args: list[str], line: str
+) -> None:
+    code, out, err = cli("resubmit", "orders", *args)
+    assert (code, out, err.splitlines()) == (2, "", [line])
+    assert len(orders.dlq("orders")) == 3
+
+
+def test_removing_a_dead_letter_property_kept_on_purpose_is_allowed(cli: Cli, orders: Seeder) -> None:
+    code, _, _ = cli(
+        "transfer-dlq", "resubmit", "orders", "--keep-dead-letter-properties", "--remove-property", "DeadLetterReason"
+    )
+    assert code == 0  # the transfer DLQ is empty: nothing moves, but the options are accepted
+    code, _, _ = cli(
+        "resubmit", "orders", "--to", "retry", "--keep-dead-letter-properties", "--remove-property", "DeadLetterReason"
+    )
+    assert code == 0
+    assert orders.active("retry")[0].application_properties == {
+        "tenant": "eu",
+        "v": 1,
+        "DeadLetterErrorDescription": "it broke",
+        RESUBMITTED_FROM: "orders/$DeadLetterQueue:1",
+    }
+
+
+def test_the_routing_check_runs_on_the_edited_copy(cli: Cli, seed: Seeder) -> None:
+    from sbdlq.emulator.engine import Rule
+
+    seed.queue("orders")
+    seed.topic("t", "s", rules=[Rule("eu", sql="tenant = 'eu'")])
+    seed.dead_letter("orders", 2, application_properties={"tenant": "us"})
+    code, out, _ = cli("resubmit", "orders", "--to", "t", "-o", "json")
+    assert (code, json.loads(out)["unroutable"]) == (1, 2)
+    code, out, _ = cli("resubmit", "orders", "--to", "t", "--set-property", "tenant=eu", "-o", "json")
+    assert (code, json.loads(out)["resubmitted"]) == (0, 2)
+    assert len(seed.active("t/Subscriptions/s")) == 2
+
+
+# ---------------------------------------------------------------------- replay
+
+
+@pytest.fixture
+def export(cli: Cli, orders: Seeder, tmp_path: Path) -> Path:
+    """orders' three DLQ messages, purged into an export file."""
+    path = tmp_path / "dlq.jsonl"
+    assert cli("purge", "orders", "--yes", "--export", str(path))[0] == 0
+    return path
+
+
+def test_replay_an_export_with_the_copy_rules_and_edits(cli: Cli, orders: Seeder, export: Path) -> None:
+    code, out, err = cli("replay", str(export), "--to", "retry", "--set-subject", "again")
+    assert (code, out, err) == (
+        0,
+        "replayed 3 of 3 selected message(s) in 0.00s\n",
+        f"sbdlq: plan: replay 3 record(s) from {export} to retry\n",
+    )
+    copies = orders.active("retry")
+    assert [(m.message_id, m.body, m.subject) for m in copies] == [
+        ("m0", b"m0", "again"),
+        ("m1", b"m1", "again"),
+        ("m2", b"m2", "again"),
+    ]
+    assert copies[2].application_properties == {"tenant": "eu", "v": 1, RESUBMITTED_FROM: "dlq.jsonl:3"}
+    assert not export.with_name("dlq.jsonl.replay-state").exists()  # finished: no state left behind
+
+
+def test_replay_a_peek_jsonl_file_with_a_selection_as_json(cli: Cli, orders: Seeder, tmp_path: Path) -> None:
+    code, out, _ = cli("peek", "orders", "-o", "jsonl")
+    path = tmp_path / "peek.jsonl"
+    path.write_text(out)
+    code, out, _ = cli("replay", str(path), "--to", "retry", "--sequence", "2-", "--max", "1", "-o", "json")
+    doc = json.loads(out)
+    del doc["elapsed_s"]
+    assert (code, doc) == (
+        0,
+        {"selected": 1, "replayed": 1, "failed": 0, "not_matching": 1, "unroutable": 0, "dry_run": False},
+    )
+    assert [m.message_id for m in orders.active("retry")] == ["m1"]
+
+
+def test_replay_reads_stdin_and_a_base64_body(cli: Cli, orders: Seeder) -> None:
+    line = {"sequence_number": 7, "message_id": "bin", "body": "AAEC", "body_encoding": "base64"}
+    code, out, _ = cli("replay", "-", "--to", "retry", input=json.dumps(line) + "\n\n")
+    assert (code, out) == (0, "replayed 1 of 1 selected message(s) in 0.00s\n")
+    assert orders.active("retry")[0].body == b"\x00\x01\x02"
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        ("not json", "not JSON (Expecting value at column 1)"),
+        ("[1]", "not a JSON object"),
+        ('{"sequence_number": 1}', "body: expected a string"),
+        (
+            '{"sequence_number": 1, "body": "x", "body_encoding": "hex"}',
+            "body_encoding 'hex': expected utf-8 or base64",
+        ),
+        (
+            '{"sequence_number": 1, "body": "x", "enqueued_time": "yesterday"}',
+            "enqueued_time: expected an ISO 8601 time",
+        ),
+    ],
+)
+def test_a_bad_line_refuses_the_whole_replay_naming_its_number(
+    cli: Cli, orders: Seeder, export: Path, bad: str, why: str
+) -> None:
+    with export.open("a") as f:
+        f.write(bad + "\n")
+    code, out, err = cli("replay", str(export), "--to", "retry")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"sbdlq: {export} line 4: {why} (each line must be one message as `purge --export` or `peek -o jsonl` "
+        "writes it)"
+    ]
+    assert orders.active("retry") == []  # validated before anything was sent
+
+
+def test_a_leftover_state_needs_resume(cli: Cli, orders: Seeder, export: Path) -> None:
+    state = export.with_name("dlq.jsonl.replay-state")
+    import hashlib
+
+    digest = hashlib.sha256(export.read_bytes()).hexdigest()
+    state.write_text(f"sbdlq-replay-state 1 sha256={digest}\n1\n2\n")
+    code, _, err = cli("replay", str(export), "--to", "retry")
+    assert (code, err.splitlines()) == (
+        2,
+        [
+            f"sbdlq: {state} exists: an earlier replay of this input did not finish (add --resume to send only the "
+            "lines it did not, or delete the file to replay everything)"
+        ],
+    )
+    code, out, err = cli("replay", str(export), "--to", "retry", "--resume")
+    assert (code, out) == (0, "replayed 1 of 1 selected message(s) in 0.00s\n")
+    assert "2 line(s) already replayed by an earlier run are skipped (--resume)" in err
+    assert [m.message_id for m in orders.active("retry")] == ["m2"]
+    assert not state.exists()
+
+
+def test_resume_refuses_a_state_of_other_content(cli: Cli, orders: Seeder, export: Path) -> None:
+    state = export.with_name("dlq.jsonl.replay-state")
+    state.write_text("sbdlq-replay-state 1 sha256=00\n1\n")
+    code, _, err = cli("replay", str(export), "--to", "retry", "--resume")
+    assert (code, err.splitlines()) == (
+        2,
+        [
+            f"sbdlq: {state} records a replay of different content: the input changed since (delete it to replay "
+            "the whole input again)"
+        ],
+    )
+
+
+def test_resume_from_stdin_needs_a_state_file(cli: Cli, orders: Seeder, export: Path) -> None:
+    code, _, err = cli("replay", "-", "--to", "retry", "--resume", input=export.read_text())
+    assert (code, err.splitlines()) == (2, ["sbdlq: --resume needs --state FILE when the records come from stdin"])
+
+
+def test_replay_refuses_duplicate_detection_and_unroutable_copies(cli: Cli, seed: Seeder, tmp_path: Path) -> None:
+    from sbdlq.emulator.engine import Rule
+
+    seed.queue("dd", requires_duplicate_detection=True)
+    seed.topic("t", "s", rules=[Rule("eu", sql="tenant = 'eu'")])
+    path = tmp_path / "r.jsonl"
+    lines = [{"sequence_number": i, "body": "x", "application_properties": {"tenant": t}} for i, t in enumerate("ab")]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    code, _, err = cli("replay", str(path), "--to", "dd")
+    assert (code, err.splitlines()) == (
+        2,
+        [
+            "sbdlq: dd has duplicate detection: copies that keep their message id may be dropped by the broker "
+            "unseen (rerun with --new-message-id)"
+        ],
+    )
+    code, out, err = cli("replay", str(path), "--to", "t", "--set-property", "tenant=eu", "--max", "1")
+    assert (code, out) == (0, "replayed 1 of 1 selected message(s) in 0.00s\n")
+    code, out, err = cli("replay", str(path), "--to", "t")
+    assert code == 1
+    assert out == "replayed 0 of 2 selected message(s) in 0.00s (2 unroutable)\n"
+    assert err.splitlines()[-1] == (
+        "sbdlq: records no subscription of topic t would take were not sent; 2 record(s) were not replayed; "
+        "fix the cause and rerun with --resume to send only those"
+    )
