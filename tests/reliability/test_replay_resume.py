@@ -1,0 +1,89 @@
+"""kill -9 during `replay` loses nothing and `--resume` resends at most --concurrency lines per kill.
+
+The real `sbdlq replay` runs in a subprocess and is killed at seeded random moments; each run
+after the first adds --resume. Every record must arrive, and each kill may add at most
+--concurrency duplicates (the chunk whose lines had not reached the state file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from sbdlq.emulator.engine import Engine
+from sbdlq.paths import parse_address
+
+pytestmark = pytest.mark.slow
+
+N = 2000
+KILLS = 8
+CONCURRENCY = 8
+
+
+def _run(argv: list[str], store: Path, kill_after: float | None) -> int | None:
+    env = {**os.environ, "SBDLQ_EMULATOR": str(store), "SBDLQ_EMULATOR_LATENCY": "10ms"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbdlq", *argv],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    if kill_after is None:
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr.decode()
+        return proc.returncode
+    try:
+        proc.wait(timeout=kill_after)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        return None
+    return proc.returncode
+
+
+def _arrived(store: Path) -> Counter[str]:
+    eng = Engine(store)
+    seen: Counter[str] = Counter()
+    start = 0
+    while page := eng.peek(parse_address("retry"), start, 1000):
+        seen.update(m.message_id or "" for m in page)
+        start = page[-1].sequence_number + 1
+    eng.close()
+    return seen
+
+
+def test_a_killed_replay_resumes_without_loss_and_with_bounded_duplicates(tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    Engine(store).create_queue("retry")
+    records = tmp_path / "dlq.jsonl"
+    with records.open("w") as f:
+        for i in range(N):
+            f.write(json.dumps({"sequence_number": i + 1, "message_id": f"m-{i}", "body": f"order {i}"}) + "\n")
+    base = ["replay", str(records), "--to", "retry", "--concurrency", str(CONCURRENCY)]
+    rng = random.Random("sbdlq-replay-resume")
+    killed = 0
+    previous_dups = 0
+    for k in range(KILLS):
+        rc = _run(base + (["--resume"] if k else []), store, kill_after=rng.uniform(0.6, 1.2))
+        killed += rc is None
+        dups = sum(_arrived(store).values()) - len(_arrived(store))
+        assert dups - previous_dups <= CONCURRENCY, f"kill {k}: {dups - previous_dups} new duplicates"
+        previous_dups = dups
+        if rc is not None:
+            break
+    assert killed >= 2, "the kill window is wrong: runs were not killed mid-way"
+    if records.with_name("dlq.jsonl.replay-state").exists():
+        _run([*base, "--resume"], store, kill_after=None)
+    arrived = _arrived(store)
+    assert set(arrived) == {f"m-{i}" for i in range(N)}
+    assert sum(arrived.values()) - N <= killed * CONCURRENCY
+    assert not records.with_name("dlq.jsonl.replay-state").exists()
