@@ -331,11 +331,10 @@ class ReplayResult(RunResult):
 
     VERB: ClassVar[str] = "replayed"
     DRY_RUN_VERB: ClassVar[str] = "replayed"
-    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("replayed", "failed", "not_matching", "unroutable")
+    # `skipped` repeats `not_matching`, as in resubmit's JSON, for the same one release.
+    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("replayed", "failed", "not_matching", "skipped", "unroutable")
     SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "not_matching", "unroutable", "retries")
 
     replayed: int = 0
-    #: Records the selection left out (not sent).
-    not_matching: int = 0
     #: Records whose copy no subscription of the target topic would take: not sent.
     unroutable: int = 0

@@ -12,6 +12,7 @@ from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
 from sbdlq.cli.options import Output, QueryOpt, SelectionOptions, selection_options
 from sbdlq.errors import BadInput, ExitStatus
 from sbdlq.paths import EntityPath, SubQueue, parse_address
+from sbdlq.render import Query
 
 NO_SELECTION = SelectionOptions()
 #: Next to the input: `orders.jsonl` → `orders.jsonl.replay-state`.
@@ -98,13 +99,7 @@ def replay(
                 except RunInterrupted as stop:
                     return fmt, stop.result, stop
 
-    fmt, result, stop = run(ctx, work)
-    _report(fmt, result.to_json(), result.summary(), q)
-    if stop is not None:
-        from sbdlq.cli.common import fail
-
-        fail(stop)
-    _finish(result)
+    _finish(*run(ctx, work), q)
 
 
 def _target(to: str) -> EntityPath:
@@ -116,8 +111,13 @@ def _target(to: str) -> EntityPath:
     return target.entity
 
 
-def _finish(result: Any) -> None:
-    """Exit 1 with one line on stderr when records were not sent."""
+def _finish(fmt: str, result: Any, stop: Any, q: Query | None) -> None:
+    """Report; then exit 130/143 when stopped, or 1 with one line on stderr when records were not sent."""
+    _report(fmt, result.to_json(), result.summary(), q)
+    if stop is not None:
+        from sbdlq.cli.common import fail
+
+        fail(stop)
     if result.dry_run or not (result.failed or result.unroutable):
         return
     cause = f"{result.errors[0]}; " if result.errors else ""

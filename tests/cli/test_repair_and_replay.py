@@ -209,7 +209,15 @@ def test_replay_a_peek_jsonl_file_with_a_selection_as_json(cli: Cli, orders: See
     del doc["elapsed_s"]
     assert (code, doc) == (
         0,
-        {"selected": 1, "replayed": 1, "failed": 0, "not_matching": 1, "unroutable": 0, "dry_run": False},
+        {
+            "selected": 1,
+            "replayed": 1,
+            "failed": 0,
+            "not_matching": 1,
+            "skipped": 1,
+            "unroutable": 0,
+            "dry_run": False,
+        },
     )
     assert [m.message_id for m in orders.active("retry")] == ["m1"]
 
