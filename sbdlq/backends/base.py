@@ -64,7 +64,6 @@ class Backend(ABC):
     async def peek(self, address: Address, from_sequence: int, max_count: int) -> list[Message]:
         """Up to max_count messages with sequence number >= from_sequence, without locking."""
 
-    @abstractmethod
     async def receive(
         self,
         address: Address,
@@ -74,6 +73,14 @@ class Backend(ABC):
         max_wait_s: float = 1.0,
     ) -> list[Message]:
         """Up to max_count messages; an empty list when none arrive within max_wait_s."""
+        # The public signature and its defaults are declared here once; backends implement _receive.
+        if max_count <= 0:
+            return []
+        return await self._receive(address, max_count, mode, max_wait_s)
+
+    @abstractmethod
+    async def _receive(self, address: Address, max_count: int, mode: ReceiveMode, max_wait_s: float) -> list[Message]:
+        """receive() with max_count >= 1 and every argument given."""
 
     async def discard(self, address: Address, max_count: int) -> int:
         """Receive-and-delete up to max_count messages without keeping them; how many went."""

@@ -67,14 +67,7 @@ class EmulatorBackend(Backend):
         await self._round_trip()
         return self.engine.peek(address, from_sequence, max_count)
 
-    async def receive(
-        self,
-        address: Address,
-        max_count: int,
-        *,
-        mode: ReceiveMode = ReceiveMode.PEEK_LOCK,
-        max_wait_s: float = 1.0,
-    ) -> list[Message]:
+    async def _receive(self, address: Address, max_count: int, mode: ReceiveMode, max_wait_s: float) -> list[Message]:
         await self._round_trip()
         return self.engine.receive(address, max_count, mode=mode)
 

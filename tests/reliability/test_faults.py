@@ -71,9 +71,7 @@ class FlakyBackend(Backend):
     async def peek(self, address: Address, from_sequence: int, max_count: int) -> list[Message]:
         return await self._call("peek", lambda: self.inner.peek(address, from_sequence, max_count))  # type: ignore[no-any-return]
 
-    async def receive(
-        self, address: Address, max_count: int, *, mode: ReceiveMode = ReceiveMode.PEEK_LOCK, max_wait_s: float = 1.0
-    ) -> list[Message]:
+    async def _receive(self, address: Address, max_count: int, mode: ReceiveMode, max_wait_s: float) -> list[Message]:
         return await self._call(  # type: ignore[no-any-return]
             "receive", lambda: self.inner.receive(address, max_count, mode=mode, max_wait_s=max_wait_s)
         )

@@ -41,9 +41,7 @@ class Spy(Backend):
         self.calls.append("peek")
         return await self.inner.peek(address, from_sequence, max_count)
 
-    async def receive(
-        self, address: Address, max_count: int, *, mode: ReceiveMode = ReceiveMode.PEEK_LOCK, max_wait_s: float = 1.0
-    ) -> list[Message]:
+    async def _receive(self, address: Address, max_count: int, mode: ReceiveMode, max_wait_s: float) -> list[Message]:
         self.calls.append("receive")
         return await self.inner.receive(address, max_count, mode=mode, max_wait_s=max_wait_s)
 

@@ -62,9 +62,7 @@ class Renewer(Backend):
     async def peek(self, address: Address, from_sequence: int, max_count: int) -> list[Message]:
         raise NotImplementedError
 
-    async def receive(
-        self, address: Address, max_count: int, *, mode: ReceiveMode = ReceiveMode.PEEK_LOCK, max_wait_s: float = 1.0
-    ) -> list[Message]:
+    async def _receive(self, address: Address, max_count: int, mode: ReceiveMode, max_wait_s: float) -> list[Message]:
         raise NotImplementedError
 
     async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:

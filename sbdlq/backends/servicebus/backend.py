@@ -235,17 +235,8 @@ class ServiceBusBackend(Backend):
         link.opened = True
         return [from_sdk_message(m, locked=False) for m in found]
 
-    async def receive(
-        self,
-        address: Address,
-        max_count: int,
-        *,
-        mode: ReceiveMode = ReceiveMode.PEEK_LOCK,
-        max_wait_s: float = 1.0,
-    ) -> list[Message]:
+    async def _receive(self, address: Address, max_count: int, mode: ReceiveMode, max_wait_s: float) -> list[Message]:
         """Receive a batch; locked messages are remembered until settled."""
-        if max_count <= 0:
-            return []
         link = await self._live_receiver(address, mode)
         wait = max(0.05, float(max_wait_s))
         # Not under the link's lock: a receive issues no transfer, and renewals must not wait
