@@ -95,20 +95,35 @@ def populate(engine: Engine, *, now: float | None = None, seed: int = 7) -> Demo
     real_now = time.time() if now is None else now
     clock = DemoClock(real_now - HOURS * 3600)
     rng = random.Random(seed)
-    summary = DemoSummary()
+
+    def story() -> None:
+        # Each entity gets its own stretch of the timeline, ending before the real now.
+        _orders(engine, clock, rng)
+        clock.t = real_now - 5.5 * 3600
+        _events(engine, clock, rng)
+        clock.t = real_now - 3600
+        _hops(engine, clock, rng)
+
+    summary = DemoSummary(reset=stage(engine, clock, rng, real_now, story))
+    _summarise(engine, summary)
+    return summary
+
+
+def stage(
+    engine: Engine, clock: DemoClock, rng: random.Random, real_now: float, story: Callable[[], None]
+) -> list[str]:
+    """Recreate the demo entities and play `story` on the demo clock, in one transaction; the names reset.
+
+    Both demos (hand-played and scaled) end the same way: a dozen orders still waiting and a few
+    scheduled for the next hours.
+    """
     saved: Callable[[], float] = engine.clock
     engine.clock = clock
     try:
         with engine.store.write():
-            summary.reset = _reset(engine)
+            reset = _reset(engine)
             _create(engine)
-            # Each entity gets its own stretch of the timeline, ending before the real now.
-            _orders(engine, clock, rng)
-            clock.t = real_now - 5.5 * 3600
-            _events(engine, clock, rng)
-            clock.t = real_now - 3600
-            _hops(engine, clock, rng)
-            # Orders still waiting at the end, and a few scheduled for the next hours.
+            story()
             clock.t = real_now - 60
             engine.send(ORDERS, [_order_message(rng, clock) for _ in range(12)])
             engine.send(
@@ -120,8 +135,7 @@ def populate(engine: Engine, *, now: float | None = None, seed: int = 7) -> Demo
             )
     finally:
         engine.clock = saved
-    _summarise(engine, summary)
-    return summary
+    return reset
 
 
 def _reset(engine: Engine) -> list[str]:

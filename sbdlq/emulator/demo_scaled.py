@@ -30,10 +30,8 @@ from sbdlq.emulator.demo import (
     TTL_S,
     DemoClock,
     DemoSummary,
-    _create,
     _order_message,
-    _reset,
-    _utc,
+    stage,
 )
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
@@ -100,27 +98,13 @@ def populate_scaled(engine: Engine, messages: int, *, now: float | None = None, 
     batches = sum(-(-n // BATCH) for n in mix.values()) or 1
     timeline = _Timeline(clock, (HOURS * 3600 - 3 * LATE_S) / batches)
     rng = random.Random(seed)
-    summary = DemoSummary()
-    saved = engine.clock
-    engine.clock = clock
-    try:
-        with engine.store.write():
-            summary.reset = _reset(engine)
-            _create(engine)
-            _orders(engine, mix, rng, timeline)
-            _events(engine, mix, rng, timeline)
-            _chunked_send(engine, HOPS[0], _transfers(rng, mix[(TRANSFER, "MaxTransferHopCountExceeded")]), timeline)
-            clock.t = real_now - 60
-            engine.send(ORDERS, [_order_message(rng, clock) for _ in range(12)])
-            engine.send(
-                ORDERS,
-                [
-                    _order_message(rng, clock, scheduled=_utc(real_now + 3600 * (i + 1)), subject="order.reminder")
-                    for i in range(3)
-                ],
-            )
-    finally:
-        engine.clock = saved
+
+    def story() -> None:
+        _orders(engine, mix, rng, timeline)
+        _events(engine, mix, rng, timeline)
+        _chunked_send(engine, HOPS[0], _transfers(rng, mix[(TRANSFER, "MaxTransferHopCountExceeded")]), timeline)
+
+    summary = DemoSummary(reset=stage(engine, clock, rng, real_now, story))
     _summarise(engine, summary, mix)
     return summary
 
