@@ -26,6 +26,12 @@ class SbdlqError(Exception):
 
     exit_status: ExitStatus = ExitStatus.FAILED
 
+    def __init_subclass__(cls, exit_status: ExitStatus | None = None, **kwargs: object) -> None:
+        # A family's exit status is named in its class line; subclasses inherit it.
+        super().__init_subclass__(**kwargs)
+        if exit_status is not None:
+            cls.exit_status = exit_status
+
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
@@ -36,40 +42,28 @@ class SbdlqError(Exception):
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
 
-class OperationFailed(SbdlqError):
+class OperationFailed(SbdlqError, exit_status=ExitStatus.FAILED):
     """Some of the work could not be done (exit 1)."""
 
-    exit_status = ExitStatus.FAILED
 
-
-class BadInput(SbdlqError):
+class BadInput(SbdlqError, exit_status=ExitStatus.USAGE):
     """Usage errors and invalid values (exit 2)."""
 
-    exit_status = ExitStatus.USAGE
 
-
-class ThresholdExceeded(SbdlqError):
+class ThresholdExceeded(SbdlqError, exit_status=ExitStatus.THRESHOLD):
     """`count --fail-above` tripped (exit 3)."""
 
-    exit_status = ExitStatus.THRESHOLD
 
-
-class EntityNotFound(SbdlqError):
+class EntityNotFound(SbdlqError, exit_status=ExitStatus.NOT_FOUND):
     """The queue, topic or subscription does not exist (exit 4)."""
 
-    exit_status = ExitStatus.NOT_FOUND
 
-
-class AuthError(SbdlqError):
+class AuthError(SbdlqError, exit_status=ExitStatus.AUTH):
     """Authentication or authorization was refused (exit 5)."""
 
-    exit_status = ExitStatus.AUTH
 
-
-class ServiceUnavailable(SbdlqError):
+class ServiceUnavailable(SbdlqError, exit_status=ExitStatus.UNAVAILABLE):
     """The broker could not be reached after retries (exit 6)."""
-
-    exit_status = ExitStatus.UNAVAILABLE
 
 
 class TransientError(ServiceUnavailable):

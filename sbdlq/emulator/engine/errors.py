@@ -6,6 +6,8 @@ InvalidOperation, ...), so the exit statuses and AMQP conditions stay what they 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from sbdlq.errors import (
     BadInput,
     EntityDisabled,
@@ -14,44 +16,41 @@ from sbdlq.errors import (
     LockLost,
     MessageNotFound,
     QuotaExceeded,
+    SbdlqError,
     TransientError,
 )
 
 
-class EntityMissing(EntityNotFound):
-    """No entity at that path."""
+class Refusal(SbdlqError):
+    """A refusal whose whole message is its class's `wording`, filled in from the arguments, in order."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(self.text(path))
+    wording: ClassVar[str]
 
-    @staticmethod
-    def text(path: str) -> str:
-        """The wording, also the description of a forward that found no destination."""
-        return f"The messaging entity '{path}' could not be found."
+    def __init__(self, *subjects: object) -> None:
+        super().__init__(self.text(*subjects))
 
-
-class EntityIsDisabled(EntityDisabled):
-    """The entity refuses sends while disabled."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(self.text(path))
-
-    @staticmethod
-    def text(path: str) -> str:
-        """The wording, also the description of a forward to a disabled destination."""
-        return f"Messaging entity '{path}' is currently disabled."
+    @classmethod
+    def text(cls, *subjects: object) -> str:
+        """The wording alone: also the description of a forward the same rule refused."""
+        return cls.wording.format(*subjects)
 
 
-class EntityFull(QuotaExceeded):
-    """A queue at its MaxSize."""
+class EntityMissing(Refusal, EntityNotFound):
+    """No entity at that path (the wording is also a forward's that found no destination)."""
 
-    def __init__(self, path: str, max_size: int) -> None:
-        super().__init__(self.text(path, max_size))
+    wording = "The messaging entity '{}' could not be found."
 
-    @staticmethod
-    def text(path: str, max_size: int) -> str:
-        """The wording, also the description of a forward to a full destination."""
-        return f"The messaging entity '{path}' is full ({max_size} messages)."
+
+class EntityIsDisabled(Refusal, EntityDisabled):
+    """The entity refuses sends while disabled (the wording is also a forward's to it)."""
+
+    wording = "Messaging entity '{}' is currently disabled."
+
+
+class EntityFull(Refusal, QuotaExceeded):
+    """A queue at its MaxSize (the wording is also a forward's to it)."""
+
+    wording = "The messaging entity '{}' is full ({} messages)."  # (path, max_size)
 
 
 class MessageTooLarge(InvalidOperation):
@@ -68,108 +67,92 @@ class MessageTooLarge(InvalidOperation):
         )
 
 
-class EntityExists(InvalidOperation):
+class EntityExists(Refusal, InvalidOperation):
     """Creating an entity that exists, without exist_ok."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(f"The messaging entity '{path}' already exists.")
+    wording = "The messaging entity '{}' already exists."
 
 
-class SendToSubscription(InvalidOperation):
+class SendToSubscription(Refusal, InvalidOperation):
     """Subscriptions are fed by their topic only."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(f"Cannot send to subscription '{path}': send to its topic.")
+    wording = "Cannot send to subscription '{}': send to its topic."
 
 
-class SessionIdMissing(InvalidOperation):
+class SessionIdMissing(Refusal, InvalidOperation):
     """A message without a session id sent to a session-enabled queue."""
 
-    def __init__(self) -> None:
-        super().__init__(
-            "The SessionId was not set on a message, and it cannot be sent to the entity. "
-            "Entities that have session support enabled can only receive messages that have "
-            "the SessionId set to a valid value."
-        )
+    wording = (
+        "The SessionId was not set on a message, and it cannot be sent to the entity. "
+        "Entities that have session support enabled can only receive messages that have "
+        "the SessionId set to a valid value."
+    )
 
 
-class AlreadyDeadLettered(InvalidOperation):
+class AlreadyDeadLettered(Refusal, InvalidOperation):
     """Dead-lettering from a dead-letter queue."""
 
-    def __init__(self) -> None:
-        super().__init__("Cannot dead-letter a message that is already in a dead-letter queue.")
+    wording = "Cannot dead-letter a message that is already in a dead-letter queue."
 
 
-class NotDeferred(MessageNotFound):
+class NotDeferred(Refusal, MessageNotFound):
     """receive_deferred named a message that isn't deferred here."""
 
-    def __init__(self, seq: int) -> None:
-        super().__init__(f"Failed to lock one or more specified messages: {seq} is not deferred.")
+    wording = "Failed to lock one or more specified messages: {} is not deferred."
 
 
-class DeferredLocked(MessageNotFound):
+class DeferredLocked(Refusal, MessageNotFound):
     """receive_deferred named a deferred message another receiver holds."""
 
-    def __init__(self, seq: int) -> None:
-        super().__init__(f"The deferred message {seq} is locked by another receiver.")
+    wording = "The deferred message {} is locked by another receiver."
 
 
-class NoSessionAvailable(TransientError):
+class NoSessionAvailable(Refusal, TransientError):
     """A session receiver asked for the next session and none has messages."""
 
-    def __init__(self) -> None:
-        super().__init__("No sessions are available.")
+    wording = "No sessions are available."
 
 
-class SessionCannotBeLocked(InvalidOperation):
+class SessionCannotBeLocked(Refusal, InvalidOperation):
     """A receiver asked for a session another receiver holds."""
 
-    def __init__(self, session_id: str) -> None:
-        super().__init__(
-            f"The requested session '{session_id}' cannot be accepted. It may be locked by another receiver."
-        )
+    wording = "The requested session '{}' cannot be accepted. It may be locked by another receiver."
 
 
-class SessionLockLost(LockLost):
+class SessionLockLost(Refusal, LockLost):
     """The session's lock lapsed or another receiver took the session."""
 
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"The session lock has expired on the session '{session_id}'. Accept a new session.")
+    wording = "The session lock has expired on the session '{}'. Accept a new session."
 
 
-class NotATopic(BadInput):
+class NotATopic(Refusal, BadInput):
     """A subscription created under something that isn't a topic."""
 
-    def __init__(self, path: str, kind: str) -> None:
-        super().__init__(f"{path!r} is a {kind}, not a topic")
+    wording = "{!r} is a {}, not a topic"  # (path, kind)
 
 
-class KindMismatch(BadInput):
+class KindMismatch(Refusal, BadInput):
     """exist_ok creation of an entity that exists as another kind."""
 
-    def __init__(self, path: str, existing: str, kind: str) -> None:
-        super().__init__(f"{path!r} already exists as a {existing}, not a {kind}")
+    wording = "{!r} already exists as a {}, not a {}"  # (path, existing kind, wanted kind)
 
 
-class TopicHasNoCounts(BadInput):
+class TopicHasNoCounts(Refusal, BadInput):
     """Counts asked of a topic."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(f"{path!r} is a topic: counts are per subscription")
+    wording = "{!r} is a topic: counts are per subscription"
 
 
-class TopicNotReadable(BadInput):
+class TopicNotReadable(Refusal, BadInput):
     """Receiving or settling on a topic."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(f"{path!r} is a topic: read from one of its subscriptions (TOPIC/Subscriptions/SUB)")
+    wording = "{!r} is a topic: read from one of its subscriptions (TOPIC/Subscriptions/SUB)"
 
 
-class InvalidStatus(BadInput):
+class InvalidStatus(Refusal, BadInput):
     """An entity status other than Active or Disabled."""
 
-    def __init__(self, status: object) -> None:
-        super().__init__(f"invalid status {status!r}: Active or Disabled")
+    wording = "invalid status {!r}: Active or Disabled"
 
 
 class UnknownEntityProperties(BadInput):
@@ -179,18 +162,16 @@ class UnknownEntityProperties(BadInput):
         super().__init__(f"unknown entity properties: {', '.join(sorted(names))}")
 
 
-class MaxDeliveryCountTooLow(BadInput):
+class MaxDeliveryCountTooLow(Refusal, BadInput):
     """MaxDeliveryCount below 1."""
 
-    def __init__(self) -> None:
-        super().__init__("MaxDeliveryCount must be at least 1")
+    wording = "MaxDeliveryCount must be at least 1"
 
 
-class MaxMessageSizeOutOfRange(BadInput):
+class MaxMessageSizeOutOfRange(Refusal, BadInput):
     """MaxMessageSizeInKilobytes outside 1 .. 102400 (Premium's 100 MB)."""
 
-    def __init__(self, value: object, ceiling: int) -> None:
-        super().__init__(f"MaxMessageSizeInKilobytes must be between 1 and {ceiling}, got {value!r}")
+    wording = "MaxMessageSizeInKilobytes must be between 1 and {1}, got {0!r}"  # (value, ceiling)
 
 
 class NotPositive(BadInput):
