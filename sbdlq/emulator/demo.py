@@ -230,6 +230,25 @@ def _orders(engine: Engine, clock: DemoClock, rng: random.Random) -> None:
         clock.t = start + step
 
 
+def _event_message(rng: random.Random, i: int, subject: str, region: str, quantity: int) -> OutboundMessage:
+    """Domain event number i; the amount, tenant and priority are drawn here (in that order)."""
+    amount = round(rng.uniform(20, 900), 2)
+    body = {"eventId": f"EVT-{5000 + i}", "type": subject, "region": region, "amount": amount}
+    return OutboundMessage(
+        body=json.dumps(body).encode(),
+        message_id=f"evt-{5000 + i}",
+        subject=subject,
+        content_type="application/json",
+        application_properties={
+            "tenant": rng.choice(_TENANTS),
+            "region": region,
+            "priority": rng.randint(1, 5),
+            "amount": amount,
+            "quantity": quantity,
+        },
+    )
+
+
 def _events(engine: Engine, clock: DemoClock, rng: random.Random) -> None:
     """Domain events on the topic; none carry a session id, which the session subscription refuses."""
     subjects = ("invoice.issued", "order.created", "order.shipped", "customer.updated")
@@ -238,23 +257,7 @@ def _events(engine: Engine, clock: DemoClock, rng: random.Random) -> None:
         subject = subjects[i % len(subjects)]
         region = rng.choice(_REGIONS)
         quantity = 0 if i % 9 == 1 else rng.randint(1, 5)
-        amount = round(rng.uniform(20, 900), 2)
-        body = {"eventId": f"EVT-{5000 + i}", "type": subject, "region": region, "amount": amount}
-        events.append(
-            OutboundMessage(
-                body=json.dumps(body).encode(),
-                message_id=f"evt-{5000 + i}",
-                subject=subject,
-                content_type="application/json",
-                application_properties={
-                    "tenant": rng.choice(_TENANTS),
-                    "region": region,
-                    "priority": rng.randint(1, 5),
-                    "amount": amount,
-                    "quantity": quantity,
-                },
-            )
-        )
+        events.append(_event_message(rng, i, subject, region, quantity))
     # Spread over the demo's hours, a few at a time.
     for chunk in range(0, len(events), 5):
         engine.send(EVENTS, events[chunk : chunk + 5])

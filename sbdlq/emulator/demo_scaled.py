@@ -30,6 +30,7 @@ from sbdlq.emulator.demo import (
     TTL_S,
     DemoClock,
     DemoSummary,
+    _event_message,
     _order_message,
     stage,
 )
@@ -197,22 +198,7 @@ def _event_stream(rng: random.Random, total: int, invoices: int, zeros: int) -> 
             subject, quantity = "order.created", 0
         else:
             subject, quantity = rng.choice(("order.created", "order.shipped", "customer.updated")), rng.randint(1, 5)
-        region = rng.choice(_REGIONS)
-        amount = round(rng.uniform(20, 900), 2)
-        body = {"eventId": f"EVT-{5000 + i}", "type": subject, "region": region, "amount": amount}
-        yield OutboundMessage(
-            body=json.dumps(body).encode(),
-            message_id=f"evt-{5000 + i}",
-            subject=subject,
-            content_type="application/json",
-            application_properties={
-                "tenant": rng.choice(_TENANTS),
-                "region": region,
-                "priority": rng.randint(1, 5),
-                "amount": amount,
-                "quantity": quantity,
-            },
-        )
+        yield _event_message(rng, i, subject, rng.choice(_REGIONS), quantity)
 
 
 def _transfers(rng: random.Random, n: int) -> Iterator[OutboundMessage]:
