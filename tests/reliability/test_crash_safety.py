@@ -20,10 +20,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support import dead_letter_all, stored_ids
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address
 
 pytestmark = pytest.mark.slow
 
@@ -37,10 +37,8 @@ def _seed_dlq(store: Path) -> None:
     eng = Engine(store)
     eng.create_queue("orders", lock_duration_s=LOCK_S)
     eng.create_queue("retry")
-    eng.send("orders", [OutboundMessage(body=f"order {i}".encode(), message_id=f"m-{i}") for i in range(N)])
-    address = parse_address("orders")
-    got = eng.receive(address, N)
-    eng.dead_letter(address, [m.lock_token for m in got if m.lock_token], "Crash", "test")
+    messages = [OutboundMessage(body=f"order {i}".encode(), message_id=f"m-{i}") for i in range(N)]
+    dead_letter_all(eng, "orders", messages, "Crash", "test")
     eng.close()
 
 
@@ -54,17 +52,7 @@ def _seed_transfer_dlq(store: Path) -> None:
 
 
 def _ids(store: Path, path: str, skew: float) -> list[str]:
-    eng = Engine(store, clock=lambda: time.time() + skew)
-    out: list[str] = []
-    start = 0
-    while True:
-        page = eng.peek(parse_address(path), start, 1000)
-        if not page:
-            break
-        out += [m.message_id or "" for m in page]
-        start = page[-1].sequence_number + 1
-    eng.close()
-    return out
+    return stored_ids(store, path, clock=lambda: time.time() + skew)
 
 
 def _export_ids(path: Path) -> list[str]:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import dead_letter_all, stored_ids
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
@@ -29,19 +30,9 @@ RECORD = b'{"sequence_number": 1, "message_id": "old-1", "body": "x"}\n'
 @pytest.fixture
 def seeded(engine: Engine) -> Engine:
     engine.create_queue("orders")
-    engine.send("orders", [OutboundMessage(body=b"order %d" % i, message_id=f"m-{i}") for i in range(N)])
-    address = parse_address("orders")
-    got = engine.receive(address, N)
-    engine.dead_letter(address, [m.lock_token for m in got if m.lock_token], "Bad", "broken")
+    orders = [OutboundMessage(body=b"order %d" % i, message_id=f"m-{i}") for i in range(N)]
+    dead_letter_all(engine, "orders", orders, "Bad", "broken")
     return engine
-
-
-def _dlq_ids(store: Path) -> list[str]:
-    eng = Engine(store)
-    try:
-        return [m.message_id or "" for m in eng.peek(parse_address("orders/$DeadLetterQueue"), 0, 10_000)]
-    finally:
-        eng.close()
 
 
 def _refused(cli: Cli, target: Path, status: int, phrase: str, *extra: str) -> None:
@@ -52,7 +43,7 @@ def _refused(cli: Cli, target: Path, status: int, phrase: str, *extra: str) -> N
     assert len(lines) == 1 and phrase in lines[0], lines
     assert out == ""
     assert (target.read_bytes() if target.exists() else None) == before
-    assert len(_dlq_ids(cli.store)) == N
+    assert len(stored_ids(cli.store, "orders/$DeadLetterQueue")) == N
 
 
 def test_unterminated_token_file_is_refused_not_cut(seeded: Engine, cli: Cli, tmp_path: Path) -> None:
@@ -142,5 +133,5 @@ def test_two_runs_at_once_lose_nothing(seeded: Engine, store: Path, tmp_path: Pa
     exported = [json.loads(line)["message_id"] for line in path.read_bytes().splitlines()]
     assert path.read_bytes().endswith(b"\n")
     expected = sorted([f"m-{i}" for i in range(N)] + [f"x-{i}" for i in range(200)])
-    assert sorted(exported + _dlq_ids(store)) == expected
+    assert sorted(exported + stored_ids(store, "orders/$DeadLetterQueue")) == expected
     assert len(set(exported)) == len(exported)

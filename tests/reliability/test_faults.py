@@ -15,17 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import Cli, dead_lettered_store
+from support import Cli, dead_lettered_store, stored_ids
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.backends.emulator import EmulatorBackend
-from sbdlq.emulator.engine import Engine
 from sbdlq.errors import TransientError
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
 from sbdlq.operations import move
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
-from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
+from sbdlq.paths import Address, EntityPath, SubQueue
 
 N = 200
 DLQ = Address(EntityPath("orders"), SubQueue.DEAD_LETTER)
@@ -116,10 +115,7 @@ def store(tmp_path: Path) -> Path:
 
 def _ids(store: Path, path: str) -> list[str]:
     # Look past any lock the run may have left behind.
-    eng = Engine(store, clock=lambda: 10**10)
-    ids = [m.message_id or "" for m in eng.peek(parse_address(path), 0, 10 * N)]
-    eng.close()
-    return ids
+    return stored_ids(store, path, clock=lambda: 10**10)
 
 
 @pytest.mark.parametrize("seed", range(6))

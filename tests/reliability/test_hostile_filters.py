@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support import dead_letter_all
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address
 
 BODY = b"a" * 39 + b"!"
 
@@ -27,13 +27,10 @@ def store(tmp_path: Path) -> Path:
     path = tmp_path / "store.db"
     eng = Engine(path)
     eng.create_queue("orders")
-    eng.send(
-        "orders",
-        [OutboundMessage(body=BODY, message_id=f"m-{i}", application_properties={"k": "a" * 40}) for i in range(3)],
-    )
-    address = parse_address("orders")
-    got = eng.receive(address, 3)
-    eng.dead_letter(address, [m.lock_token for m in got if m.lock_token], "Bad", "broken")
+    messages = [
+        OutboundMessage(body=BODY, message_id=f"m-{i}", application_properties={"k": "a" * 40}) for i in range(3)
+    ]
+    dead_letter_all(eng, "orders", messages, "Bad", "broken")
     eng.close()
     return path
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import dead_letter_all, stored_ids
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
@@ -31,20 +32,10 @@ def store(tmp_path: Path) -> Path:
     eng = Engine(path)
     eng.create_queue("orders")
     eng.create_queue("retry")
-    eng.send("orders", [OutboundMessage(body=b"order %d" % i, message_id=f"m-{i}") for i in range(N)])
-    address = parse_address("orders")
-    got = eng.receive(address, N)
-    eng.dead_letter(address, [m.lock_token for m in got if m.lock_token], "Bad", "broken")
+    orders = [OutboundMessage(body=b"order %d" % i, message_id=f"m-{i}") for i in range(N)]
+    dead_letter_all(eng, "orders", orders, "Bad", "broken")
     eng.close()
     return path
-
-
-def _ids(store: Path, path: str) -> list[str]:
-    eng = Engine(store)
-    try:
-        return [m.message_id or "" for m in eng.peek(parse_address(path), 0, 10_000)]
-    finally:
-        eng.close()
 
 
 def _run_and_signal(
@@ -69,7 +60,7 @@ def _run_and_signal(
         done = (
             len(moved.read_bytes().splitlines())
             if isinstance(moved, Path) and moved.exists()
-            else len(_ids(store, moved))
+            else len(stored_ids(store, moved))
             if isinstance(moved, str)
             else 0
         )
@@ -94,7 +85,7 @@ def test_resubmit_stops_cleanly_on_a_signal(store: Path, tmp_path: Path, signum:
     assert f"sbdlq: {said}; messages not yet settled stay in their queue" in err
     summary = re.search(r"resubmitted (\d+) of (\d+) selected", out)
     assert summary, f"no summary: {out!r} {err!r}"
-    left, copies = _ids(store, "orders/$DeadLetterQueue"), _ids(store, "retry")
+    left, copies = stored_ids(store, "orders/$DeadLetterQueue"), stored_ids(store, "retry")
     assert sorted(set(left) | set(copies)) == sorted(f"m-{i}" for i in range(N)), "a message was lost"
     # Chunks in flight finished, so no original is left beside its copy.
     assert not set(left) & set(copies)
@@ -114,6 +105,6 @@ def test_purge_export_stops_cleanly_on_sigterm(store: Path, tmp_path: Path) -> N
     assert "sbdlq: terminated (SIGTERM); messages not yet settled stay in their queue" in err
     doc = json.loads(out)
     exported = [json.loads(line)["message_id"] for line in export.read_bytes().splitlines()]
-    left = _ids(store, "orders/$DeadLetterQueue")
+    left = stored_ids(store, "orders/$DeadLetterQueue")
     assert sorted(exported + left) == sorted(f"m-{i}" for i in range(N))
     assert doc["purged"] == len(exported) == doc["exported"]

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import dead_letter_all, stored_ids
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import OperationFailed
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address
 from tests.conftest import Cli
 
 N = 100
@@ -27,10 +27,8 @@ N = 100
 def seeded(engine: Engine) -> Engine:
     engine.create_queue("orders")
     engine.create_queue("retry")
-    engine.send("orders", [OutboundMessage(body=b"order %d" % i, message_id=f"m-{i}") for i in range(N)])
-    address = parse_address("orders")
-    got = engine.receive(address, N)
-    engine.dead_letter(address, [m.lock_token for m in got if m.lock_token], "Bad", "broken")
+    orders = [OutboundMessage(body=b"order %d" % i, message_id=f"m-{i}") for i in range(N)]
+    dead_letter_all(engine, "orders", orders, "Bad", "broken")
     return engine
 
 
@@ -47,14 +45,6 @@ def _fail_after(monkeypatch: pytest.MonkeyPatch, method: str, good_calls: int) -
     monkeypatch.setattr(Engine, method, flaky)
 
 
-def _ids(store: Path, path: str) -> list[str]:
-    eng = Engine(store)
-    try:
-        return [m.message_id or "" for m in eng.peek(parse_address(path), 0, 10_000)]
-    finally:
-        eng.close()
-
-
 @pytest.mark.parametrize("concurrency", [8, 32])
 @pytest.mark.parametrize("failing", ["complete", "receive"])
 def test_full_store_mid_resubmit_keeps_the_bound_and_an_honest_summary(
@@ -69,7 +59,7 @@ def test_full_store_mid_resubmit_keeps_the_bound_and_an_honest_summary(
     assert "disk full" in err
     summary = re.search(r"resubmitted (\d+) of (\d+) selected", out)
     assert summary, f"no summary on stdout: {out!r} / {err!r}"
-    left, copies = _ids(store, "orders/$DeadLetterQueue"), _ids(store, "retry")
+    left, copies = stored_ids(store, "orders/$DeadLetterQueue"), stored_ids(store, "retry")
     assert sorted(set(left) | set(copies)) == sorted(f"m-{i}" for i in range(N)), "a message was lost"
     duplicates = set(left) & set(copies)
     assert len(duplicates) <= concurrency, f"{len(duplicates)} duplicates, bound {concurrency}"

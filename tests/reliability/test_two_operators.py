@@ -10,10 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from support import dead_lettered_store
-
-from sbdlq.emulator.engine import Engine
-from sbdlq.paths import parse_address
+from support import dead_lettered_store, stored_ids
 
 pytestmark = pytest.mark.slow
 N = 1500
@@ -36,13 +33,6 @@ def _start(store: Path, args: list[str]) -> subprocess.Popen[bytes]:
     )
 
 
-def _ids(store: Path, path: str) -> list[str]:
-    eng = Engine(store)
-    ids = [m.message_id or "" for m in eng.peek(parse_address(path), 0, 10 * N)]
-    eng.close()
-    return ids
-
-
 def test_two_resubmits_move_each_message_once(store: Path) -> None:
     args = ["resubmit", "orders", "--to", "retry", "--batch-size", "50", "-o", "json"]
     a, b = _start(store, args), _start(store, args)
@@ -50,8 +40,8 @@ def test_two_resubmits_move_each_message_once(store: Path) -> None:
     out_b, err_b = b.communicate(timeout=120)
     assert a.returncode == 0, err_a.decode()
     assert b.returncode == 0, err_b.decode()
-    moved = Counter(_ids(store, "retry"))
-    assert _ids(store, "orders/$DeadLetterQueue") == []
+    moved = Counter(stored_ids(store, "retry"))
+    assert stored_ids(store, "orders/$DeadLetterQueue") == []
     assert set(moved) == {f"m-{i}" for i in range(N)}
     assert max(moved.values()) == 1, "a message was resubmitted twice"
     total = json.loads(out_a)["resubmitted"] + json.loads(out_b)["resubmitted"]
@@ -70,4 +60,4 @@ def test_two_purges_with_export_split_the_work(store: Path, tmp_path: Path) -> N
         exported.update(json.loads(line)["message_id"] for line in (tmp_path / name).read_text().splitlines())
     assert set(exported) == {f"m-{i}" for i in range(N)}
     assert max(exported.values()) == 1
-    assert _ids(store, "orders/$DeadLetterQueue") == []
+    assert stored_ids(store, "orders/$DeadLetterQueue") == []

@@ -7,7 +7,7 @@ root conftest); the fixtures over it live in tests/conftest.py.
 from support.cli import Cli, CliResult, isolated_env
 from support.clock import Clock, VirtualTime, run_virtual
 from support.messages import APPLICATION_PROPERTIES, PRODUCER_FIELDS, full_message, producer_fields
-from support.seeding import Seeder, dead_lettered_store, ids
+from support.seeding import Seeder, dead_letter_all, dead_lettered_store, ids, stored_ids
 
 __all__ = [
     "APPLICATION_PROPERTIES",
@@ -17,10 +17,12 @@ __all__ = [
     "Clock",
     "Seeder",
     "VirtualTime",
+    "dead_letter_all",
     "dead_lettered_store",
     "full_message",
     "ids",
     "isolated_env",
     "producer_fields",
     "run_virtual",
+    "stored_ids",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +141,16 @@ class Seeder:
         return sorted(m.message_id for m in got if m.message_id)
 
 
+def dead_letter_all(
+    engine: Engine, entity: str, messages: Sequence[OutboundMessage], reason: str, description: str
+) -> None:
+    """Send `messages` to a queue, then receive them all and dead-letter them with one reason."""
+    engine.send(entity, messages)
+    address = parse_address(entity)
+    got = engine.receive(address, len(messages))
+    engine.dead_letter(address, [m.lock_token for m in got if m.lock_token], reason, description)
+
+
 def dead_lettered_store(
     path: Path, n: int, reason: str, description: str = "test", *, queues: Sequence[str] = ("orders", "retry")
 ) -> Path:
@@ -148,8 +158,21 @@ def dead_lettered_store(
     with Engine(path) as engine:
         for name in queues:
             engine.create_queue(name)
-        engine.send(queues[0], [OutboundMessage(body=b"x", message_id=f"m-{i}") for i in range(n)])
-        address = parse_address(queues[0])
-        got = engine.receive(address, n)
-        engine.dead_letter(address, [m.lock_token for m in got if m.lock_token], reason, description)
+        dead_letter_all(
+            engine, queues[0], [OutboundMessage(body=b"x", message_id=f"m-{i}") for i in range(n)], reason, description
+        )
     return path
+
+
+def stored_ids(store: Path, path: str, *, clock: Callable[[], float] | None = None) -> list[str]:
+    """Every message id at an address of a store file, in order, peeked page by page (`clock`: the broker's)."""
+    engine = Engine(store, clock=clock)
+    out: list[str] = []
+    start = 0
+    try:
+        while page := engine.peek(parse_address(path), start, 1000):
+            out += [m.message_id or "" for m in page]
+            start = page[-1].sequence_number + 1
+    finally:
+        engine.close()
+    return out
