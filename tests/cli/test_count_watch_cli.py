@@ -7,25 +7,15 @@ import json
 import os
 import re
 import signal
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from click.testing import Result
-from support import Cli
 from support import Seeder as Store
 
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.models import Counts
 from sbdlq.paths import EntityPath
-
-
-@pytest.fixture
-def sbdlq(seed: Store, store: Path, tmp_path: Path) -> Callable[..., Result]:
-    """`sbdlq --emulator STORE ARGS...`, off a terminal."""
-    cli = Cli(store, tmp_path, columns=80)
-    return lambda *args: cli.invoke("--emulator", str(store), *args)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,6 @@ from typer.testing import CliRunner
 
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.cli.main import app
-from sbdlq.emulator.engine import Engine
 from sbdlq.models import Message, OutboundMessage
 from sbdlq.paths import Address, EntityPath, SubQueue
 
@@ -35,37 +34,22 @@ T0 = 1_735_689_600.0  # 2025-01-01T00:00:00Z
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    """The store the commands read, seeded on a fixed clock so times in the output are known."""
-    s = Store(Engine(tmp_path / "emulator.db", clock=Clock(T0)), tmp_path / "emulator.db")
-    try:
-        yield s
-    finally:
-        s.engine.close()
+def broker_clock() -> Clock:
+    """A fixed clock, so times in the output are known."""
+    return Clock(T0)
 
 
 @pytest.fixture
-def sbdlq(store: Store, tmp_path: Path) -> Callable[..., Result]:
-    """Run `sbdlq --emulator STORE ARGS...` (80 columns) and return the result."""
-    cli = Cli(store.path, tmp_path, columns=80)
-
-    def invoke(*args: str, input: str | None = None) -> Result:
-        return cli.invoke("--emulator", str(store.path), *args, input=input)
-
-    return invoke
-
-
-@pytest.fixture
-def orders(store: Store) -> Store:
+def orders(seed: Store) -> Store:
     """Queue `orders`: 3 `Timeout` (o0..o2), then 2 `Poison` (p0, p1) in its DLQ; topic t with s1, s2."""
-    store.engine.create_queue("orders")
-    store.engine.create_topic("t")
-    store.engine.create_subscription("t", "s1")
-    store.engine.create_subscription("t", "s2")
-    store.dead_letter("orders", 3, "Timeout", "took too long", prefix="o")
-    store.clock.advance(3600)
-    store.dead_letter("orders", 2, "Poison", "bad json", prefix="p")
-    return store
+    seed.engine.create_queue("orders")
+    seed.engine.create_topic("t")
+    seed.engine.create_subscription("t", "s1")
+    seed.engine.create_subscription("t", "s2")
+    seed.dead_letter("orders", 3, "Timeout", "took too long", prefix="o")
+    seed.clock.advance(3600)
+    seed.dead_letter("orders", 2, "Poison", "bad json", prefix="p")
+    return seed
 
 
 def one_line(result: Result) -> str:
@@ -168,9 +152,9 @@ def test_count_of_an_unknown_entity_exits_4(orders: Store, sbdlq: Any) -> None:
 # ---------------------------------------------------------------- peek
 
 
-def test_peek_json_is_the_message_shape(store: Store, sbdlq: Any) -> None:
-    store.engine.create_queue("q")
-    store.dead_letter("q", [full_message(), OutboundMessage(body=b"\xff\x00", message_id="bin")], "Poison", "bad json")
+def test_peek_json_is_the_message_shape(seed: Store, sbdlq: Any) -> None:
+    seed.engine.create_queue("q")
+    seed.dead_letter("q", [full_message(), OutboundMessage(body=b"\xff\x00", message_id="bin")], "Poison", "bad json")
     r = sbdlq("peek", "q", "-o", "json")
     assert (r.exit_code, r.stderr) == (0, "")
     docs = json.loads(r.stdout)
@@ -224,13 +208,13 @@ def test_peek_table_off_a_terminal_shows_every_column(orders: Store, sbdlq: Any)
     assert r.stderr == "sbdlq: showing the first 2; see more with --from-sequence 3, --max N or --all\n"
 
 
-def test_peek_table_cuts_long_and_hostile_content(store: Store, sbdlq: Any) -> None:
-    store.engine.create_queue("q")
+def test_peek_table_cuts_long_and_hostile_content(seed: Store, sbdlq: Any) -> None:
+    seed.engine.create_queue("q")
     hostile = OutboundMessage(
         body=b"[/x] [bold]not markup[/bold]\x1b[2J\nsecond line " + b"z" * 200,
         message_id="a-message-id-that-is-far-too-long-to-show-in-full",
     )
-    store.dead_letter("q", [hostile], "MaxDeliveryCountExceeded", "Message could not be consumed after 10 attempts.")
+    seed.dead_letter("q", [hostile], "MaxDeliveryCountExceeded", "Message could not be consumed after 10 attempts.")
     r = sbdlq("peek", "q")
     assert (r.exit_code, r.stderr) == (0, "")
     lines = r.stdout.splitlines()
@@ -244,9 +228,9 @@ def test_peek_table_cuts_long_and_hostile_content(store: Store, sbdlq: Any) -> N
     assert "\x1b" not in r.stdout
 
 
-def test_peek_max_all_and_from_sequence(store: Store, sbdlq: Any) -> None:
-    store.engine.create_queue("q")
-    store.dead_letter("q", 600)
+def test_peek_max_all_and_from_sequence(seed: Store, sbdlq: Any) -> None:
+    seed.engine.create_queue("q")
+    seed.dead_letter("q", 600)
     r = sbdlq("peek", "q", "-o", "jsonl")
     assert len(r.stdout.splitlines()) == 20
     r = sbdlq("peek", "q", "-o", "jsonl", "--max", "3", "--from-sequence", "598")
@@ -258,8 +242,8 @@ def test_peek_max_all_and_from_sequence(store: Store, sbdlq: Any) -> None:
     assert [d["sequence_number"] for d in docs] == list(range(1, 601))
 
 
-def test_peek_of_an_empty_dlq(store: Store, sbdlq: Any) -> None:
-    store.engine.create_queue("q")
+def test_peek_of_an_empty_dlq(seed: Store, sbdlq: Any) -> None:
+    seed.engine.create_queue("q")
     assert sbdlq("peek", "q", "-o", "json").stdout == "[]\n"
     assert sbdlq("peek", "q", "-o", "yaml").stdout == "[]\n"
     assert sbdlq("peek", "q", "-o", "jsonl").stdout == ""
@@ -426,25 +410,25 @@ def test_resubmit_dry_run_changes_nothing(orders: Store, sbdlq: Any) -> None:
     assert orders.active("orders") == []
 
 
-def test_selective_resubmit_keeps_properties_and_leaves_the_rest_available(store: Store, sbdlq: Any) -> None:
-    store.engine.create_queue("q")
+def test_selective_resubmit_keeps_properties_and_leaves_the_rest_available(seed: Store, sbdlq: Any) -> None:
+    seed.engine.create_queue("q")
     # No duplicate detection here: a target with it is refused unless --new-message-id
     # (tests/cli/test_resubmit_safety.py), and this copy keeps its id.
-    store.engine.create_queue("retry")
+    seed.engine.create_queue("retry")
     full = full_message()
-    store.dead_letter("q", 2, "Timeout", prefix="a")
-    store.dead_letter("q", [full], "Poison", "bad")
-    store.dead_letter("q", 2, "Timeout", prefix="b")
-    counted = {m.message_id: m.delivery_count for m in store.dlq("q")}
+    seed.dead_letter("q", 2, "Timeout", prefix="a")
+    seed.dead_letter("q", [full], "Poison", "bad")
+    seed.dead_letter("q", 2, "Timeout", prefix="b")
+    counted = {m.message_id: m.delivery_count for m in seed.dlq("q")}
     r = sbdlq(
         "resubmit", "q", "--to", "retry", "--reason", "Poison", "--keep-dead-letter-properties", "--batch-size", "1"
     )
     assert r.exit_code == 0, r.output
     # The emulator gives passed-over messages back without counting a delivery.
-    assert {m.message_id: m.delivery_count for m in store.dlq("q")} == {k: counted[k] for k in ("a0", "a1", "b0", "b1")}
+    assert {m.message_id: m.delivery_count for m in seed.dlq("q")} == {k: counted[k] for k in ("a0", "a1", "b0", "b1")}
     assert elapsed(r.stdout) == "resubmitted 1 of 1 selected message(s) in X.XXs (2 not matching)\n"
     assert r.stderr.splitlines() == ["sbdlq: plan: resubmit 1 message(s) from q/$DeadLetterQueue to retry"]
-    (copy,) = store.active("retry")
+    (copy,) = seed.active("retry")
     assert producer_fields(copy) == producer_fields(full)
     assert copy.application_properties == {
         **APPLICATION_PROPERTIES,
@@ -453,7 +437,7 @@ def test_selective_resubmit_keeps_properties_and_leaves_the_rest_available(store
         "sbdlq-resubmitted-from": "q/$DeadLetterQueue:3",
     }
     # The skipped ones are back in the DLQ, unlocked, the moment the command ends.
-    assert store.available("q") == ["a0", "a1", "b0", "b1"]
+    assert seed.available("q") == ["a0", "a1", "b0", "b1"]
 
 
 def test_resubmit_new_message_id(orders: Store, sbdlq: Any) -> None:
@@ -637,10 +621,10 @@ def test_export_then_purge_loses_nothing(orders: Store, sbdlq: Any, tmp_path: Pa
 
 
 def test_purge_export_failure_deletes_only_what_was_exported(
-    store: Store, sbdlq: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    seed: Store, sbdlq: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store.engine.create_queue("q")
-    store.dead_letter("q", 10)
+    seed.engine.create_queue("q")
+    seed.dead_letter("q", 10)
     out = tmp_path / "dlq.jsonl"
     real_write = os.write
     exports = 0
@@ -665,7 +649,7 @@ def test_purge_export_failure_deletes_only_what_was_exported(
     ]
     exported = [json.loads(line)["message_id"] for line in out.read_text().splitlines()]
     assert exported == ["m0", "m1", "m2", "m3"]
-    assert store.available("q") == sorted(f"m{i}" for i in range(4, 10))
+    assert seed.available("q") == sorted(f"m{i}" for i in range(4, 10))
 
 
 def test_purge_export_to_a_bad_path_exits_2(orders: Store, sbdlq: Any, tmp_path: Path) -> None:
@@ -697,14 +681,14 @@ def test_purge_asks_a_person_with_the_count(orders: Store, sbdlq: Any, monkeypat
 
 
 @pytest.fixture
-def transfer(store: Store) -> Store:
+def transfer(seed: Store) -> Store:
     """Queue fwd forwards to a missing queue: 3 messages in its transfer DLQ, 1 in its DLQ."""
-    store.engine.create_queue("fwd")
-    store.dead_letter("fwd", 1, prefix="d")
-    store.engine.create_queue("fwd", exist_ok=True, forward_to="gone")
-    store.engine.send("fwd", [OutboundMessage(body=f"x{i}".encode(), message_id=f"x{i}") for i in range(3)])
-    store.engine.create_queue("gone")
-    return store
+    seed.engine.create_queue("fwd")
+    seed.dead_letter("fwd", 1, prefix="d")
+    seed.engine.create_queue("fwd", exist_ok=True, forward_to="gone")
+    seed.engine.send("fwd", [OutboundMessage(body=f"x{i}".encode(), message_id=f"x{i}") for i in range(3)])
+    seed.engine.create_queue("gone")
+    return seed
 
 
 def test_transfer_dlq_count_and_fail_above(transfer: Store, sbdlq: Any) -> None:
@@ -743,11 +727,11 @@ def test_transfer_dlq_resubmit_and_purge(transfer: Store, sbdlq: Any) -> None:
 
 
 @pytest.mark.usefixtures("ctrl_c_delivered")
-def test_peek_json_interrupted_is_still_one_document(store: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_peek_json_interrupted_is_still_one_document(seed: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from sbdlq.operations.browse import PAGE
 
-    store.engine.create_queue("q")
-    store.dead_letter("q", PAGE + 50)
+    seed.engine.create_queue("q")
+    seed.dead_letter("q", PAGE + 50)
     real_peek = EmulatorBackend.peek
     pages = 0
 

@@ -3,48 +3,32 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import Result
-from support import Cli, Clock
+from support import Clock
 from support import Seeder as Store
-
-from sbdlq.emulator.engine import Engine
 
 T0 = 1_735_689_600.0  # 2025-01-01T00:00:00Z
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    """Seeded on a fixed clock so times in the output are known."""
-    s = Store(Engine(tmp_path / "emulator.db", clock=Clock(T0)), tmp_path / "emulator.db")
-    try:
-        yield s
-    finally:
-        s.engine.close()
+def broker_clock() -> Clock:
+    """A fixed clock, so times in the output are known."""
+    return Clock(T0)
 
 
 @pytest.fixture
-def sbdlq(store: Store, tmp_path: Path) -> Callable[..., Result]:
-    """`sbdlq --emulator STORE ARGS...`, off a terminal."""
-    cli = Cli(store.path, tmp_path, columns=80)
-    return lambda *args: cli.invoke("--emulator", str(store.path), *args)
-
-
-@pytest.fixture
-def namespace(store: Store) -> Store:
+def namespace(seed: Store) -> Store:
     """orders: 3 Timeout then (an hour later) 1 Poison; t/s1: 2 Poison; t/s2 and idle: empty DLQs."""
-    store.queue("orders")
-    store.queue("idle")
-    store.topic("t", "s1", "s2")
-    store.dead_letter("orders", 3, "Timeout", prefix="o")
-    store.clock.advance(3600)
-    store.dead_letter("orders", 1, "Poison", prefix="p")
-    store.dead_letter("t/Subscriptions/s1", 2, "Poison", prefix="s")
-    return store
+    seed.queue("orders")
+    seed.queue("idle")
+    seed.topic("t", "s1", "s2")
+    seed.dead_letter("orders", 3, "Timeout", prefix="o")
+    seed.clock.advance(3600)
+    seed.dead_letter("orders", 1, "Poison", prefix="p")
+    seed.dead_letter("t/Subscriptions/s1", 2, "Poison", prefix="s")
+    return seed
 
 
 def test_inspect_reason_without_entity_groups_every_dlq(namespace: Store, sbdlq: Any) -> None:
@@ -123,8 +107,8 @@ def test_transfer_dlq_inspect_reason_without_entity(namespace: Store, sbdlq: Any
     ]
 
 
-def test_an_empty_namespace_and_a_bad_by(store: Store, sbdlq: Any) -> None:
-    store.queue("q")
+def test_an_empty_namespace_and_a_bad_by(seed: Store, sbdlq: Any) -> None:
+    seed.queue("q")
     r = sbdlq("inspect-reason", "-o", "json")
     assert (r.exit_code, r.stdout, r.stderr) == (0, "[]\n", "")
     r = sbdlq("inspect-reason", "--by", "colour")
