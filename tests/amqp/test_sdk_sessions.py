@@ -18,22 +18,7 @@ from azure.servicebus.exceptions import (
     SessionCannotBeLockedError,
     SessionLockLostError,
 )
-
-WAIT = 1.0
-
-
-def _texts(messages: list[Any]) -> list[str]:
-    return [b"".join(m.body).decode() for m in messages]
-
-
-def _drain(receiver: Any, expected: int) -> list[Any]:
-    got: list[Any] = []
-    for _ in range(expected + 2):
-        batch = receiver.receive_messages(max_message_count=expected - len(got), max_wait_time=WAIT)
-        got.extend(batch)
-        if len(got) >= expected or not batch:
-            break
-    return got
+from support.sdk import WAIT, bodies, drain
 
 
 def test_a_second_receiver_for_a_held_session_cannot_lock_it(emulator: Any, client: Any) -> None:
@@ -43,7 +28,7 @@ def test_a_second_receiver_for_a_held_session_cannot_lock_it(emulator: Any, clie
         assert first.session.locked_until_utc > datetime.now(UTC)
         with pytest.raises(SessionCannotBeLockedError), client.get_queue_receiver(q, session_id="A") as second:
             second.receive_messages(max_wait_time=WAIT)
-        (m,) = _drain(first, 1)
+        (m,) = drain(first, 1)
         first.complete_message(m)
     # closing the first receiver lets the session go at once
     with client.get_queue_receiver(q, session_id="A") as third:
@@ -60,9 +45,9 @@ def test_next_available_receivers_get_distinct_sessions_then_time_out(emulator: 
     ):
         assert {r1.session.session_id, r2.session.session_id} == {"A", "B"}
         for r in (r1, r2):
-            got = _drain(r, 2)
+            got = drain(r, 2)
             sid = r.session.session_id
-            assert _texts(got) == [f"{sid}1", f"{sid}2"]  # only its own session, in order
+            assert bodies(got) == [f"{sid}1", f"{sid}2"]  # only its own session, in order
             for m in got:
                 r.complete_message(m)
         started = time.monotonic()
@@ -85,7 +70,7 @@ def test_session_lock_renewal_and_expiry(emulator: Any, client: Any) -> None:
         emulator.clock.advance(31)  # the session lock lapses: the session is free again
         with client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as taker:
             assert taker.session.session_id == "S"
-            assert _texts(_drain(taker, 1)) == ["x"]
+            assert bodies(drain(taker, 1)) == ["x"]
             with pytest.raises(SessionLockLostError):
                 holder.session.renew_lock()
 
@@ -112,13 +97,13 @@ def test_peek_and_dead_letter_on_a_session_queue(emulator: Any, client: Any) -> 
     q = emulator.queue(requires_session=True)
     emulator.seed(q, "p1", "p2", session_id="P")
     with client.get_queue_receiver(q, session_id="P") as receiver:
-        assert _texts(receiver.peek_messages(max_message_count=5)) == ["p1", "p2"]
-        m1, m2 = _drain(receiver, 2)
+        assert bodies(receiver.peek_messages(max_message_count=5)) == ["p1", "p2"]
+        m1, m2 = drain(receiver, 2)
         receiver.dead_letter_message(m1, reason="bad", error_description="why")
         receiver.complete_message(m2)
     with client.get_queue_receiver(q, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
-        (d,) = _drain(dlq, 1)
-        assert (_texts([d]), d.session_id, d.dead_letter_reason) == (["p1"], "P", "bad")
+        (d,) = drain(dlq, 1)
+        assert (bodies([d]), d.session_id, d.dead_letter_reason) == (["p1"], "P", "bad")
         dlq.complete_message(d)
 
 
@@ -141,7 +126,7 @@ def test_aio_sessions(emulator: Any) -> None:
                 assert await r1.session.get_state() == b"s"
                 assert await r1.session.renew_lock() > datetime.now(UTC)
                 got = await r1.receive_messages(max_message_count=5, max_wait_time=WAIT)
-                assert _texts(got) == ["a1", "a2"]
+                assert bodies(got) == ["a1", "a2"]
                 for m in got:
                     await r1.complete_message(m)
             names = [name async for name in client.list_queue_sessions(q)]

@@ -20,25 +20,9 @@ from azure.servicebus.exceptions import (
     MessagingEntityDisabledError,
     MessagingEntityNotFoundError,
 )
+from support.sdk import WAIT, bodies, drain
 
 from sbdlq.paths import parse_address
-
-WAIT = 1.0
-
-
-def _bodies(messages: list[Any]) -> list[str]:
-    return [b"".join(m.body).decode() for m in messages]
-
-
-def _drain(receiver: Any, expected: int) -> list[Any]:
-    """Receive until `expected` messages arrived (or the waits run dry)."""
-    got: list[Any] = []
-    for _ in range(expected + 2):
-        batch = receiver.receive_messages(max_message_count=expected - len(got), max_wait_time=WAIT)
-        got.extend(batch)
-        if len(got) >= expected or not batch:
-            break
-    return got
 
 
 def test_send_single_list_and_batch(emulator: Any, client: Any) -> None:
@@ -62,8 +46,8 @@ def test_peek_lock_complete(emulator: Any, client: Any) -> None:
     q = emulator.queue()
     emulator.seed(q, "a", "b")
     with client.get_queue_receiver(q) as receiver:
-        got = _drain(receiver, 2)
-        assert _bodies(got) == ["a", "b"]
+        got = drain(receiver, 2)
+        assert bodies(got) == ["a", "b"]
         first = got[0]
         assert first.delivery_count == 0  # the header's "earlier failed attempts", as a real broker sends
         assert first.sequence_number >= 1 and first.enqueued_time_utc is not None
@@ -77,9 +61,9 @@ def test_abandon_redelivers_with_delivery_count(emulator: Any, client: Any) -> N
     q = emulator.queue()
     emulator.seed(q, "again")
     with client.get_queue_receiver(q) as receiver:
-        (m,) = _drain(receiver, 1)
+        (m,) = drain(receiver, 1)
         receiver.abandon_message(m)
-        (m2,) = _drain(receiver, 1)
+        (m2,) = drain(receiver, 1)
         assert m2.sequence_number == m.sequence_number
         assert m2.delivery_count == 1
         receiver.complete_message(m2)
@@ -89,7 +73,7 @@ def test_settling_a_lost_lock_raises_lock_lost(emulator: Any, client: Any) -> No
     q = emulator.queue()
     emulator.seed(q, "taken")
     with client.get_queue_receiver(q) as receiver:
-        (m,) = _drain(receiver, 1)
+        (m,) = drain(receiver, 1)
         # Someone else settles it first (another process on the same store).
         assert emulator.engine.complete(parse_address(q), [str(m.lock_token)]) == []
         with pytest.raises(MessageLockLostError):
@@ -100,12 +84,12 @@ def test_dead_letter_with_reason_and_description(emulator: Any, client: Any) -> 
     q = emulator.queue()
     emulator.seed(q, "poison", application_properties={"tenant": "eu"})
     with client.get_queue_receiver(q) as receiver:
-        (m,) = _drain(receiver, 1)
+        (m,) = drain(receiver, 1)
         receiver.dead_letter_message(m, reason="BadFormat", error_description="field x is missing")
     counts = emulator.engine.counts(q)
     assert (counts.active, counts.dead_letter) == (0, 1)
     with client.get_queue_receiver(q, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
-        (d,) = _drain(dlq, 1)
+        (d,) = drain(dlq, 1)
         assert d.dead_letter_reason == "BadFormat"
         assert d.dead_letter_error_description == "field x is missing"
         assert d.application_properties[b"tenant"] == b"eu"
@@ -117,12 +101,12 @@ def test_defer_and_receive_deferred(emulator: Any, client: Any) -> None:
     q = emulator.queue()
     emulator.seed(q, "later")
     with client.get_queue_receiver(q) as receiver:
-        (m,) = _drain(receiver, 1)
+        (m,) = drain(receiver, 1)
         seq = m.sequence_number
         receiver.defer_message(m)
         assert receiver.receive_messages(max_wait_time=0.5) == []
         (d,) = receiver.receive_deferred_messages([seq])
-        assert d.sequence_number == seq and _bodies([d]) == ["later"]
+        assert d.sequence_number == seq and bodies([d]) == ["later"]
         assert d.lock_token is not None
         receiver.complete_message(d)  # settles over $management update-disposition
     assert emulator.engine.counts(q).active == 0
@@ -132,8 +116,8 @@ def test_receive_and_delete(emulator: Any, client: Any) -> None:
     q = emulator.queue()
     emulator.seed(q, "x", "y")
     with client.get_queue_receiver(q, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
-        got = _drain(receiver, 2)
-    assert _bodies(got) == ["x", "y"]
+        got = drain(receiver, 2)
+    assert bodies(got) == ["x", "y"]
     assert emulator.engine.counts(q).active == 0
 
 
@@ -142,7 +126,7 @@ def test_peek_from_sequence_number(emulator: Any, client: Any) -> None:
     emulator.seed(q, *[str(i) for i in range(5)])
     with client.get_queue_receiver(q) as receiver:
         everything = receiver.peek_messages(max_message_count=10)
-        assert _bodies(everything) == ["0", "1", "2", "3", "4"]
+        assert bodies(everything) == ["0", "1", "2", "3", "4"]
         third = everything[2].sequence_number
         tail = receiver.peek_messages(max_message_count=2, sequence_number=third)
         assert [m.sequence_number for m in tail] == [third, third + 1]
@@ -154,7 +138,7 @@ def test_renew_lock(emulator: Any, client: Any) -> None:
     q = emulator.queue(lock_duration_s=5)
     emulator.seed(q, "hold")
     with client.get_queue_receiver(q) as receiver:
-        (m,) = _drain(receiver, 1)
+        (m,) = drain(receiver, 1)
         before = m.locked_until_utc
         emulator.clock.advance(0.05)
         after = receiver.renew_message_lock(m)
@@ -168,7 +152,7 @@ def test_max_delivery_count_moves_to_dlq(emulator: Any, client: Any) -> None:
     emulator.seed(q, "unlucky")
     with client.get_queue_receiver(q) as receiver:
         for expected in (0, 1):
-            (m,) = _drain(receiver, 1)
+            (m,) = drain(receiver, 1)
             assert m.delivery_count == expected
             receiver.abandon_message(m)
         assert receiver.receive_messages(max_wait_time=0.5) == []
@@ -187,8 +171,8 @@ def test_transfer_dead_letter_queue(emulator: Any, client: Any) -> None:
     with pytest.raises(MessagingEntityDisabledError), client.get_queue_sender(target) as sender:
         sender.send_messages(ServiceBusMessage("refused"))  # a rejected transfer, with its condition
     with client.get_queue_receiver(source, sub_queue=ServiceBusSubQueue.TRANSFER_DEAD_LETTER) as tdlq:
-        (m,) = _drain(tdlq, 1)
-        assert _bodies([m]) == ["stuck"]
+        (m,) = drain(tdlq, 1)
+        assert bodies([m]) == ["stuck"]
         tdlq.complete_message(m)
     assert emulator.engine.counts(source).transfer_dead_letter == 0
 
@@ -198,13 +182,13 @@ def test_subscription_and_its_dlq(emulator: Any, client: Any) -> None:
     with client.get_topic_sender(topic) as sender:
         sender.send_messages([ServiceBusMessage("e1"), ServiceBusMessage("e2")])
     with client.get_subscription_receiver(topic, "audit") as receiver:
-        got = _drain(receiver, 2)
-        assert _bodies(got) == ["e1", "e2"]
+        got = drain(receiver, 2)
+        assert bodies(got) == ["e1", "e2"]
         receiver.complete_message(got[0])
         receiver.dead_letter_message(got[1], reason="Nope", error_description="not for audit")
     with client.get_subscription_receiver(topic, "audit", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
-        (d,) = _drain(dlq, 1)
-        assert (d.dead_letter_reason, _bodies([d])) == ("Nope", ["e2"])
+        (d,) = drain(dlq, 1)
+        assert (d.dead_letter_reason, bodies([d])) == ("Nope", ["e2"])
         dlq.complete_message(d)
     with client.get_subscription_receiver(topic, "billing") as receiver:
         assert len(receiver.peek_messages(max_message_count=10)) == 2
@@ -241,10 +225,10 @@ def test_session_receivers(emulator: Any, client: Any) -> None:
     emulator.seed(q, "for-a", session_id="A")
     emulator.seed(q, "for-b", session_id="B")
     with client.get_queue_receiver(q, session_id="B") as receiver:
-        (m,) = _drain(receiver, 1)
-        assert (_bodies([m]), receiver.session.session_id) == (["for-b"], "B")
+        (m,) = drain(receiver, 1)
+        assert (bodies([m]), receiver.session.session_id) == (["for-b"], "B")
         receiver.complete_message(m)
     with client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as receiver:
-        (m,) = _drain(receiver, 1)
-        assert (_bodies([m]), receiver.session.session_id) == (["for-a"], "A")
+        (m,) = drain(receiver, 1)
+        assert (bodies([m]), receiver.session.session_id) == (["for-a"], "A")
         receiver.complete_message(m)
