@@ -75,6 +75,20 @@ class EntityExists(InvalidOperation):
         super().__init__(f"The messaging entity '{path}' already exists.")
 
 
+class RuleExists(EntityExists):
+    """Adding a rule whose name the subscription already has."""
+
+    def __init__(self, subscription: str, name: str) -> None:
+        InvalidOperation.__init__(self, f"The messaging entity '{subscription}/Rules/{name}' already exists.")
+
+
+class RuleMissing(EntityNotFound):
+    """No rule of that name on the subscription."""
+
+    def __init__(self, subscription: str, name: str) -> None:
+        super().__init__(f"The messaging entity '{subscription}/Rules/{name}' could not be found.")
+
+
 class SendToSubscription(InvalidOperation):
     """Subscriptions are fed by their topic only."""
 
@@ -142,6 +156,13 @@ class NotATopic(BadInput):
 
     def __init__(self, path: str, kind: str) -> None:
         super().__init__(f"{path!r} is a {kind}, not a topic")
+
+
+class NotASubscription(BadInput):
+    """Rules belong to subscriptions."""
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(f"{path!r} is a {kind}, not a subscription: only subscriptions have rules")
 
 
 class KindMismatch(BadInput):
