@@ -32,61 +32,16 @@ from typing import Any, NoReturn
 
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.emulator.engine.model import MAX_MESSAGE_KB
+from sbdlq.emulator.entity_props import ALLOWED, PROPERTIES
 from sbdlq.errors import BadInput
 from sbdlq.models import EntityInfo
 from sbdlq.paths import EntityPath, parse_address
 from sbdlq.timeparse import parse_duration
 
-# JSON key → (engine keyword, value kind); which keys each entity kind takes is below.
-_PROPERTIES: dict[str, tuple[str, str]] = {
-    "DeadLetteringOnMessageExpiration": ("dead_lettering_on_expiration", "bool"),
-    "DefaultMessageTimeToLive": ("default_ttl_s", "duration"),
-    "DuplicateDetectionHistoryTimeWindow": ("duplicate_window_s", "duration"),
-    "ForwardDeadLetteredMessagesTo": ("forward_dead_lettered_to", "destination"),
-    "ForwardTo": ("forward_to", "destination"),
-    "LockDuration": ("lock_duration_s", "duration"),
-    "MaxDeliveryCount": ("max_delivery_count", "count"),
-    "RequiresDuplicateDetection": ("requires_duplicate_detection", "bool"),
-    "RequiresSession": ("requires_session", "bool"),
-    "DeadLetteringOnFilterEvaluationExceptions": ("dead_lettering_on_filter_exceptions", "bool"),
-    "Status": ("status", "status"),
-    "MaxSizeInMessages": ("max_size", "count"),
-    "MaxMessageSizeInKilobytes": ("max_message_size_kb", "message_kb"),
-}
-_ALLOWED = {
-    "queue": (
-        "DeadLetteringOnMessageExpiration",
-        "DefaultMessageTimeToLive",
-        "DuplicateDetectionHistoryTimeWindow",
-        "ForwardDeadLetteredMessagesTo",
-        "ForwardTo",
-        "LockDuration",
-        "MaxDeliveryCount",
-        "RequiresDuplicateDetection",
-        "RequiresSession",
-        "Status",
-        "MaxSizeInMessages",
-        "MaxMessageSizeInKilobytes",
-    ),
-    "topic": (
-        "DefaultMessageTimeToLive",
-        "DuplicateDetectionHistoryTimeWindow",
-        "RequiresDuplicateDetection",
-        "Status",
-        "MaxMessageSizeInKilobytes",
-    ),
-    "subscription": (
-        "DeadLetteringOnMessageExpiration",
-        "DefaultMessageTimeToLive",
-        "ForwardDeadLetteredMessagesTo",
-        "ForwardTo",
-        "LockDuration",
-        "MaxDeliveryCount",
-        "RequiresSession",
-        "DeadLetteringOnFilterEvaluationExceptions",
-        "Status",
-    ),
-}
+# JSON key → (engine keyword, value kind), and which keys each entity kind takes: shared with
+# the HTTP port's entity writes.
+_PROPERTIES = PROPERTIES
+_ALLOWED = ALLOWED
 _CORRELATION_KEYS = (
     "ContentType",
     "CorrelationId",

@@ -32,8 +32,7 @@ from .errors import (
     SessionIdMissing,
     TopicHasNoCounts,
 )
-from .model import Draft, EntityKind, Queue, Rule, State, message_ids, message_size
-from .model import Draft, Entity, EntityKind, Queue, Rule, State, message_ids
+from .model import Draft, Entity, EntityKind, Queue, Rule, State, message_ids, message_size
 from .routing import Router
 from .rows import chunks, delete_ids, marks, message_rows, stamp, to_message
 from .rules import check_rule, find_rule_id, put_rule, read_rules, store_rules
