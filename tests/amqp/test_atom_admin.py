@@ -182,3 +182,18 @@ def test_aio_admin_client(emulator: Any) -> None:
             return names
 
     assert "atom-aio" in asyncio.run(run())
+
+
+def test_readme_admin_snippet_runs(emulator: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """README's "Use the emulator from your app" snippet, pointed at this listener's ports."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Use the emulator from your app", 1)[1]
+    (snippet,) = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+    code = snippet.replace("localhost:5300", f"127.0.0.1:{emulator.http_port}")
+    code = code.replace("sb://localhost;", f"sb://127.0.0.1:{emulator.port};")
+    exec(compile(code, "README.md", "exec"), {})
+    assert capsys.readouterr().out == "0\n"
+    assert emulator.engine.rules("readme-events/Subscriptions/audit")[-1].sql == "priority > 2"
