@@ -74,7 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         here = f"http://{self.headers.get('Host', '')}{self.path}"
         try:
-            if "/rules/" in path.lower():
+            if "/rules/" in path.lower() and atom_write.target(path).rule is not None:
                 body = self._read_rule(path, here)
                 content_type = "application/atom+xml;type=entry;charset=utf-8"
             elif path.lower().endswith("/rules"):
