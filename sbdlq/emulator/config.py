@@ -32,30 +32,16 @@ from typing import Any, NoReturn
 
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.emulator.engine.model import MAX_MESSAGE_KB
+from sbdlq.emulator.entity_props import ALLOWED, PROPERTIES
 from sbdlq.errors import BadInput
 from sbdlq.models import EntityInfo
 from sbdlq.paths import EntityPath, parse_address
 from sbdlq.timeparse import parse_duration
 
-_Q, _T, _S = "queue", "topic", "subscription"
-# JSON key → (engine keyword, value kind, the entity kinds that take it). The order is the
-# order "known: ..." lists them in.
-_PROPERTIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "DeadLetteringOnMessageExpiration": ("dead_lettering_on_expiration", "bool", (_Q, _S)),
-    "DefaultMessageTimeToLive": ("default_ttl_s", "duration", (_Q, _T, _S)),
-    "DuplicateDetectionHistoryTimeWindow": ("duplicate_window_s", "duration", (_Q, _T)),
-    "ForwardDeadLetteredMessagesTo": ("forward_dead_lettered_to", "destination", (_Q, _S)),
-    "ForwardTo": ("forward_to", "destination", (_Q, _S)),
-    "LockDuration": ("lock_duration_s", "duration", (_Q, _S)),
-    "MaxDeliveryCount": ("max_delivery_count", "count", (_Q, _S)),
-    "RequiresDuplicateDetection": ("requires_duplicate_detection", "bool", (_Q, _T)),
-    "RequiresSession": ("requires_session", "bool", (_Q, _S)),
-    "DeadLetteringOnFilterEvaluationExceptions": ("dead_lettering_on_filter_exceptions", "bool", (_S,)),
-    "Status": ("status", "status", (_Q, _T, _S)),
-    "MaxSizeInMessages": ("max_size", "count", (_Q,)),
-    "MaxMessageSizeInKilobytes": ("max_message_size_kb", "message_kb", (_Q, _T)),
-}
-_ALLOWED = {kind: tuple(key for key, (_, _, kinds) in _PROPERTIES.items() if kind in kinds) for kind in (_Q, _T, _S)}
+# JSON key → (engine keyword, value kind), and which keys each entity kind takes: shared with
+# the HTTP port's entity writes.
+_PROPERTIES = PROPERTIES
+_ALLOWED = ALLOWED
 _CORRELATION_KEYS = (
     "ContentType",
     "CorrelationId",
@@ -366,7 +352,7 @@ class _Checker:
         for key, v in obj.items():
             if key not in allowed:
                 self.unknown(f"{where}.{key}", key, allowed, f"{kind} property")
-            engine_key, vkind, _ = _PROPERTIES[key]
+            engine_key, vkind = _PROPERTIES[key]
             fw = f"{where}.{key}"
             if vkind == "bool":
                 out[engine_key] = self.boolean(v, fw)

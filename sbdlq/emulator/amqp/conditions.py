@@ -10,7 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sbdlq import errors
-from sbdlq.emulator.engine.errors import MessageTooLarge, NoSessionAvailable, SessionCannotBeLocked, SessionLockLost
+from sbdlq.emulator.engine.errors import (
+    EntityExists,
+    MessageTooLarge,
+    NoSessionAvailable,
+    SessionCannotBeLocked,
+    SessionLockLost,
+)
 
 NOT_FOUND = "amqp:not-found"
 UNAUTHORIZED = "amqp:unauthorized-access"
@@ -29,6 +35,7 @@ SESSION_LOCK_LOST = "com.microsoft:session-lock-lost"
 SESSION_CANNOT_BE_LOCKED = "com.microsoft:session-cannot-be-locked"
 TIMEOUT = "com.microsoft:timeout"
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"  # the SDK's MessageSizeExceededError
+ENTITY_EXISTS = "com.microsoft:entity-already-exists"
 
 LOCK_LOST_TEXT = (
     "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."
@@ -55,6 +62,7 @@ _TABLE: list[tuple[type[BaseException], str, int]] = [
     (errors.EntityDisabled, ENTITY_DISABLED, 403),
     (errors.QuotaExceeded, RESOURCE_LIMIT, 403),
     (MessageTooLarge, MESSAGE_SIZE_EXCEEDED, 400),
+    (EntityExists, ENTITY_EXISTS, 409),
     (errors.InvalidOperation, NOT_ALLOWED, 400),
     (errors.BadInput, ARGUMENT_ERROR, 400),
     (errors.AuthError, UNAUTHORIZED, 401),

@@ -1,8 +1,9 @@
-"""The emulator's HTTP side: `GET /health`, and the admin client's entity reads (Atom XML).
+"""The emulator's HTTP side: `GET /health`, and the ATOM management API (Atom XML).
 
 azure-servicebus's ServiceBusAdministrationClient reads runtime properties with
 `GET /{queue}`, `GET /{topic}` and `GET /{topic}/Subscriptions/{sub}` and parses Atom
-entries; answering those lets `get_*_runtime_properties` work against the emulator.
+entries; it creates, updates and deletes entities and rules with PUT and DELETE on the
+same paths (atom_write.py). With a key, every call but /health needs a SAS token.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from urllib.parse import parse_qs, unquote, urlparse
 from xml.sax.saxutils import escape
 
 from sbdlq.emulator.engine import Engine
+from sbdlq.emulator.engine.errors import EntityExists, KindMismatch
 from sbdlq.errors import BadInput, EntityNotFound, SbdlqError, ServiceUnavailable
 from sbdlq.models import SubscriptionRule
 from sbdlq.paths import parse_entity
 
-from . import atom, sas, websocket
+from . import atom, atom_write, sas, websocket
 from .limits import Limits
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,10 @@ def _count(query: dict[str, list[str]], name: str, default: int) -> int:
     if not raw.isdigit() or len(raw) > 9:
         raise BadInput(f"{name} must be a non-negative integer, not {raw[:20]!r}")
     return int(raw)
+
+
+class _TooLarge(Exception):
+    """A request body over the limit, or without a length."""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -68,7 +74,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         here = f"http://{self.headers.get('Host', '')}{self.path}"
         try:
-            if path.lower().endswith("/rules"):
+            if "/rules/" in path.lower() and atom_write.target(path).rule is not None:
+                body = self._read_rule(path, here)
+                content_type = "application/atom+xml;type=entry;charset=utf-8"
+            elif path.lower().endswith("/rules"):
                 body = self._rules(path[: -len("/rules")], parse_qs(url.query), here)
                 content_type = "application/atom+xml;type=feed;charset=utf-8"
             elif path.lower() in ("$resources/queues", "$resources/topics") or path.lower().endswith("/subscriptions"):
@@ -77,14 +86,68 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 body = atom.document(self._entry(path, here))
                 content_type = "application/atom+xml;type=entry;charset=utf-8"
-        except EntityNotFound as exc:
-            self._error(404, exc.line())
-        except PermissionError as exc:
-            self._error(401, str(exc))
-        except SbdlqError as exc:
-            self._error(400, exc.line())
+        except Exception as exc:
+            self._fail(exc)
         else:
             self._send(200, body, content_type)
+
+    def do_PUT(self) -> None:
+        """Create an entity or rule, or with `If-Match` update one: 201 or 200 with its entry."""
+        path = unquote(urlparse(self.path).path).strip("/")
+        update = self.headers.get("If-Match") is not None
+        try:
+            target = atom_write.target(path)
+            self._authorize(target.path)
+            payload = self._body()
+            with Engine(self.server.store_path) as engine:
+                entry = atom_write.put(
+                    engine, path, payload, update=update, url=f"http://{self.headers.get('Host', '')}{self.path}"
+                )
+        except Exception as exc:
+            self._fail(exc)
+        else:
+            self._send(200 if update else 201, atom.document(entry), "application/atom+xml;type=entry;charset=utf-8")
+
+    def do_DELETE(self) -> None:
+        """Delete an entity (a topic with its subscriptions) or a rule: 200 with no body."""
+        path = unquote(urlparse(self.path).path).strip("/")
+        try:
+            self._authorize(atom_write.target(path).path)
+            with Engine(self.server.store_path) as engine:
+                atom_write.delete(engine, path)
+        except Exception as exc:
+            self._fail(exc)
+        else:
+            self._send(200, "", "application/xml")
+
+    def _fail(self, exc: Exception) -> None:
+        """An error reply with the status the admin client maps to its exceptions (404, 409, 401, 400)."""
+        if isinstance(exc, EntityNotFound):
+            self._error(404, exc.line())
+        elif isinstance(exc, EntityExists | KindMismatch):
+            self._error(409, exc.line())
+        elif isinstance(exc, PermissionError):
+            self._error(401, str(exc))
+        elif isinstance(exc, _TooLarge):
+            self._error(413, str(exc))
+        elif isinstance(exc, SbdlqError):
+            self._error(400, exc.line())
+        else:
+            log.debug("emulator http: %s %s failed", self.command, self.path, exc_info=True)
+            self._error(500, f"internal error: {type(exc).__name__}")
+
+    def _body(self) -> bytes:
+        """The request body, up to atom_write.MAX_BODY bytes."""
+        raw = self.headers.get("Content-Length") or "0"
+        length = int(raw) if raw.isdigit() else -1
+        if not 0 <= length <= atom_write.MAX_BODY:
+            raise _TooLarge(f"the request body must be 0 to {atom_write.MAX_BODY} bytes, with a Content-Length")
+        return self.rfile.read(length)
+
+    def _read_rule(self, path: str, url: str) -> str:
+        self._authorize(atom_write.target(path).path)
+        with Engine(self.server.store_path) as engine:
+            return atom.document(atom_write.get_rule(engine, path, url))
 
     def _entry(self, path: str, url: str) -> str:
         entity = parse_entity(path)

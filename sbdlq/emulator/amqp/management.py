@@ -19,6 +19,7 @@ from sbdlq.models import ReceiveMode
 from sbdlq.paths import Address, SubQueue
 
 from . import codec, conditions
+from .rule_ops import RULE_OPERATIONS
 from .session_ops import SESSION_OPERATIONS
 from .values import as_list, as_text, from_timestamp, to_plain, to_timestamp
 
@@ -159,7 +160,7 @@ def handle(engine: Engine, address: Address, operation: str, body: Any, *, holde
     holder: the session holder of the receiver link the request is associated with.
     """
     op = _OPERATIONS.get(operation)
-    session_op = SESSION_OPERATIONS.get(operation)
+    session_op = SESSION_OPERATIONS.get(operation) or RULE_OPERATIONS.get(operation)
     if op is None and session_op is None:
         return Reply(501, f"operation {operation!r} is not supported by sbdlq", condition=conditions.NOT_IMPLEMENTED)
     args = dict(body) if isinstance(body, dict) else {}

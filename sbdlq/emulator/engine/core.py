@@ -8,6 +8,7 @@ calls them.
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -23,15 +24,18 @@ from .errors import (
     EntityFull,
     EntityIsDisabled,
     MessageTooLarge,
+    NotASubscription,
     NotATopic,
+    RuleExists,
+    RuleMissing,
     SendToSubscription,
     SessionIdMissing,
     TopicHasNoCounts,
 )
-from .model import Draft, EntityKind, Queue, Rule, State, message_ids, message_size
+from .model import Draft, Entity, EntityKind, Queue, Rule, State, message_ids, message_size
 from .routing import Router
 from .rows import chunks, delete_ids, marks, message_rows, stamp, to_message
-from .rules import check_rule, read_rules, store_rules
+from .rules import check_rule, find_rule_id, put_rule, read_rules, store_rules
 from .sessions import AcceptedSession
 from .upkeep import materialize_due, upkeep
 
@@ -142,6 +146,36 @@ class Engine:
         """A subscription's rules."""
         with self.store.read() as db:
             return read_rules(db, entities.entity_by_path(db, str(entity)).id)
+
+    def add_rule(self, subscription: EntityPath | str, rule: Rule, *, replace: bool = False) -> Rule:
+        """Add a rule to a subscription (RuleExists if its name is taken), or with replace
+        change an existing one in place (RuleMissing if there is none)."""
+        checked = check_rule(rule)
+        with self.store.write() as db:
+            sub = self._subscription(db, subscription)
+            held = find_rule_id(db, sub.id, rule.name)
+            if held is not None and not replace:
+                raise RuleExists(sub.path, rule.name)
+            if held is None and replace:
+                raise RuleMissing(sub.path, rule.name)
+            put_rule(db, sub.id, checked, held)
+        return checked
+
+    def remove_rule(self, subscription: EntityPath | str, name: str) -> None:
+        """Remove a subscription's rule; RuleMissing if it has none of that name."""
+        with self.store.write() as db:
+            sub = self._subscription(db, subscription)
+            held = find_rule_id(db, sub.id, name)
+            if held is None:
+                raise RuleMissing(sub.path, name)
+            db.execute("DELETE FROM rule WHERE id = ?", (held,))
+
+    @staticmethod
+    def _subscription(db: sqlite3.Connection, path: EntityPath | str) -> Entity:
+        ent = entities.entity_by_path(db, str(path))
+        if ent.kind != EntityKind.SUBSCRIPTION:
+            raise NotASubscription(ent.path, ent.kind)
+        return ent
 
     def counts(self, entity: EntityPath | str) -> Counts:
         """Message counts of a queue or subscription.

@@ -73,6 +73,20 @@ class EntityExists(Refusal, InvalidOperation):
     wording = "The messaging entity '{}' already exists."
 
 
+class RuleExists(EntityExists):
+    """Adding a rule whose name the subscription already has."""
+
+    def __init__(self, subscription: str, name: str) -> None:
+        super().__init__(f"{subscription}/Rules/{name}")
+
+
+class RuleMissing(EntityMissing):
+    """No rule of that name on the subscription."""
+
+    def __init__(self, subscription: str, name: str) -> None:
+        super().__init__(f"{subscription}/Rules/{name}")
+
+
 class SendToSubscription(Refusal, InvalidOperation):
     """Subscriptions are fed by their topic only."""
 
@@ -129,6 +143,12 @@ class NotATopic(Refusal, BadInput):
     """A subscription created under something that isn't a topic."""
 
     wording = "{!r} is a {}, not a topic"  # (path, kind)
+
+
+class NotASubscription(Refusal, BadInput):
+    """Rules belong to subscriptions."""
+
+    wording = "{!r} is a {}, not a subscription: only subscriptions have rules"  # (path, kind)
 
 
 class KindMismatch(Refusal, BadInput):

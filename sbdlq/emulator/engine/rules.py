@@ -114,20 +114,36 @@ def check_rule(rule: Rule) -> Rule:
     return rule
 
 
+def _columns(r: Rule) -> tuple[str, str, str | None]:
+    """A rule's filter_type, filter and action columns."""
+    if r.correlation is not None:
+        return "correlation", json.dumps(r.correlation), r.action
+    return "sql", r.sql or "1=1", r.action
+
+
 def store_rules(db: sqlite3.Connection, entity_id: int, rules: list[Rule]) -> None:
     """Replace a subscription's rules."""
     db.execute("DELETE FROM rule WHERE entity_id = ?", (entity_id,))
     for r in rules:
-        db.execute(
-            "INSERT INTO rule (entity_id, name, filter_type, filter, action) VALUES (?,?,?,?,?)",
-            (
-                entity_id,
-                r.name,
-                "correlation" if r.correlation is not None else "sql",
-                json.dumps(r.correlation) if r.correlation is not None else (r.sql or "1=1"),
-                r.action,
-            ),
-        )
+        put_rule(db, entity_id, r)
+
+
+def find_rule_id(db: sqlite3.Connection, entity_id: int, name: str) -> int | None:
+    """The row id of the subscription's rule of that name (names compare without case), or None."""
+    for rule_id, held in db.execute("SELECT id, name FROM rule WHERE entity_id = ?", (entity_id,)):
+        if str(held).casefold() == name.casefold():
+            return int(rule_id)
+    return None
+
+
+def put_rule(db: sqlite3.Connection, entity_id: int, r: Rule, rule_id: int | None = None) -> None:
+    """Insert a rule after the others, or replace the one at rule_id in place (keeping its order)."""
+    if rule_id is None:
+        sql = "INSERT INTO rule (entity_id, name, filter_type, filter, action) VALUES (?,?,?,?,?)"
+        db.execute(sql, (entity_id, r.name, *_columns(r)))
+    else:
+        sql = "UPDATE rule SET name = ?, filter_type = ?, filter = ?, action = ? WHERE id = ?"
+        db.execute(sql, (r.name, *_columns(r), rule_id))
 
 
 def read_rules(db: sqlite3.Connection, entity_id: int) -> list[Rule]:
