@@ -20,10 +20,10 @@ import pytest
 
 pytest.importorskip("proton")
 
+import sdk_samples as samples
+
 # Minutes of real SDK samples (auto_lock_renew sleeps 100 s by design): CI runs them; `-m "not slow"` skips them.
 pytestmark = pytest.mark.slow
-
-import sdk_samples as samples
 
 _PARALLEL = 6
 _SBDLQ = [sys.executable, "-m", "sbdlq"]
