@@ -251,6 +251,18 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def human_size(n: int) -> str:
+    """A byte count for people: `512 bytes`, `12.0 KB`, `12.0 MB` (1 KB = 1024 bytes)."""
+    if n < 1024:
+        return f"{n} bytes"
+    size = float(n)
+    for unit in ("KB", "MB", "GB"):
+        size /= 1024
+        if size < 1024 or unit == "GB":
+            break
+    return f"{size:.1f} {unit}"
+
+
 def table_width(widths: Sequence[int]) -> int:
     """The printed width of a table with these column widths (rules and padding included)."""
     return sum(widths) + _PER_COLUMN * len(widths) + 1

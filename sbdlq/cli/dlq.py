@@ -174,20 +174,22 @@ async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_se
     """A table of the first `limit` messages, and a note pointing at the rest."""
     from sbdlq.operations.browse import iter_messages
 
+    # Rows, not messages: a table of large messages must not hold their bodies.
     rows = []
+    last_sequence = 0
     # One more than shown tells whether to point at the rest.
     async for m in iter_messages(
         backend, address, selection=sel, from_sequence=from_sequence, limit=None if limit is None else limit + 1
     ):
-        rows.append(m)
-    more = limit is not None and len(rows) > limit
-    rows = rows[:limit]
+        if limit is not None and len(rows) == limit:
+            break
+        rows.append(_peek_row(m))
+        last_sequence = m.sequence_number
+    else:
+        limit = None  # no more than shown
     _peek_table(rows, str(address))
-    if more:
-        note(
-            f"sbdlq: showing the first {limit}; see more with --from-sequence "
-            f"{rows[-1].sequence_number + 1}, --max N or --all"
-        )
+    if limit is not None:
+        note(f"sbdlq: showing the first {limit}; see more with --from-sequence {last_sequence + 1}, --max N or --all")
 
 
 async def _peek_to_document(
@@ -560,26 +562,33 @@ def _time(ts: Any) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _peek_table(messages: list[Any], title: str) -> None:
+def _peek_row(m: Any) -> tuple[Any, ...]:
+    """A message as a peek table row: its body shortened, or its size when large or binary."""
     from sbdlq.models import body_text
+    from sbdlq.operations.sizing import LARGE_BODY_BYTES
+    from sbdlq.render import human_size
+
+    if len(m.body) >= LARGE_BODY_BYTES:
+        body = f"<{human_size(len(m.body))}>"
+    else:
+        text, enc = body_text(m.body)
+        # Enough of the body for any width; the layout shortens it visibly to fit.
+        body = text[:200] if enc == "utf-8" else f"<{len(m.body)} bytes>"
+    return (
+        m.sequence_number,
+        _time(m.enqueued_time),
+        m.delivery_count,
+        m.dead_letter_reason,
+        m.dead_letter_error_description,
+        m.subject,
+        m.message_id,
+        body,
+    )
+
+
+def _peek_table(rows: list[tuple[Any, ...]], title: str) -> None:
     from sbdlq.render import Col, table
 
-    rows = []
-    for m in messages:
-        text, enc = body_text(m.body)
-        rows.append(
-            (
-                m.sequence_number,
-                _time(m.enqueued_time),
-                m.delivery_count,
-                m.dead_letter_reason,
-                m.dead_letter_error_description,
-                m.subject,
-                m.message_id,
-                # Enough of the body for any width; the layout shortens it visibly to fit.
-                text[:200] if enc == "utf-8" else f"<{len(m.body)} bytes>",
-            )
-        )
     # On a narrow terminal the least telling columns go first: deliveries, description, subject.
     # Identifiers (seq, time, reason, message id) are never cut; the free text gives way.
     table(

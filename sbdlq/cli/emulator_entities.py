@@ -18,6 +18,17 @@ create_app = typer.Typer(
 MAX_LOCK_S = 300.0
 
 Name = Annotated[str, typer.Argument(help="The entity's name.", show_default=False)]
+MaxMessageSize = Annotated[
+    str | None,
+    typer.Option(
+        "--max-message-size",
+        help="Largest message it takes (256KB, 10MB; a bare number is KB; default 256KB, Premium allows 100MB).",
+        metavar="SIZE",
+    ),
+]
+_SIZE_UNITS = {"": 1, "kb": 1, "k": 1, "mb": 1024, "m": 1024}
+# Premium's largest message, 100 MB (Standard's is 256 KB).
+MAX_MESSAGE_KB = 100 * 1024
 
 
 def register(emulator_app: typer.Typer) -> None:
@@ -38,6 +49,22 @@ def _seconds(text: str | None, option: str) -> float | None:
     return seconds
 
 
+def _kilobytes(text: str | None) -> int | None:
+    """--max-message-size in KB (MaxMessageSizeInKilobytes), or None when not given."""
+    import re
+
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _SIZE_UNITS:
+        raise BadInput(f"invalid --max-message-size {text!r}", hint="use KB or MB: 256KB, 10MB, 100MB")
+    kb = int(match.group(1)) * _SIZE_UNITS[unit]
+    if not 1 <= kb <= MAX_MESSAGE_KB:
+        raise BadInput(f"--max-message-size {text}: Service Bus allows 1KB to 100MB")
+    return kb
+
+
 @create_app.command("queue")
 def create_queue(
     ctx: typer.Context,
@@ -56,6 +83,7 @@ def create_queue(
         bool, typer.Option("--dead-letter-on-expiration", help="Expired messages go to the DLQ.")
     ] = False,
     ttl: Annotated[str | None, typer.Option("--ttl", help="Default message time to live (1h, 7d).")] = None,
+    max_message_size: MaxMessageSize = None,
 ) -> None:
     """Create a queue."""
 
@@ -70,6 +98,7 @@ def create_queue(
             "forward_to": forward_to,
             "requires_session": requires_session or None,
             "dead_lettering_on_expiration": dead_letter_on_expiration or None,
+            "max_message_size_kb": _kilobytes(max_message_size),
         }
         async with open_store(emulator_settings(s), create=True) as store:
             store.create_queue(name, **{k: v for k, v in props.items() if v is not None})
@@ -79,12 +108,13 @@ def create_queue(
 
 
 @create_app.command("topic")
-def create_topic(ctx: typer.Context, name: Name) -> None:
+def create_topic(ctx: typer.Context, name: Name, max_message_size: MaxMessageSize = None) -> None:
     """Create a topic (add subscriptions with `create subscription TOPIC/Subscriptions/SUB`)."""
 
     async def work(s: Settings) -> None:
+        kb = _kilobytes(max_message_size)
         async with open_store(emulator_settings(s), create=True) as store:
-            store.create_topic(name)
+            store.create_topic(name, **({} if kb is None else {"max_message_size_kb": kb}))
 
     run(ctx, work)
     typer.echo(f"created topic {name}")

@@ -109,9 +109,9 @@ class EmulatorAdmin:
         """A new queue; props as the engine takes them (lock_duration_s, max_delivery_count, ...)."""
         return self._engine.create_queue(name, **props)
 
-    def create_topic(self, name: str) -> EntityInfo:
+    def create_topic(self, name: str, **props: Any) -> EntityInfo:
         """A new topic (no subscriptions: messages sent to it go nowhere until one exists)."""
-        return self._engine.create_topic(name)
+        return self._engine.create_topic(name, **props)
 
     def create_subscription(self, entity: EntityPath, sql_filter: str | None = None) -> EntityInfo:
         """A new subscription taking every message, or those matching sql_filter (its $Default rule)."""

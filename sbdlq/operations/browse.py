@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
 from sbdlq.models import Counts, Message, ReasonGroup
+from sbdlq.operations.sizing import BatchSizer
 from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.selection import Selection
 
 # Messages per peek: large for scans (fewer round trips), small for `peek --max 20`.
 PAGE = 1000
 MIN_PAGE = 100
+# Messages per peek while bodies are large (and on the first page, before any size is known).
+LARGE_PAGE = 2
 SAMPLES = 5
 
 
@@ -27,19 +30,27 @@ async def iter_messages(
     page_size: int = PAGE,
     on_page: Callable[[int], None] | None = None,
 ) -> AsyncIterator[Message]:
-    """Browse a queue without locking, page by page in sequence order, yielding matches."""
+    """Browse a queue without locking, page by page in sequence order, yielding matches.
+
+    Pages are sized from the bodies seen (BatchSizer): at most LARGE_PAGE large bodies are held.
+    """
     sel = selection or Selection()
     start = max(from_sequence, sel.first_sequence)
     stop = sel.last_sequence
     found = 0
+    sizer = BatchSizer(page_size, LARGE_PAGE)
     while limit is None or found < limit:
-        size = page_size if limit is None else min(page_size, max(limit - found, MIN_PAGE))
+        size = sizer.next_count()
+        if limit is not None:
+            size = min(size, max(limit - found, MIN_PAGE))
         page = await backend.peek(address, start, size)
         if not page:
             return
+        sizer.seen(page)
+        start = page[-1].sequence_number + 1
         if on_page:
             on_page(len(page))
-        for m in page:
+        for m in _drain(page):
             if stop is not None and m.sequence_number > stop:
                 return
             if sel.matches(m):
@@ -47,7 +58,13 @@ async def iter_messages(
                 found += 1
                 if limit is not None and found >= limit:
                     return
-        start = page[-1].sequence_number + 1
+
+
+def _drain(page: list[Message]) -> Iterator[Message]:
+    """The page's messages in order, each dropped from the page as it is handed out."""
+    page.reverse()
+    while page:
+        yield page.pop()
 
 
 async def count_entities(backend: Backend, entities: list[EntityPath] | None) -> list[Counts]:

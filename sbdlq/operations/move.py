@@ -17,7 +17,7 @@ import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -25,6 +25,7 @@ from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import SbdlqError, TransientError
 from sbdlq.models import Message
 from sbdlq.operations.browse import dlq_count, iter_messages
+from sbdlq.operations.sizing import BatchSizer
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
@@ -137,6 +138,12 @@ class LockKeeper:
         if self.task is None and self.held:
             self.task = asyncio.create_task(self._run())
 
+    def forget_bodies(self, messages: Iterable[Message]) -> None:
+        """Keep only what renewing and releasing need: a large body must not stay for the whole run."""
+        for m in messages:
+            if m.lock_token in self.held and m.body:
+                self.held[m.lock_token] = replace(m, body=b"")
+
     def release(self, messages: Iterable[Message]) -> None:
         """Stop renewing these (settled, or about to be released)."""
         for m in messages:
@@ -228,6 +235,7 @@ class LockedLoop:
         concurrency: int,
         chunk_size: int | None = None,
         on_done: Callable[[int], None] | None = None,
+        large_bodies: int | None = None,
     ) -> None:
         self.backend = backend
         self.source = source
@@ -235,8 +243,10 @@ class LockedLoop:
         self.action = action
         self.stats = stats
         self.on_done = on_done
-        self.batch_size = batch_size
         concurrency = max(1, concurrency)
+        # Receives ask for `batch_size` messages while bodies are small, `large_bodies` (default
+        # `concurrency`) while they are large: 100 bodies of 100 MB would be 10 GB.
+        self.sizer = BatchSizer(batch_size, large_bodies or concurrency)
         # One chunk of `concurrency` messages: against a far broker the throughput is the same as
         # several smaller chunks (the bound on messages in flight is what limits it), and nearby
         # it takes a quarter of the round trips.
@@ -260,8 +270,10 @@ class LockedLoop:
                         break
                     continue
                 empty = 0
+                self.sizer.seen(batch)
                 self.keeper.hold(batch)
                 chosen, beyond = self._sort(batch, limit, last_sequence)
+                del batch  # what is not chosen is held without its body until the run ends
                 if beyond:
                     # Past the last match the scan found: release them now, they are not ours.
                     self.keeper.release(beyond)
@@ -274,7 +286,9 @@ class LockedLoop:
 
     async def _receive(self, limit: int, *, wait_s: float = 1.0) -> list[Message]:
         """The next batch, under lock."""
-        want = min(self.batch_size, limit - self.taken) if self.selection.is_empty else self.batch_size
+        want = self.sizer.next_count()
+        if self.selection.is_empty:
+            want = min(want, limit - self.taken)
         return await retrying(
             lambda: self.backend.receive(self.source, want, mode=ReceiveMode.PEEK_LOCK, max_wait_s=wait_s),
             self.stats,
@@ -297,6 +311,7 @@ class LockedLoop:
                 self.taken += 1
             else:
                 self.stats.not_matching += 1
+                self.keeper.forget_bodies([m])
         return chosen, beyond
 
     async def _dispatch(self, chosen: list[Message]) -> None:
@@ -328,6 +343,7 @@ class LockedLoop:
             # Settled ones need no more renewal; unsettled ones stay held until the end.
             keep = {m.lock_token for m in unsettled}
             keeper.release(m for m in items if m.lock_token not in keep)
+            keeper.forget_bodies(unsettled)
         except BaseException:
             self.broken = True
             raise

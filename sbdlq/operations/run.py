@@ -145,6 +145,8 @@ class MovingRun(ABC, Generic[R]):
             concurrency=self.concurrency,
             chunk_size=self.chunk_size,
             on_done=tick,
+            # The user's --concurrency, even where a run widens its chunks (purge --export).
+            large_bodies=self.options.concurrency,
         )
         # Attached before the first receive, within the run's timeout: a receive's short wait
         # must not be spent attaching its link.

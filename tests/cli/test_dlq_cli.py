@@ -728,17 +728,17 @@ def test_transfer_dlq_resubmit_and_purge(transfer: Store, sbdlq: Any) -> None:
 
 @pytest.mark.usefixtures("ctrl_c_delivered")
 def test_peek_json_interrupted_is_still_one_document(seed: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sbdlq.operations.browse import PAGE
+    from sbdlq.operations.browse import LARGE_PAGE, PAGE
 
     seed.engine.create_queue("q")
-    seed.dead_letter("q", PAGE + 50)
+    seed.dead_letter("q", LARGE_PAGE + PAGE + 50)
     real_peek = EmulatorBackend.peek
     pages = 0
 
     async def peek_then_ctrl_c(self: EmulatorBackend, address: Address, start: int, n: int) -> list[Message]:
         nonlocal pages
         pages += 1
-        if pages == 2:
+        if pages == 3:  # the first page is small until the body sizes are known
             os.kill(os.getpid(), signal.SIGINT)
             await asyncio.sleep(1)
         return await real_peek(self, address, start, n)
@@ -746,8 +746,8 @@ def test_peek_json_interrupted_is_still_one_document(seed: Store, sbdlq: Any, mo
     monkeypatch.setattr(EmulatorBackend, "peek", peek_then_ctrl_c)
     r = sbdlq("peek", "q", "--all", "-o", "json")
     assert r.exit_code == 130
-    # The first page, in a closed array; the exit status says the list is incomplete.
-    assert [d["sequence_number"] for d in json.loads(r.stdout)] == list(range(1, PAGE + 1))
+    # The first pages, in a closed array; the exit status says the list is incomplete.
+    assert [d["sequence_number"] for d in json.loads(r.stdout)] == list(range(1, LARGE_PAGE + PAGE + 1))
 
 
 def test_profile_sets_concurrency_and_batch_size(
