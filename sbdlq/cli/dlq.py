@@ -175,7 +175,7 @@ async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_se
     from sbdlq.operations.browse import iter_messages
 
     # Rows, not messages: a table of large messages must not hold their bodies.
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     last_sequence = 0
     # One more than shown tells whether to point at the rest.
     async for m in iter_messages(
@@ -413,6 +413,10 @@ def purge(
         bool, typer.Option("--export-follow-symlinks", help="Let --export write through a symlink.")
     ] = False,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Messages per batch.", min=1, metavar="N")] = 500,
+    concurrency: Annotated[
+        int,
+        typer.Option("--concurrency", help="Messages in flight at most (--export: bodies held).", min=1, metavar="N"),
+    ] = 32,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Don't ask (required when stdin is not a terminal).")
@@ -445,7 +449,7 @@ def purge(
                     export=export,
                     export_follow_symlinks=export_follow_symlinks,
                     batch_size=_tuning(ctx, s, "batch_size", batch_size),
-                    concurrency=_tuning(ctx, s, "concurrency", None, 32),
+                    concurrency=_tuning(ctx, s, "concurrency", concurrency),
                     dry_run=dry_run,
                     note=_note,
                     progress=bars,
