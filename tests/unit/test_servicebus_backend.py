@@ -137,10 +137,17 @@ def fake_receiver() -> MagicMock:
     return receiver
 
 
-def fake_sender(max_size: int = 1024 * 1024) -> MagicMock:
+def fake_sender(max_size: int = 1024 * 1024, link_size: int | None = None) -> MagicMock:
+    """A sender whose batches hold max_size bytes and whose link takes one message of link_size (default: the same)."""
     sender = MagicMock(name="sender")
     sender.create_message_batch = AsyncMock(side_effect=lambda: ServiceBusMessageBatch(max_size_in_bytes=max_size))
-    sender.send_messages = AsyncMock(return_value=None)
+
+    async def send_messages(message: Any) -> None:
+        # As the SDK checks a message sent alone against the link's maximum message size.
+        if not isinstance(message, ServiceBusMessageBatch) and len(b"".join(message.body)) > (link_size or max_size):
+            raise sb.MessageSizeExceededError(message="the message exceeds the link's maximum size")
+
+    sender.send_messages = AsyncMock(side_effect=send_messages)
     sender.close = AsyncMock(return_value=None)
     return sender
 
@@ -482,6 +489,21 @@ def test_send_refuses_a_subscription_and_a_message_too_large(sdk: SimpleNamespac
         sdk.client.get_queue_sender.side_effect = lambda name, **kw: fake_sender(200)
         with pytest.raises(InvalidOperation):
             await b.send(ORDERS, [OutboundMessage(body=b"x" * 1000)])
+        await b.close()
+
+    run(go())
+
+
+def test_a_message_larger_than_a_batch_but_within_the_link_is_sent_alone(sdk: SimpleNamespace) -> None:
+    # Premium: batches hold 1 MB, the entity takes up to 100 MB.
+    async def go() -> None:
+        b = backend()
+        premium = fake_sender(200, link_size=5000)
+        sdk.client.get_queue_sender.side_effect = lambda name, **kw: sdk.senders.setdefault(name, premium)
+        bodies = [b"s", b"x" * 1000, b"t"]
+        await b.send(ORDERS, [OutboundMessage(body=body) for body in bodies])
+        sent = [c.args[0] for c in sdk.senders["orders"].send_messages.await_args_list]
+        assert [len(m) if isinstance(m, ServiceBusMessageBatch) else "alone" for m in sent] == [1, "alone", 1]
         await b.close()
 
     run(go())
