@@ -15,7 +15,18 @@ import typer
 from sbdlq.cli.common import Settings, err, handled, note, open_target, output_format, run
 from sbdlq.cli.complete import complete_count_output, complete_destination, complete_entity, complete_group_by
 from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
-from sbdlq.cli.options import OUT, Entity, Output, QueryOpt, SelectionOptions, for_sub_queue, selection_options
+from sbdlq.cli.options import (
+    OUT,
+    Entity,
+    KeepDeadLetterProperties,
+    NewMessageId,
+    Output,
+    QueryOpt,
+    Rate,
+    SelectionOptions,
+    for_sub_queue,
+    selection_options,
+)
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
 from sbdlq.paths import Address, SubQueue, parse_address, parse_entity
 from sbdlq.render import Emitter, Query
@@ -332,18 +343,13 @@ def resubmit(
     batch_size: Annotated[
         int, typer.Option("--batch-size", help="Messages received per batch.", min=1, metavar="N")
     ] = 100,
-    rate: Annotated[
-        float | None, typer.Option("--rate", help="At most N messages per second.", min=0.001, metavar="N")
-    ] = None,
+    rate: Rate = None,
     max_count: Annotated[
         int | None, typer.Option("--max", help="Resubmit at most N messages.", min=1, metavar="N")
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; change nothing.")] = False,
-    new_message_id: Annotated[bool, typer.Option("--new-message-id", help="Give copies fresh message ids.")] = False,
-    keep_dead_letter_properties: Annotated[
-        bool,
-        typer.Option("--keep-dead-letter-properties", help="Keep DeadLetterReason and description on the copies."),
-    ] = False,
+    new_message_id: NewMessageId = False,
+    keep_dead_letter_properties: KeepDeadLetterProperties = False,
     allow_unverified_routing: Annotated[
         bool,
         typer.Option(

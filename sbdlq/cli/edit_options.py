@@ -5,14 +5,13 @@ the command one `EditOptions`; `compile()` checks them (exit 2 on a bad value) i
 `CopyEdits` the operations apply to every copy.
 """
 
-import functools
-import inspect
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, fields
-from typing import Annotated, Any, TypeVar, get_type_hints
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
 
 import typer
 
+from sbdlq.cli.options import option_group
 from sbdlq.operations.edits import CopyEdits, build_edits, example_rows
 
 EDIT = "Edit copies"
@@ -65,31 +64,7 @@ EDITS_PARAMETER = "edits"
 
 def edit_options(command: Callable[..., R]) -> Callable[..., R]:
     """Declare the edit options in place of `command`'s `edits` parameter; pass them as one object."""
-    names = [f.name for f in fields(EditOptions)]
-    hints = get_type_hints(EditOptions, include_extras=True)
-    declared = [
-        inspect.Parameter(
-            f.name,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            default=None if f.default is MISSING else f.default,
-            annotation=hints[f.name],
-        )
-        for f in fields(EditOptions)
-    ]
-
-    @functools.wraps(command)
-    def with_edits(*args: Any, **kwargs: Any) -> R:
-        chosen = EditOptions(**{name: kwargs.pop(name) for name in names if name in kwargs})
-        return command(*args, **{EDITS_PARAMETER: chosen}, **kwargs)
-
-    signature = inspect.signature(command)
-    params: list[inspect.Parameter] = []
-    for param in signature.parameters.values():
-        params.extend(declared if param.name == EDITS_PARAMETER else [param])
-    with_edits.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
-    with_edits.__annotations__ = {p.name: p.annotation for p in params if p.annotation is not inspect.Parameter.empty}
-    with_edits.__annotations__["return"] = signature.return_annotation
-    return with_edits
+    return option_group(EditOptions, EDITS_PARAMETER)(command)
 
 
 def example_table(example: dict[str, Any]) -> None:

@@ -45,6 +45,14 @@ Entity = Annotated[
     typer.Argument(help="Queue, or TOPIC/Subscriptions/SUB.", show_default=False, autocompletion=complete_entity),
 ]
 
+# The copy options resubmit and replay both take.
+Rate = Annotated[float | None, typer.Option("--rate", help="At most N messages per second.", min=0.001, metavar="N")]
+NewMessageId = Annotated[bool, typer.Option("--new-message-id", help="Give copies fresh message ids.")]
+KeepDeadLetterProperties = Annotated[
+    bool,
+    typer.Option("--keep-dead-letter-properties", help="Keep DeadLetterReason and description on the copies."),
+]
+
 R = TypeVar("R")
 
 _TIME_HELP = "ISO 8601 time, or a duration ago (2h, 3d)."
@@ -100,9 +108,9 @@ class SelectionOptions:
 SELECTION_PARAMETER = "selection"
 
 
-def _selection_parameters() -> list[inspect.Parameter]:
-    """One Typer parameter per SelectionOptions field, in field order (the order of --help)."""
-    hints = get_type_hints(SelectionOptions, include_extras=True)
+def _group_parameters(group: type) -> list[inspect.Parameter]:
+    """One Typer parameter per field of the dataclass `group`, in field order (the order of --help)."""
+    hints = get_type_hints(group, include_extras=True)
     return [
         inspect.Parameter(
             f.name,
@@ -110,24 +118,34 @@ def _selection_parameters() -> list[inspect.Parameter]:
             default=None if f.default is MISSING else f.default,
             annotation=hints[f.name],
         )
-        for f in fields(SelectionOptions)
+        for f in fields(group)
     ]
+
+
+def option_group(group: type, parameter: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """A decorator declaring `group`'s fields in place of a command's `parameter`, passed as one `group`."""
+
+    def declare(command: Callable[..., R]) -> Callable[..., R]:
+        names = [f.name for f in fields(group)]
+
+        @functools.wraps(command)
+        def with_group(*args: Any, **kwargs: Any) -> R:
+            chosen = group(**{name: kwargs.pop(name) for name in names if name in kwargs})
+            return command(*args, **{parameter: chosen}, **kwargs)
+
+        signature = inspect.signature(command)
+        params: list[inspect.Parameter] = []
+        for param in signature.parameters.values():
+            params.extend(_group_parameters(group) if param.name == parameter else [param])
+        _set_signature(with_group, params, signature.return_annotation)
+        return with_group
+
+    return declare
 
 
 def selection_options(command: Callable[..., R]) -> Callable[..., R]:
     """Declare the selection options in place of `command`'s `selection` parameter; pass them as one object."""
-    names = [f.name for f in fields(SelectionOptions)]
-
-    @functools.wraps(command)
-    def with_selection(*args: Any, **kwargs: Any) -> R:
-        chosen = SelectionOptions(**{name: kwargs.pop(name) for name in names if name in kwargs})
-        return command(*args, **{SELECTION_PARAMETER: chosen}, **kwargs)
-
-    params: list[inspect.Parameter] = []
-    for param in inspect.signature(command).parameters.values():
-        params.extend(_selection_parameters() if param.name == SELECTION_PARAMETER else [param])
-    _set_signature(with_selection, params, inspect.signature(command).return_annotation)
-    return with_selection
+    return option_group(SelectionOptions, SELECTION_PARAMETER)(command)
 
 
 def for_sub_queue(

@@ -9,7 +9,15 @@ from sbdlq.cli.common import Settings, err, open_target, output_format, run
 from sbdlq.cli.complete import complete_destination
 from sbdlq.cli.dlq import _note, _query, _report
 from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
-from sbdlq.cli.options import Output, QueryOpt, SelectionOptions, selection_options
+from sbdlq.cli.options import (
+    KeepDeadLetterProperties,
+    NewMessageId,
+    Output,
+    QueryOpt,
+    Rate,
+    SelectionOptions,
+    selection_options,
+)
 from sbdlq.errors import BadInput, ExitStatus
 from sbdlq.paths import EntityPath, SubQueue, parse_address
 from sbdlq.render import Query
@@ -34,9 +42,7 @@ def replay(
     concurrency: Annotated[
         int, typer.Option("--concurrency", help="Records in flight at most.", min=1, metavar="N")
     ] = 32,
-    rate: Annotated[
-        float | None, typer.Option("--rate", help="At most N messages per second.", min=0.001, metavar="N")
-    ] = None,
+    rate: Rate = None,
     max_count: Annotated[
         int | None, typer.Option("--max", help="Replay at most N records.", min=1, metavar="N")
     ] = None,
@@ -48,11 +54,8 @@ def replay(
         Path | None,
         typer.Option("--state", help="Where to record the lines sent (default: FILE.replay-state; stdin: none)."),
     ] = None,
-    new_message_id: Annotated[bool, typer.Option("--new-message-id", help="Give copies fresh message ids.")] = False,
-    keep_dead_letter_properties: Annotated[
-        bool,
-        typer.Option("--keep-dead-letter-properties", help="Keep DeadLetterReason and description on the copies."),
-    ] = False,
+    new_message_id: NewMessageId = False,
+    keep_dead_letter_properties: KeepDeadLetterProperties = False,
     allow_unverified_routing: Annotated[
         bool,
         typer.Option(
