@@ -10,17 +10,14 @@ between runs (SBDLQ_EMULATOR_CLOCK_SKEW), as if the killed process's locks had l
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from support import dead_letter_all, stored_ids
+from support.process import run_or_kill, sbdlq_env
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
@@ -64,30 +61,8 @@ def _export_ids(path: Path) -> list[str]:
 
 
 def _run(argv: list[str], store: Path, skew: float, kill_after: float | None) -> int | None:
-    env = {
-        **os.environ,
-        "SBDLQ_EMULATOR": str(store),
-        "SBDLQ_EMULATOR_LATENCY": "10ms",
-        "SBDLQ_EMULATOR_CLOCK_SKEW": f"{skew}s",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sbdlq", *argv],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    if kill_after is None:
-        _, stderr = proc.communicate(timeout=120)
-        assert proc.returncode == 0, stderr.decode()
-        return proc.returncode
-    try:
-        proc.wait(timeout=kill_after)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        return None
-    return proc.returncode
+    env = sbdlq_env(store, SBDLQ_EMULATOR_LATENCY="10ms", SBDLQ_EMULATOR_CLOCK_SKEW=f"{skew}s")
+    return run_or_kill(argv, env, kill_after)
 
 
 SCENARIOS = {

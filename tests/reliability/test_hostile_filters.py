@@ -6,15 +6,14 @@ store holding a 40-byte body and a 40-character property, the sizes of the origi
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from support import dead_letter_all
+from support.process import sbdlq_env, start_sbdlq
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
@@ -36,15 +35,7 @@ def store(tmp_path: Path) -> Path:
 
 
 def _sbdlq(store: Path, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "SBDLQ_EMULATOR": str(store), "SBDLQ_CONFIG": str(tmp_path / "none.yaml")}
-    return subprocess.Popen(
-        [sys.executable, "-m", "sbdlq", *args],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_sbdlq(list(args), sbdlq_env(store, SBDLQ_CONFIG=str(tmp_path / "none.yaml")))
 
 
 def test_like_with_many_wildcards_answers_at_once(store: Path, tmp_path: Path) -> None:

@@ -8,18 +8,15 @@ after the first adds --resume. Every record must arrive, and each kill may add a
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from support import stored_ids
+from support.process import run_or_kill, sbdlq_env
 
 from sbdlq.emulator.engine import Engine
-from sbdlq.paths import parse_address
 
 pytestmark = pytest.mark.slow
 
@@ -29,36 +26,11 @@ CONCURRENCY = 8
 
 
 def _run(argv: list[str], store: Path, kill_after: float | None) -> int | None:
-    env = {**os.environ, "SBDLQ_EMULATOR": str(store), "SBDLQ_EMULATOR_LATENCY": "10ms"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sbdlq", *argv],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    if kill_after is None:
-        _, stderr = proc.communicate(timeout=120)
-        assert proc.returncode == 0, stderr.decode()
-        return proc.returncode
-    try:
-        proc.wait(timeout=kill_after)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        return None
-    return proc.returncode
+    return run_or_kill(argv, sbdlq_env(store, SBDLQ_EMULATOR_LATENCY="10ms"), kill_after)
 
 
 def _arrived(store: Path) -> Counter[str]:
-    eng = Engine(store)
-    seen: Counter[str] = Counter()
-    start = 0
-    while page := eng.peek(parse_address("retry"), start, 1000):
-        seen.update(m.message_id or "" for m in page)
-        start = page[-1].sequence_number + 1
-    eng.close()
-    return seen
+    return Counter(stored_ids(store, "retry"))
 
 
 def test_a_killed_replay_resumes_without_loss_and_with_bounded_duplicates(tmp_path: Path) -> None:

@@ -7,19 +7,16 @@ move; the test waits until some have moved before it signals.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from support import dead_letter_all, stored_ids
+from support import dead_lettered_store, stored_ids
+from support.process import sbdlq_env, start_sbdlq
 
 from sbdlq.emulator.engine import Engine
-from sbdlq.models import OutboundMessage
 from sbdlq.paths import parse_address
 
 N = 400
@@ -28,33 +25,15 @@ CONCURRENCY = 8
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
-    path = tmp_path / "store.db"
-    eng = Engine(path)
-    eng.create_queue("orders")
-    eng.create_queue("retry")
-    orders = [OutboundMessage(body=b"order %d" % i, message_id=f"m-{i}") for i in range(N)]
-    dead_letter_all(eng, "orders", orders, "Bad", "broken")
-    eng.close()
-    return path
+    """N messages `m-<i>` in the DLQ of `orders`; an empty `retry`."""
+    return dead_lettered_store(tmp_path / "store.db", N, "Bad", "broken")
 
 
 def _run_and_signal(
     store: Path, tmp_path: Path, argv: list[str], signum: int, moved: Path | str
 ) -> tuple[int, str, str]:
-    env = {
-        **os.environ,
-        "SBDLQ_EMULATOR": str(store),
-        "SBDLQ_CONFIG": str(tmp_path / "none.yaml"),
-        "SBDLQ_EMULATOR_LATENCY": "20ms",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sbdlq", *argv],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    env = sbdlq_env(store, SBDLQ_CONFIG=str(tmp_path / "none.yaml"), SBDLQ_EMULATOR_LATENCY="20ms")
+    proc = start_sbdlq(argv, env)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         done = (

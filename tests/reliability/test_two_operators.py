@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from support import dead_lettered_store, stored_ids
+from support.process import sbdlq_env, start_sbdlq
 
 pytestmark = pytest.mark.slow
 N = 1500
@@ -22,15 +21,8 @@ def store(tmp_path: Path) -> Path:
     return dead_lettered_store(tmp_path / "store.db", N, "Twice")
 
 
-def _start(store: Path, args: list[str]) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "SBDLQ_EMULATOR": str(store), "SBDLQ_EMULATOR_LATENCY": "2ms"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "sbdlq", *args],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+def _start(store: Path, args: list[str]) -> subprocess.Popen[str]:
+    return start_sbdlq(args, sbdlq_env(store, SBDLQ_EMULATOR_LATENCY="2ms"))
 
 
 def test_two_resubmits_move_each_message_once(store: Path) -> None:
@@ -38,8 +30,8 @@ def test_two_resubmits_move_each_message_once(store: Path) -> None:
     a, b = _start(store, args), _start(store, args)
     out_a, err_a = a.communicate(timeout=120)
     out_b, err_b = b.communicate(timeout=120)
-    assert a.returncode == 0, err_a.decode()
-    assert b.returncode == 0, err_b.decode()
+    assert a.returncode == 0, err_a
+    assert b.returncode == 0, err_b
     moved = Counter(stored_ids(store, "retry"))
     assert stored_ids(store, "orders/$DeadLetterQueue") == []
     assert set(moved) == {f"m-{i}" for i in range(N)}
@@ -54,7 +46,7 @@ def test_two_purges_with_export_split_the_work(store: Path, tmp_path: Path) -> N
     b = _start(store, ["purge", "orders", "--yes", "--batch-size", "25", "--export", str(tmp_path / "b.jsonl")])
     for p in (a, b):
         _, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err.decode()
+        assert p.returncode == 0, err
     exported: Counter[str] = Counter()
     for name in ("a.jsonl", "b.jsonl"):
         exported.update(json.loads(line)["message_id"] for line in (tmp_path / name).read_text().splitlines())

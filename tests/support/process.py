@@ -1,0 +1,42 @@
+"""The real `sbdlq` in a subprocess, for the suites that kill, signal or race it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+
+def sbdlq_env(store: Path, **extra: str) -> dict[str, str]:
+    """This process's environment with `sbdlq` pointed at the emulator store `store`, plus `extra`."""
+    return {**os.environ, "SBDLQ_EMULATOR": str(store), **extra}
+
+
+def start_sbdlq(argv: list[str], env: dict[str, str], *, quiet: bool = False) -> subprocess.Popen[str]:
+    """Start `python -m sbdlq argv`: stdin closed, stderr piped, stdout piped (or dropped when `quiet`)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "sbdlq", *argv],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run_or_kill(argv: list[str], env: dict[str, str], kill_after: float | None) -> int | None:
+    """Run `sbdlq` to the end (it must exit 0), or SIGKILL it after `kill_after` s; None when it was killed."""
+    proc = start_sbdlq(argv, env, quiet=True)
+    if kill_after is None:
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
+        return proc.returncode
+    try:
+        proc.wait(timeout=kill_after)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        return None
+    return proc.returncode
