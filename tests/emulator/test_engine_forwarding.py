@@ -27,18 +27,21 @@ def test_forward_to_chain(engine: Engine, h: Helpers) -> None:
     assert [m.sequence_number for m in got] == [1, 2]  # numbered by the entity they rest in
 
 
-def test_four_hops_are_allowed(engine: Engine, h: Helpers) -> None:
-    engine.create_queue("q4")
-    for i in range(3, -1, -1):
+def _forwarding_chain(engine: Engine, hops: int) -> None:
+    """Queues q0 → q1 → ... → q<hops>, each forwarding to the next; the last one keeps what it gets."""
+    engine.create_queue(f"q{hops}")
+    for i in range(hops - 1, -1, -1):
         engine.create_queue(f"q{i}", forward_to=f"q{i + 1}")
+
+
+def test_four_hops_are_allowed(engine: Engine, h: Helpers) -> None:
+    _forwarding_chain(engine, 4)
     engine.send("q0", h.msgs(1))
     assert engine.counts("q4").active == 1
 
 
 def test_more_than_four_hops_stop_in_the_transfer_dlq(engine: Engine, h: Helpers) -> None:
-    engine.create_queue("q5")
-    for i in range(4, -1, -1):
-        engine.create_queue(f"q{i}", forward_to=f"q{i + 1}")
+    _forwarding_chain(engine, 5)
     engine.send("q0", h.msgs(1))
     assert engine.counts("q5").active == 0
     c = engine.counts("q4")

@@ -15,6 +15,20 @@ from sbdlq.models import OutboundMessage
 from sbdlq.paths import parse_address as A
 
 
+def _as_written_by(path: Path, version: int, *undo: str) -> None:
+    """Turn the store at `path` back into what schema `version` wrote: run the `undo` SQL, stamp the version."""
+    conn = sqlite3.connect(path)
+    for statement in undo:
+        conn.execute(statement)
+    conn.execute(f"PRAGMA user_version={version}")
+    conn.commit()
+    conn.close()
+
+
+def _schema_version(engine: Engine) -> int:
+    return int(engine.store.conn.execute("PRAGMA user_version").fetchone()[0])
+
+
 def test_threads_sharing_one_engine_never_share_a_message(tmp_path: Path) -> None:
     # A backend may call the engine from worker threads: one connection, one transaction at a time.
     engine = Engine(tmp_path / "t.db")
@@ -50,17 +64,12 @@ def test_a_version_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
     with Engine(path) as engine:
         engine.create_queue("q")
         engine.send("q", [OutboundMessage(body=b"kept")])
-    conn = sqlite3.connect(path)
-    conn.execute("DROP INDEX message_due")
-    conn.execute("DROP INDEX message_locked")
-    conn.execute("PRAGMA user_version=1")
-    conn.commit()
-    conn.close()
+    _as_written_by(path, 1, "DROP INDEX message_due", "DROP INDEX message_locked")
     with Engine(path) as engine:
         assert engine.peek(A("q"), 0, 1)[0].body == b"kept"
         names = {r[0] for r in engine.store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert {"message_due", "message_locked"} <= names
-        assert engine.store.conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
+        assert _schema_version(engine) == store.SCHEMA_VERSION
 
 
 def test_a_version_2_store_gains_the_size_limit_and_release_columns(tmp_path: Path) -> None:
@@ -68,27 +77,20 @@ def test_a_version_2_store_gains_the_size_limit_and_release_columns(tmp_path: Pa
     path = tmp_path / "v2.db"
     with Engine(path) as engine:
         engine.create_queue("q", max_delivery_count=1)
-    conn = sqlite3.connect(path)
-    conn.execute("ALTER TABLE entity DROP COLUMN max_message_kb")
-    conn.execute("ALTER TABLE message DROP COLUMN releases")
-    conn.execute("PRAGMA user_version=2")
-    conn.commit()
-    conn.close()
+    _as_written_by(path, 2, "ALTER TABLE entity DROP COLUMN max_message_kb", "ALTER TABLE message DROP COLUMN releases")
     with Engine(path) as engine:
         engine.send("q", [OutboundMessage(body=b"kept")])
         assert engine.max_message_bytes("q") == 256 * 1024
         (m,) = engine.receive(A("q"), 1)
         engine.release(A("q"), [m.lock_token or ""])
         assert engine.peek(A("q"), 0, 1)[0].body == b"kept"
-        assert engine.store.conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
+        assert _schema_version(engine) == store.SCHEMA_VERSION
 
 
 def test_a_newer_store_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
     Engine(path).close()
-    conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version={store.SCHEMA_VERSION + 1}")
-    conn.close()
+    _as_written_by(path, store.SCHEMA_VERSION + 1)
     with pytest.raises(SbdlqError, match="newer sbdlq"):
         Engine(path)
 
@@ -159,17 +161,13 @@ def test_a_version_3_store_gains_the_amqp_column(tmp_path: Path) -> None:
     with Engine(path) as engine:
         engine.create_queue("q")
         engine.send("q", [OutboundMessage(body=b"old")])
-    conn = sqlite3.connect(path)
-    conn.execute("ALTER TABLE message DROP COLUMN amqp")
-    conn.execute("PRAGMA user_version=3")
-    conn.commit()
-    conn.close()
+    _as_written_by(path, 3, "ALTER TABLE message DROP COLUMN amqp")
     with Engine(path) as engine:
         engine.send("q", [OutboundMessage(body=b"new", amqp=b"\x00Sx\xc1\x01\x00")])
         old, new = engine.peek(A("q"), 0, 2)
         assert (old.body, old.amqp) == (b"old", None)
         assert (new.body, new.amqp) == (b"new", b"\x00Sx\xc1\x01\x00")
-        assert engine.store.conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
+        assert _schema_version(engine) == store.SCHEMA_VERSION
 
 
 def test_kept_amqp_sections_follow_the_message_everywhere(tmp_path: Path) -> None:
