@@ -144,6 +144,16 @@ def launch(tmp_path: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
+def conn(emulator: Emulator) -> Iterator[Any]:
+    """A bare python-qpid-proton BlockingConnection (SASL ANONYMOUS) to the session emulator."""
+    from proton.utils import BlockingConnection
+
+    c = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
+    yield c
+    c.close()
+
+
+@pytest.fixture
 def client(emulator: Emulator) -> Iterator[Any]:
     from azure.servicebus import ServiceBusClient
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,13 +21,6 @@ class _MaxMessageSize(LinkOption):
 
     def apply(self, link: Link) -> None:
         link.max_message_size = 4096
-
-
-@pytest.fixture
-def conn(emulator: Any) -> Iterator[BlockingConnection]:
-    c = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
-    yield c
-    c.close()
 
 
 def test_reply_goes_to_the_link_named_by_reply_to(emulator: Any, conn: BlockingConnection) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -186,13 +185,6 @@ WIRE_PROPERTIES = {
     "text": "plain",
     "bool": True,
 }
-
-
-@pytest.fixture
-def conn(emulator: Any) -> Iterator[BlockingConnection]:
-    c = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
-    yield c
-    c.close()
 
 
 def _section(code: int, value: Any) -> bytes:

@@ -8,7 +8,6 @@ the output are known.
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
 import os
 import re
@@ -23,6 +22,7 @@ from click.testing import Result
 from json_shapes import MESSAGE_KEYS
 from support import APPLICATION_PROPERTIES, Cli, Clock, full_message, producer_fields
 from support import Seeder as Store
+from support.faults import disk_full_after_exports
 from typer.testing import CliRunner
 
 from sbdlq.backends.emulator import EmulatorBackend
@@ -626,18 +626,7 @@ def test_purge_export_failure_deletes_only_what_was_exported(
     seed.engine.create_queue("q")
     seed.dead_letter("q", 10)
     out = tmp_path / "dlq.jsonl"
-    real_write = os.write
-    exports = 0
-
-    def disk_full(fd: int, data: Any) -> int:
-        nonlocal exports
-        if bytes(data[:18]) == b'{"sequence_number"':
-            exports += 1
-            if exports > 1:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real_write(fd, data)
-
-    monkeypatch.setattr(os, "write", disk_full)
+    disk_full_after_exports(monkeypatch, 1)
     r = sbdlq("purge", "q", "--yes", "--export", str(out), "--batch-size", "4")
     monkeypatch.undo()
     assert r.exit_code == 1

@@ -8,9 +8,7 @@ they are real waits: its broker is a listener thread on the wall clock serving r
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from json_shapes import MESSAGE_KEYS
 from support import APPLICATION_PROPERTIES, full_message, ids, producer_fields
+from support.faults import disk_full_after_exports
 
 from sbdlq.backends.base import Backend
 from sbdlq.models import RESUBMITTED_FROM, Message, OutboundMessage
@@ -281,18 +280,7 @@ def test_export_failure_deletes_nothing_that_was_not_exported(
 ) -> None:
     seed.queue("q")
     seed.dead_letter("q", 10)
-    real_write = os.write
-    writes = 0
-
-    def disk_fills_up(fd: int, data: Any) -> int:
-        nonlocal writes
-        if bytes(data[:18]) == b'{"sequence_number"':
-            writes += 1
-            if writes > 1:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real_write(fd, data)
-
-    monkeypatch.setattr(os, "write", disk_fills_up)
+    disk_full_after_exports(monkeypatch, 1)
     out = tmp_path / "dlq.jsonl"
     r = aio(purge(backend, DLQ, export=out, batch_size=3))
     monkeypatch.undo()

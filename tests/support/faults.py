@@ -1,0 +1,28 @@
+"""Faults a test injects at the OS boundary."""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any
+
+import pytest
+
+# Every export record is one JSON line that starts with its sequence number.
+EXPORT_RECORD = b'{"sequence_number"'
+
+
+def disk_full_after_exports(monkeypatch: pytest.MonkeyPatch, records: int) -> None:
+    """Let `records` export records reach the disk, then fail every further one with ENOSPC."""
+    real_write = os.write
+    written = 0
+
+    def write(fd: int, data: Any) -> int:
+        nonlocal written
+        if bytes(data[: len(EXPORT_RECORD)]) == EXPORT_RECORD:
+            written += 1
+            if written > records:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
