@@ -290,25 +290,32 @@ def _reasons_table(groups: list[Any], by: str) -> None:
     from sbdlq.render import Col, table
 
     table(
-        [
-            # The key (a reason, a description, ...) is what the operator came for: never cut.
-            Col("key", whole=True, min_width=12),
-            Col("count", numeric=True),
-            Col("first_enqueued", whole=True, min_width=20),
-            Col("last_enqueued", whole=True, min_width=20),
-            Col("samples", whole=True, min_width=7),
-        ],
-        [
-            (
-                g.key,
-                g.count,
-                _time(g.first_enqueued),
-                _time(g.last_enqueued),
-                ", ".join(str(n) for n in g.sample_sequence_numbers),
-            )
-            for g in groups
-        ],
+        # The key (a reason, a description, ...) is what the operator came for: never cut.
+        [Col("key", whole=True, min_width=12), *group_stat_columns()],
+        [(g.key, *group_stats(g)) for g in groups],
         title=f"{sum(g.count for g in groups)} message(s) by {by}",
+    )
+
+
+def group_stat_columns() -> list[Any]:
+    """The table columns of `group_stats`, shared by every report of reason groups."""
+    from sbdlq.render import Col
+
+    return [
+        Col("count", numeric=True),
+        Col("first_enqueued", whole=True, min_width=20),
+        Col("last_enqueued", whole=True, min_width=20),
+        Col("samples", whole=True, min_width=7),
+    ]
+
+
+def group_stats(g: Any) -> tuple[Any, ...]:
+    """A reason group's count, first and last enqueued times and sample sequence numbers, as table cells."""
+    return (
+        g.count,
+        _time(g.first_enqueued),
+        _time(g.last_enqueued),
+        ", ".join(str(n) for n in g.sample_sequence_numbers),
     )
 
 

@@ -51,7 +51,7 @@ def _queue_word(sub_queue: SubQueue) -> str:
 
 
 def _table(groups: list[Any], by: str, sub_queue: SubQueue) -> None:
-    from sbdlq.cli.dlq import _time
+    from sbdlq.cli.dlq import group_stat_columns, group_stats
     from sbdlq.render import Col, table
 
     # `--by entity`: the key is the entity; one column says it.
@@ -59,22 +59,9 @@ def _table(groups: list[Any], by: str, sub_queue: SubQueue) -> None:
     columns = [
         Col("entity", whole=True, min_width=10),
         *([Col("key", whole=True, min_width=12)] if keyed else []),
-        Col("count", numeric=True),
-        Col("first_enqueued", whole=True, min_width=20),
-        Col("last_enqueued", whole=True, min_width=20),
-        Col("samples", whole=True, min_width=7),
+        *group_stat_columns(),
     ]
-    rows = [
-        (
-            g.entity,
-            *([g.key] if keyed else []),
-            g.count,
-            _time(g.first_enqueued),
-            _time(g.last_enqueued),
-            ", ".join(str(n) for n in g.sample_sequence_numbers),
-        )
-        for g in groups
-    ]
+    rows = [(g.entity, *([g.key] if keyed else []), *group_stats(g)) for g in groups]
     entities = len({g.entity for g in groups})
     total = sum(g.count for g in groups)
     table(columns, rows, title=f"{total} message(s) in {entities} {_queue_word(sub_queue)}(s) by {by}")
