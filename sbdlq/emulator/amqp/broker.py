@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from proton import (
     Condition,
@@ -47,35 +47,33 @@ log = logging.getLogger(__name__)
 
 CBS_NODE = "$cbs"
 MANAGEMENT_SUFFIX = "/$management"
+T = TypeVar("T")
 _CREDIT = 500  # credit granted to client senders, topped up as it is used
 _TOKEN = "sbdlq_lock_token"  # attribute proton keeps on our deliveries
 # What our reply links advertise: a peek reply holds several messages, so Premium's largest.
 REPLY_MAX_BYTES = MAX_MESSAGE_KB * 1024
 
 
+def _present(value: T | None) -> T:
+    """An event's link, session, connection or delivery: proton sets it on events of its kind (narrows Optional)."""
+    assert value is not None
+    return value
+
+
 def _link(event: Event) -> Link:
-    # proton sets these on every event of their kind; the asserts narrow the Optional types
-    link = event.link
-    assert link is not None
-    return link
+    return _present(event.link)
 
 
 def _connection(event: Event) -> Connection:
-    conn = event.connection
-    assert conn is not None
-    return conn
+    return _present(event.connection)
 
 
 def _session(event: Event) -> Session:
-    session = event.session
-    assert session is not None
-    return session
+    return _present(event.session)
 
 
 def _delivery(event: Event) -> Delivery:
-    delivery = event.delivery
-    assert delivery is not None
-    return delivery
+    return _present(event.delivery)
 
 
 def _condition(failure: conditions.Failure) -> Condition:
