@@ -16,7 +16,6 @@ from sbdlq.cli.common import Settings, err, handled, note, open_target, output_f
 from sbdlq.cli.complete import complete_count_output, complete_destination, complete_entity, complete_group_by
 from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
 from sbdlq.cli.options import (
-    OUT,
     Entity,
     KeepDeadLetterProperties,
     NewMessageId,
@@ -25,6 +24,7 @@ from sbdlq.cli.options import (
     Rate,
     SelectionOptions,
     for_sub_queue,
+    output_option,
     selection_options,
 )
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
@@ -74,13 +74,9 @@ def _fail_above_option(sub_queue: SubQueue) -> Any:
 
 CountOutput = Annotated[
     str | None,
-    typer.Option(
-        "--output",
-        "-o",
-        help="table, json, jsonl, yaml, tsv, or prometheus (gauges for node_exporter's textfile collector).",
-        rich_help_panel=OUT,
-        autocompletion=complete_count_output,
-        show_default=False,
+    output_option(
+        "table, json, jsonl, yaml, tsv, or prometheus (gauges for node_exporter's textfile collector).",
+        complete_count_output,
     ),
 ]
 WatchOpt = Annotated[

@@ -21,16 +21,17 @@ from sbdlq.selection import Selection, build_selection
 SEL = "Selection"
 OUT = "Output"
 
+
+def output_option(help_: str, completion: Callable[..., list[str]]) -> Any:
+    """`--output/-o` with the formats a command writes: shown in the Output panel of --help."""
+    return typer.Option(
+        "--output", "-o", help=help_, rich_help_panel=OUT, autocompletion=completion, show_default=False
+    )
+
+
 Output = Annotated[
     str | None,
-    typer.Option(
-        "--output",
-        "-o",
-        help="table, json, jsonl, yaml or tsv (no header, tab-separated; default: table).",
-        rich_help_panel=OUT,
-        autocompletion=complete_output,
-        show_default=False,
-    ),
+    output_option("table, json, jsonl, yaml or tsv (no header, tab-separated; default: table).", complete_output),
 ]
 QueryOpt = Annotated[
     str | None,
