@@ -307,12 +307,8 @@ def group_stat_columns() -> list[Any]:
 
 def group_stats(g: Any) -> tuple[Any, ...]:
     """A reason group's count, first and last enqueued times and sample sequence numbers, as table cells."""
-    return (
-        g.count,
-        _time(g.first_enqueued),
-        _time(g.last_enqueued),
-        ", ".join(str(n) for n in g.sample_sequence_numbers),
-    )
+    samples = ", ".join(str(n) for n in g.sample_sequence_numbers)
+    return g.count, _time(g.first_enqueued), _time(g.last_enqueued), samples
 
 
 def _reasons_chart(groups: list[Any], by: str) -> None:
