@@ -25,7 +25,7 @@ from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import SbdlqError, TransientError
 from sbdlq.models import Message
 from sbdlq.operations.browse import dlq_count, iter_messages
-from sbdlq.operations.sizing import BatchSizer
+from sbdlq.operations.sizing import LARGE_BODY_BYTES, BatchSizer
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
@@ -220,6 +220,12 @@ class LockedLoop:
     `run(limit, last_sequence)`: `limit` bounds how many matches are taken (the count at the
     start of the run, so a run into a queue whose consumer keeps failing still ends);
     `last_sequence`, when known from a scan, ends the run once the loop is past the last match.
+
+    A pipeline, for a far broker: the next batch is received while the chunks of this one
+    are worked on (one batch ahead at most, its locks renewed like the others), and chunks
+    are cut from the stream of matches rather than from each batch, so they stay full: a
+    batch of 100 at --concurrency 32 no longer ends in a chunk of 4 that costs the round
+    trips of 32 (the rest waits, locked, for the next batch).
     """
 
     def __init__(
@@ -248,41 +254,79 @@ class LockedLoop:
         # `concurrency`) while they are large: 100 bodies of 100 MB would be 10 GB.
         self.sizer = BatchSizer(batch_size, large_bodies or concurrency)
         # One chunk of `concurrency` messages: against a far broker the throughput is the same as
-        # several smaller chunks (the bound on messages in flight is what limits it), and nearby
-        # it takes a quarter of the round trips.
+        # several smaller chunks (the bound on messages between send and complete is what limits
+        # it: each takes a send and a complete round trip), and nearby it takes fewer round trips.
         self.chunk = max(1, min(chunk_size or concurrency, concurrency))
         # chunk * calls <= concurrency: the bound on messages between action and settlement.
         self.calls = asyncio.Semaphore(max(1, concurrency // self.chunk))
         self.keeper = LockKeeper(backend, source, stats, lock_duration_s)
         self.taken = 0
         self.pending: set[asyncio.Task[None]] = set()
+        self.queued: list[Message] = []  # matches received, not yet handed to a chunk
+        self.ahead: asyncio.Task[list[Message]] | None = None  # the next batch, on its way
         self.broken = False  # a chunk raised: dispatch no more, the error surfaces when waited for
 
     async def run(self, limit: int, last_sequence: int | None) -> None:
         """Take up to `limit` matches, batch by batch, until the DLQ or the scan's last match ends."""
         try:
             empty = 0
-            while self.taken < limit and self.stats.aborted is None:
-                batch = await self._receive(limit, wait_s=float(2**empty))
+            self.ahead = self._receive_ahead(limit, wait_s=1.0)
+            while self.ahead is not None:
+                batch = await self._arrived()
                 if not batch:
                     empty += 1
-                    if empty > EMPTY_RETRIES or not await self._unseen_left():
-                        break
+                    more = (
+                        self.taken < limit
+                        and self.stats.aborted is None
+                        and empty <= EMPTY_RETRIES
+                        and await self._unseen_left()
+                    )
+                    if more:
+                        self.ahead = self._receive_ahead(limit, wait_s=float(2**empty))
+                    await self._dispatch(final=not more)
                     continue
                 empty = 0
-                self.sizer.seen(batch)
-                self.keeper.hold(batch)
-                chosen, beyond = self._sort(batch, limit, last_sequence)
+                more = await self._take(batch, limit, last_sequence)
                 del batch  # what is not chosen is held without its body until the run ends
-                if beyond:
-                    # Past the last match the scan found: release them now, they are not ours.
-                    self.keeper.release(beyond)
-                    await _release(self.backend, self.source, beyond, self.stats)
-                await self._dispatch(chosen)
-                if beyond:
-                    break
+                if more and self.ahead is None:
+                    # Large bodies: one batch in memory at a time, so wait for this one's chunks.
+                    await _wait_all(self.pending)
+                    self.ahead = self._receive_ahead(limit, wait_s=1.0)
+            await _wait_all(self.pending)
         finally:
             await self._wind_down()
+
+    async def _take(self, batch: list[Message], limit: int, last_sequence: int | None) -> bool:
+        """Sort a batch, start receiving the next while bodies are small, hand out full chunks; whether to go on."""
+        self.sizer.seen(batch)
+        chosen, beyond = self._sort(batch, limit, last_sequence)
+        if beyond:
+            # Past the last match the scan found: release them now, they are not ours.
+            self.keeper.release(beyond)
+            await _release(self.backend, self.source, beyond, self.stats)
+        more = not beyond and self.taken < limit and self.stats.aborted is None
+        estimate = self.sizer.estimate
+        if more and estimate is not None and estimate < LARGE_BODY_BYTES:
+            self.ahead = self._receive_ahead(limit, wait_s=1.0)
+        self.queued += chosen
+        await self._dispatch(final=not more)
+        return more
+
+    def _receive_ahead(self, limit: int, *, wait_s: float) -> asyncio.Task[list[Message]]:
+        """Start receiving the next batch; its messages are held as soon as they arrive."""
+
+        async def receive() -> list[Message]:
+            batch = await self._receive(limit, wait_s=wait_s)
+            self.keeper.hold(batch)
+            return batch
+
+        return asyncio.create_task(receive())
+
+    async def _arrived(self) -> list[Message]:
+        """The batch received ahead; raises what its receive raised."""
+        ahead, self.ahead = self.ahead, None
+        assert ahead is not None
+        return await ahead
 
     async def _receive(self, limit: int, *, wait_s: float = 1.0) -> list[Message]:
         """The next batch, under lock."""
@@ -314,19 +358,25 @@ class LockedLoop:
                 self.keeper.forget_bodies([m])
         return chosen, beyond
 
-    async def _dispatch(self, chosen: list[Message]) -> None:
-        """Run the action on the chunks of a batch, at most `calls` at once; wait for them all."""
-        for i in range(0, len(chosen), self.chunk):
+    async def _dispatch(self, *, final: bool) -> None:
+        """Hand the queued matches to chunks, at most `calls` at once; a short rest waits for more unless final."""
+        while self.queued and (final or len(self.queued) >= self.chunk):
             await self.calls.acquire()
             if self.stats.aborted is not None or self.broken:
                 self.calls.release()
                 break
-            # Kept until waited for: a chunk that failed early must still raise here.
-            self.pending.add(asyncio.create_task(self._run_chunk(chosen[i : i + self.chunk])))
-        try:
-            await _wait_all(self.pending)
-        finally:
-            self.pending = {t for t in self.pending if not t.done()}
+            items, self.queued = self.queued[: self.chunk], self.queued[self.chunk :]
+            self.pending.add(asyncio.create_task(self._run_chunk(items)))
+        self._reap()
+
+    def _reap(self) -> None:
+        """Forget finished chunks; raise the first failure among them."""
+        done = {t for t in self.pending if t.done()}
+        self.pending -= done
+        for t in done:
+            if not t.cancelled() and t.exception() is not None:
+                # Kept until waited for by _wind_down too: the others still finish.
+                raise t.exception()  # type: ignore[misc]
 
     async def _run_chunk(self, items: list[Message]) -> None:
         """Act on one chunk; stop renewing what it settled."""
@@ -358,9 +408,13 @@ class LockedLoop:
         # complete would leave a copy sent and its original still in the DLQ.
         with contextlib.suppress(BaseException):
             await _wait_all(self.pending)
+        if self.ahead is not None:
+            # A batch received ahead is held (or failed): released below with the rest.
+            with contextlib.suppress(BaseException):
+                await self._arrived()
         await self.keeper.stop()
-        # Not matching, failed and never-started messages: released, not completed, so they are
-        # available again at once instead of after their lock lapses.
+        # Not matching, failed, queued and never-started messages: released, not completed, so
+        # they are available again at once instead of after their lock lapses.
         rest = [m for m in self.keeper.held.values() if not self.keeper.is_lost(m)]
         self.keeper.release(rest)
         with contextlib.suppress(SbdlqError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 from collections.abc import Callable
@@ -150,8 +151,11 @@ class Resubmit(MovingRun[ResubmitResult]):
             raise BadInput("--batch-size and --concurrency must be at least 1")
         if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
             raise BadInput(f"invalid --rate {self.rate}: give a positive number of messages per second")
-        source_info = await self.backend.get_entity(self.source.entity)
-        target_info = self.target_info = await self.backend.get_entity(self.target)
+        # Independent round trips: asked together.
+        source_info, target_info = await asyncio.gather(
+            self.backend.get_entity(self.source.entity), self.backend.get_entity(self.target)
+        )
+        self.target_info = target_info
         check_target(target_info, self.target, new_message_id=self.new_message_id)
         if target_info.kind == "topic":
             await self.check_routing()

@@ -9,6 +9,7 @@ accounting of `LoopStats` into the result are written here once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -24,6 +25,9 @@ from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
 R = TypeVar("R", bound=RunResult)
+
+#: Above this many messages of its own left in the DLQ, a run does not probe which others are locked elsewhere.
+PROBE_OWN_MAX = 1000
 
 #: Called with the total (None while it is unknown); returns the tick called with each step done.
 Progress = Callable[[int | None], Callable[[int], None]]
@@ -100,6 +104,25 @@ class MovingRun(ABC, Generic[R]):
             self.result.elapsed_s = time.monotonic() - started
 
     async def _run(self, stopper: Stopper) -> R:
+        dry_run = self.options.dry_run
+        # The links take about ten round trips to attach: attach them while the checks and
+        # the plan read the entity (independent round trips), not after.
+        links = None if dry_run else asyncio.create_task(self._open_links())
+        try:
+            return await self._checked_run(stopper, links)
+        finally:
+            if links is not None and not links.done():
+                links.cancel()
+            if links is not None:
+                with contextlib.suppress(BaseException):
+                    await links
+
+    async def _open_links(self) -> None:
+        """Attach the receiver and the sender before the first receive, within the run's timeout."""
+        # A receive's short wait must not be spent attaching its link.
+        await self.backend.open_links(self.source, ReceiveMode.PEEK_LOCK, self.send_target)
+
+    async def _checked_run(self, stopper: Stopper, links: asyncio.Task[None] | None) -> R:
         info = await self.check()
         dry_run, progress = self.options.dry_run, self.options.progress
         plan = await plan_run(
@@ -119,6 +142,8 @@ class MovingRun(ABC, Generic[R]):
         tick = progress(plan.selected) if progress else None
         stopper.moving = True
         try:
+            if links is not None:
+                await links
             await self.move(plan, info, tick)
         except BadInput:
             raise  # a bad selection (a --body-regex over its budget) is a usage error, exit 2
@@ -148,9 +173,6 @@ class MovingRun(ABC, Generic[R]):
             # The user's --concurrency, even where a run widens its chunks (purge --export).
             large_bodies=self.options.concurrency,
         )
-        # Attached before the first receive, within the run's timeout: a receive's short wait
-        # must not be spent attaching its link.
-        await self.backend.open_links(self.source, ReceiveMode.PEEK_LOCK, self.send_target)
         await loop.run(limit=plan.selected, last_sequence=plan.last_sequence)
 
     def kept_back(self) -> int:
@@ -170,10 +192,31 @@ class MovingRun(ABC, Generic[R]):
         left = await dlq_left(self.backend, self.source, stats)
         # What the run itself left in the DLQ (failed, lock lost) is in the count too; the rest
         # of what is missing went to another receiver.
-        still = min(missing, (left or 0) - stats.failed - stats.lock_lost - kept)
+        own = stats.failed + stats.lock_lost + kept
+        still = min(missing, (left or 0) - own)
+        if still > 0:
+            still = min(still, await self.receivable(still, own))
         if still > 0:
             stats.failed += still
             stats.error(f"{still} selected message(s) are still in {self.source}: not received before the run ended")
+
+    async def receivable(self, still: int, own: int) -> int:
+        """How many of `still` counted messages a receive gets now: the rest are locked by another receiver.
+
+        `own`: messages the run itself left in the DLQ (released, so receivable too). Those
+        received are abandoned at once: the probe moves nothing. When it cannot tell, `still`.
+        """
+        if own > PROBE_OWN_MAX:
+            return still
+        backend, source = self.backend, self.source
+        try:
+            got = await backend.receive(source, still + own, mode=ReceiveMode.PEEK_LOCK, max_wait_s=1.0)
+        except SbdlqError:
+            return still
+        if got:
+            with contextlib.suppress(SbdlqError):
+                await backend.abandon(source, got)
+        return max(0, len(got) - own)
 
     def account(self) -> None:
         """Copy what the loop did into the result; say so when selected messages never came."""
