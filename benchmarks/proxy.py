@@ -66,7 +66,9 @@ class DelayingProxy:
             if task is not None:
                 tasks.add(task)
             try:
-                await self._forward(reader, writer)
+                # Cancelled at close: end quietly (Python 3.11's streams would log the CancelledError).
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._forward(reader, writer)
             finally:
                 if task is not None:
                     tasks.discard(task)

@@ -176,3 +176,30 @@ def test_error_condition_reads_the_sdk_exception() -> None:
     wrapper = sb.ServiceBusError("wrapped", error=error)
     assert sdk_compat.error_condition(wrapper) == "amqp:not-allowed"
     assert sdk_compat.error_condition(ValueError("no condition")) is None
+
+
+def test_stop_keep_alive_targets_the_task_pyamqp_close_awaits() -> None:
+    from azure.servicebus._pyamqp.aio._client_async import AMQPClientAsync
+
+    source = inspect.getsource(AMQPClientAsync.close_async)
+    assert "self._keep_alive_thread" in source and "await self._keep_alive_thread" in source
+    assert "self._keep_alive_thread = asyncio.ensure_future" in inspect.getsource(AMQPClientAsync.open_async)
+
+
+def test_stop_keep_alive_cancels_and_forgets_the_task() -> None:
+    async def scenario() -> tuple[bool, Any]:
+        task = asyncio.ensure_future(asyncio.sleep(10))
+
+        class Client:
+            _keep_alive_thread = task
+
+        class Handler:
+            _handler = Client()
+
+        handler = Handler()
+        sdk_compat.stop_keep_alive(handler)
+        sdk_compat.stop_keep_alive(handler)  # twice, or on a handler without one: nothing happens
+        await asyncio.sleep(0)
+        return task.cancelled(), handler._handler._keep_alive_thread
+
+    assert asyncio.run(scenario()) == (True, None)

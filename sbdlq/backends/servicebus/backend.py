@@ -498,6 +498,7 @@ class ServiceBusBackend(Backend):
         """Forget a sender or receiver and close it (a receiver releases what it had buffered)."""
         if table.get(link.key) is link:
             del table[link.key]
+            sdk_compat.stop_keep_alive(link.handler)
             await self._quietly(link.handler.close())
 
     async def close(self) -> None:
@@ -508,6 +509,8 @@ class ServiceBusBackend(Backend):
         self._held.clear()
         # Together: each handler has a connection of its own, and closing one waits for the
         # broker's detach, end and close replies.
+        for link in links:
+            sdk_compat.stop_keep_alive(link.handler)
         await asyncio.gather(*(self._quietly(link.handler.close()) for link in links))
         if self._client is not None:
             await self._quietly(self._client.close())

@@ -74,6 +74,21 @@ async def stop_credit(receiver: Any) -> None:
         pass  # the next receive call sets the credit again anyway
 
 
+def stop_keep_alive(handler: Any) -> None:
+    """Stop the handler's keep-alive task before closing; relies on pyamqp's `client._keep_alive_thread` task.
+
+    The task sleeps a second at a time between checks, and pyamqp's `close_async` awaits it:
+    every close waited for the rest of that second (a sender a full second), after the
+    run's work was done. Cancelled and forgotten, `close_async` has nothing to wait for.
+    """
+    client = amqp_client_of(handler)
+    task = getattr(client, "_keep_alive_thread", None)
+    if task is None or not hasattr(task, "cancel"):
+        return
+    task.cancel()
+    client._keep_alive_thread = None
+
+
 def can_renew_many(receiver: Any) -> bool:
     """Whether the receiver has the private batch renewal `receiver._renew_locks(*tokens)` (a coroutine)."""
     return inspect.iscoroutinefunction(getattr(receiver, "_renew_locks", None))
