@@ -306,10 +306,12 @@ class LockedLoop:
             await _release(self.backend, self.source, beyond, self.stats)
         more = not beyond and self.taken < limit and self.stats.aborted is None
         estimate = self.sizer.estimate
-        if more and estimate is not None and estimate < LARGE_BODY_BYTES:
+        small = estimate is not None and estimate < LARGE_BODY_BYTES
+        if more and small:
             self.ahead = self._receive_ahead(limit, wait_s=1.0)
         self.queued += chosen
-        await self._dispatch(final=not more)
+        # Large bodies are not kept back to fill a chunk: memory stays bounded by the batch.
+        await self._dispatch(final=not more or not small)
         return more
 
     def _receive_ahead(self, limit: int, *, wait_s: float) -> asyncio.Task[list[Message]]:
