@@ -160,11 +160,12 @@ def connection_flood(server: Server) -> None:
 
 
 def expired_token(server: Server) -> None:
-    """A token with a 2-second lifetime: its link is detached when it expires, new links refused."""
+    """A short-lived token: its link is detached when it expires, new links refused."""
     from proton import Message
     from proton.utils import BlockingConnection, LinkDetached
 
-    expiry = int(time.time()) + 2
+    # `se` is whole seconds: +4 leaves over 3 s to connect, put the token and attach on a loaded machine.
+    expiry = int(time.time()) + 4
     resource = f"sb://127.0.0.1:{server.amqp}/orders"
     token = f"{sas.PREFIX}sr={resource}&sig={sas.sign(resource, KEY, expiry)}&se={expiry}&skn=root"
     conn = BlockingConnection(
