@@ -39,14 +39,29 @@ def check_export_target(path: Path, *, follow_symlinks: bool) -> None:
         raise BadInput(
             f"--export {path} is a symlink; refusing to write through it", hint="add --export-follow-symlinks"
         )
-    if st.st_size == 0 and not stat.S_ISLNK(st.st_mode):
-        return
+    # Opened without blocking and checked on the descriptor: a FIFO (or a file swapped for one
+    # since the lstat) would block a plain open or read forever, deaf to SIGTERM.
+    nofollow = 0 if follow_symlinks else os.O_NOFOLLOW
     try:
-        with open(path, "rb") as f:
-            head = f.read(_HEAD_BYTES)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | nofollow)
+    except FileNotFoundError:
+        return  # a dangling symlink, followed: the export creates its target
     except OSError as exc:
         raise BadInput(f"cannot read export file {path}: {exc.strerror or exc}") from None
+    try:
+        _check_regular(path, os.fstat(fd))
+        head = os.pread(fd, _HEAD_BYTES, 0)
+    except OSError as exc:
+        raise BadInput(f"cannot read export file {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     _check_head(path, head)
+
+
+def _check_regular(path: Path, st: os.stat_result) -> None:
+    """Only a regular file keeps an export: a FIFO blocks, a device (/dev/null) swallows what is deleted."""
+    if not stat.S_ISREG(st.st_mode):
+        raise BadInput(f"--export {path} is not a regular file; refusing to write to it", hint="name a new file")
 
 
 def _check_head(path: Path, head: bytes) -> None:
@@ -87,6 +102,7 @@ class Exporter:
         except OSError as exc:
             raise BadInput(f"cannot write export file {path}: {exc.strerror or exc}") from None
         try:
+            _check_regular(path, os.fstat(self.fd))
             self._lock()
             # Checked again under the lock: another run may have written it since.
             _check_head(path, os.pread(self.fd, _HEAD_BYTES, 0))

@@ -135,3 +135,21 @@ def test_two_runs_at_once_lose_nothing(seeded: Engine, store: Path, tmp_path: Pa
     expected = sorted([f"m-{i}" for i in range(N)] + [f"x-{i}" for i in range(200)])
     assert sorted(exported + stored_ids(store, "orders/$DeadLetterQueue")) == expected
     assert len(set(exported)) == len(exported)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink-to-fifo", "dev-null"])
+def test_export_that_is_not_a_regular_file_is_refused(seeded: Engine, store: Path, tmp_path: Path, kind: str) -> None:
+    """A FIFO blocked the run forever (deaf to SIGTERM) or failed with a traceback; /dev/null swallowed the export."""
+    fifo = tmp_path / "export.fifo"
+    os.mkfifo(fifo)
+    target = {"fifo": fifo, "symlink-to-fifo": tmp_path / "link.jsonl", "dev-null": Path("/dev/null")}[kind]
+    if kind == "symlink-to-fifo":
+        target.symlink_to(fifo)
+    env = {**os.environ, "SBDLQ_EMULATOR": str(store), "SBDLQ_CONFIG": str(tmp_path / "none.yaml")}
+    argv = [sys.executable, "-m", "sbdlq", "purge", "orders", "--yes", "--export", str(target)]
+    argv.append("--export-follow-symlinks")
+    done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and "not a regular file" in lines[0], lines
+    assert len(stored_ids(store, "orders/$DeadLetterQueue")) == N
