@@ -221,6 +221,7 @@ class SubscriptionRules:
     subscription: str
     status: str
     rules: tuple[SubscriptionRule, ...]
+    forward_to: str | None = None  # where the subscription auto-forwards what it takes
 
 
 @dataclass(slots=True)

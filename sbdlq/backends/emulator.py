@@ -54,6 +54,7 @@ class EmulatorBackend(Backend):
                 subscription=e.path.rsplit("/", 1)[-1],
                 status=e.status,
                 rules=tuple(SubscriptionRule(r.name, r.sql, r.correlation, r.action) for r in engine.rules(e.path)),
+                forward_to=e.forward_to,
             )
             for e in engine.list_entities()
             if e.kind == "subscription" and e.path.lower().startswith(prefix)

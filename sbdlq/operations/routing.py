@@ -12,15 +12,17 @@ from collections.abc import Callable
 from typing import Any
 
 from sbdlq.backends.base import Backend
-from sbdlq.errors import AuthError, BadInput, SbdlqError, ServiceUnavailable
-from sbdlq.models import OutboundMessage, SubscriptionRule, SubscriptionRules
-from sbdlq.paths import EntityPath
+from sbdlq.errors import AuthError, BadInput, EntityNotFound, SbdlqError, ServiceUnavailable
+from sbdlq.models import EntityInfo, OutboundMessage, SubscriptionRule, SubscriptionRules
+from sbdlq.paths import EntityPath, parse_entity
 
 #: Statuses in which a subscription takes the messages sent to its topic. Conservative: a
 #: ReceiveDisabled subscription takes them on Service Bus, but not in the emulator engine.
 _TAKING = frozenset({"Active"})
 
 ALLOW_FLAG = "--allow-unverified-routing"
+#: auto-forwarding hops Service Bus follows (past them the message is transfer-dead-lettered)
+MAX_FORWARD_HOPS = 4
 
 
 class _Subscription:
@@ -31,6 +33,7 @@ class _Subscription:
 
         self.name = rules.subscription
         self.rules = rules.rules
+        self.forward_to = rules.forward_to
         self.active = rules.status in _TAKING
         try:
             self.compiled = [compile_rule(r) for r in rules.rules]
@@ -61,6 +64,16 @@ class RoutingCheck:
         self.topic = topic
         self.subscriptions = {s.subscription.lower(): _Subscription(s) for s in subscriptions}
         self.takes_all = bool(self.subscriptions) and any(s.takes_all for s in self.subscriptions.values())
+
+    def forwarding(self) -> dict[str, str]:
+        """The subscriptions that auto-forward what they take: name → destination."""
+        return {name: s.forward_to for name, s in self.subscriptions.items() if s.forward_to}
+
+    def stop_counting(self, subscription: str) -> None:
+        """Treat a subscription as taking nothing (its forwarding goes where the check cannot follow)."""
+        sub = self.subscriptions[subscription.lower()]
+        sub.active = sub.takes_all = False
+        self.takes_all = any(s.takes_all for s in self.subscriptions.values())
 
     def routable(self, copy: OutboundMessage) -> bool:
         """Whether at least one subscription takes the copy."""
@@ -133,3 +146,18 @@ async def load_routing(
     except SbdlqError:
         raise
     return RoutingCheck(topic, subscriptions)
+
+
+async def forwarding_chain(backend: Backend, info: EntityInfo) -> list[EntityInfo]:
+    """The entity and every entity its auto-forwarding passes a message on to, in order.
+
+    A destination that does not exist ends the chain: the broker transfer-dead-letters the
+    message there, so it is kept.
+    """
+    chain = [info]
+    while chain[-1].forward_to and len(chain) <= MAX_FORWARD_HOPS:
+        try:
+            chain.append(await backend.get_entity(parse_entity(chain[-1].forward_to)))
+        except (EntityNotFound, BadInput):
+            break
+    return chain

@@ -15,7 +15,13 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from sbdlq.backends.servicebus.config import admin_client_kwargs, sdk_connection_string
-from sbdlq.backends.servicebus.conversion import queue_info, subscription_info, subscription_rule, topic_info
+from sbdlq.backends.servicebus.conversion import (
+    entity_name,
+    queue_info,
+    subscription_info,
+    subscription_rule,
+    topic_info,
+)
 from sbdlq.backends.servicebus.errors import describe, guarded, translate_error
 from sbdlq.connstr import ConnectionInfo, redact
 from sbdlq.errors import AuthError, EntityNotFound, SbdlqError, ServiceUnavailable
@@ -91,6 +97,7 @@ class AdminSide:
                     subscription=s.name,
                     status=str(getattr(s.status, "value", s.status) or "Active"),
                     rules=tuple(subscription_rule(r) for r in admin.list_rules(topic.name, s.name)),
+                    forward_to=entity_name(s.forward_to),
                 )
                 for s in admin.list_subscriptions(topic.name)
             ]

@@ -207,7 +207,7 @@ def _duration_s(value: Any, default: float) -> float:
     return default
 
 
-def _entity_name(value: Any) -> str | None:
+def entity_name(value: Any) -> str | None:
     """`https://ns.servicebus.windows.net/orders` (as the service reports forwarding) → `orders`."""
     if not value:
         return None
@@ -229,8 +229,8 @@ def _receiver_settings(p: Any) -> dict[str, Any]:
         "max_delivery_count": int(p.max_delivery_count or 10),
         "default_ttl_s": _duration_s(p.default_message_time_to_live, MAX_TTL_S),
         "dead_lettering_on_expiration": bool(p.dead_lettering_on_message_expiration),
-        "forward_to": _entity_name(p.forward_to),
-        "forward_dead_lettered_to": _entity_name(p.forward_dead_lettered_messages_to),
+        "forward_to": entity_name(p.forward_to),
+        "forward_dead_lettered_to": entity_name(p.forward_dead_lettered_messages_to),
         "status": _status(p.status),
     }
 
