@@ -62,7 +62,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if websocket.is_upgrade(self.path, self.headers):  # AMQP over WebSockets (DESIGN §7)
             host, server = str(self.server.server_address[0]), self.server
-            websocket.serve_upgrade(self, host=host, amqp_port=server.amqp_port, timeout=server.read_timeout)
+            websocket.serve_upgrade(
+                self, host=host, amqp_port=server.amqp_port, timeout=server.read_timeout, upgraded=server.free_slot
+            )
             return
         url = urlparse(self.path)
         path = unquote(url.path).strip("/")
@@ -228,6 +230,7 @@ class _Server(ThreadingHTTPServer):
         self.key = key
         self.amqp_port = amqp_port
         self.slots = threading.BoundedSemaphore(limits.http_max_clients)
+        self._slot = threading.local()  # whether this request thread still holds its slot
         self.read_timeout = limits.http_timeout_s
         super().__init__(address, _Handler)
 
@@ -240,9 +243,17 @@ class _Server(ThreadingHTTPServer):
         super().process_request(request, client_address)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        self._slot.held = True
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self.free_slot()
+
+    def free_slot(self) -> None:
+        """Give back this thread's slot: at the end of a request, or once it became a WebSocket
+        relay (bounded from then on by the AMQP listener's connection cap, not the HTTP slots)."""
+        if getattr(self._slot, "held", False):
+            self._slot.held = False
             self.slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:

@@ -16,6 +16,7 @@ import logging
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from io import BufferedIOBase
 from typing import Any
@@ -197,8 +198,15 @@ def connect_listener(host: str, port: int, timeout: float) -> socket.socket:
     return sock
 
 
-def serve_upgrade(handler: BaseHTTPRequestHandler, *, host: str, amqp_port: int, timeout: float) -> None:
-    """Answer an upgrade request on handler's connection, then relay it until it ends."""
+def serve_upgrade(
+    handler: BaseHTTPRequestHandler,
+    *,
+    host: str,
+    amqp_port: int,
+    timeout: float,
+    upgraded: Callable[[], None] = lambda: None,
+) -> None:
+    """Answer an upgrade request on handler's connection, then relay it until it ends (`upgraded`: once switched)."""
     handler.close_connection = True  # after the relay, this HTTP connection is spent
     try:
         accept = check_handshake(handler.headers)
@@ -220,4 +228,5 @@ def serve_upgrade(handler: BaseHTTPRequestHandler, *, host: str, amqp_port: int,
     handler.connection.settimeout(None)
     name = f"{handler.client_address[0]}:{handler.client_address[1]}"
     log.debug("emulator ws: %s upgraded", name)
+    upgraded()
     Relay(handler.rfile, handler.connection, amqp, name).run()
