@@ -15,6 +15,7 @@ import os
 import re
 import socket
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
@@ -127,6 +128,24 @@ def oversized_frame(server: Server) -> None:
         assert b"framing-error" in raw_amqp.wait_for(sock, b"framing-error")
 
 
+def endless_frame(server: Server) -> None:
+    """A frame declaring 2 GB, then streamed: refused at the frame limit, never buffered whole.
+
+    The delivery-id filter in front of proton collected whole frames, so it buffered this one
+    (200 MB in, RSS with it) before proton could apply its 64 KB limit.
+    """
+    with raw_amqp.connect(server.amqp) as sock:
+        sock.sendall(raw_amqp.sasl_anonymous() + raw_amqp.open_session())
+        raw_amqp.wait_for(sock, b"sbdlq-emulator")
+        sock.sendall(struct.pack(">IBBH", 0x7FFFFFFF, 2, 0, 0))
+        chunk = b"\0" * (1 << 20)
+        try:
+            for _ in range(200):
+                sock.sendall(chunk)
+        except OSError:
+            pass  # closed on the framing error: what should happen
+
+
 def idle_connections(server: Server) -> None:
     """Connections that send only the SASL header are closed after the auth timeout."""
     socks = [raw_amqp.connect(server.amqp) for _ in range(MAX_CONNECTIONS // 2)]
@@ -215,6 +234,7 @@ ATTACKS: list[Callable[[Server], None]] = [
     flood_cbs_before_auth,
     flood_ignoring_the_window,
     oversized_frame,
+    endless_frame,
     idle_connections,
     connection_flood,
     expired_token,

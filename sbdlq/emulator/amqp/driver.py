@@ -179,7 +179,9 @@ class Driver:
             connection = Connection()
             connection.collect(self.collector)
             transport.bind(connection)
-            peer = _Peer(sock, transport, connection, f"{addr[0]}:{addr[1]}", time.monotonic() + self.admit_timeout)
+            name, admit_by = f"{addr[0]}:{addr[1]}", time.monotonic() + self.admit_timeout
+            wire = DeliveryIdRepair(max_frame_size=transport.max_frame_size or None)
+            peer = _Peer(sock, transport, connection, name, admit_by, wire=wire)
             self.peers[sock.fileno()] = peer
             self.selector.register(sock, selectors.EVENT_READ, peer)
             log.debug("emulator: connection from %s", peer.name)

@@ -136,12 +136,21 @@ class _Session:
 
 
 class _Frames:
-    """Splits a byte stream into protocol headers and whole frames."""
+    """Splits a byte stream into protocol headers and whole frames.
 
-    def __init__(self) -> None:
+    A frame is held until it is whole, so one declared over `max_size` (what the listener
+    advertises) is not held at all: from there on the stream passes through uninterpreted,
+    and proton refuses the frame (framing error) after its first bytes, not after gigabytes.
+    """
+
+    def __init__(self, max_size: int | None = None) -> None:
         self.buf = bytearray()
+        self.max_size = max_size
+        self.passthrough = False
 
     def feed(self, data: bytes) -> list[bytes]:
+        if self.passthrough:
+            return [data]
         self.buf += data
         out: list[bytes] = []
         while True:
@@ -154,9 +163,11 @@ class _Frames:
             if len(self.buf) < 8:
                 break
             size = struct.unpack_from(">I", self.buf, 0)[0]
-            if size < 8:  # not AMQP framing: stop interpreting and pass it all on
+            if size < 8 or (self.max_size is not None and size > self.max_size):
+                # Not AMQP framing, or a frame proton refuses: stop interpreting, pass it all on.
                 out.append(bytes(self.buf))
                 self.buf.clear()
+                self.passthrough = True
                 break
             if len(self.buf) < size:
                 break
@@ -168,8 +179,8 @@ class _Frames:
 class DeliveryIdRepair:
     """One connection's inbound/outbound byte filter (see the module docstring)."""
 
-    def __init__(self) -> None:
-        self._in = _Frames()
+    def __init__(self, max_frame_size: int | None = None) -> None:
+        self._in = _Frames(max_frame_size)
         self._out = _Frames()
         self._sessions: dict[int, _Session] = {}
         self.repaired = 0
