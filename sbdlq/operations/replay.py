@@ -26,9 +26,9 @@ from sbdlq.operations.move import LoopStats, RateLimiter
 from sbdlq.operations.records import Record, RecordFile
 from sbdlq.operations.replay_state import ReplayState
 from sbdlq.operations.resubmit import make_copy
-from sbdlq.operations.routing import RoutingCheck, load_routing
+from sbdlq.operations.routing import RoutingCheck, check_destination
 from sbdlq.operations.run import Progress
-from sbdlq.operations.sending import CopySender, check_target
+from sbdlq.operations.sending import CopySender
 from sbdlq.operations.stopping import RunInterrupted, Stopper
 from sbdlq.paths import EntityPath
 from sbdlq.selection import Selection
@@ -136,11 +136,16 @@ class Replay:
             raise BadInput(f"invalid --rate {o.rate}: give a positive number of messages per second")
         self.check_state()
         info = await self.backend.get_entity(self.target)
-        check_target(info, self.target, new_message_id=o.new_message_id, command="replay")
-        if info.kind == "topic":
-            self.routing = await load_routing(
-                self.backend, self.target, allow_unverified=o.allow_unverified_routing, note=self.note
-            )
+        # The same checks as resubmit, along the target's auto-forwarding chain.
+        destination = await check_destination(
+            self.backend,
+            info,
+            new_message_id=o.new_message_id,
+            allow_unverified=o.allow_unverified_routing,
+            note=self.note,
+            command="replay",
+        )
+        self.routing = destination.routing
         first = self.scan()
         if self.done:
             self.note(f"note: {len(self.done)} line(s) already replayed by an earlier run are skipped (--resume)")

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable
 
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput, EntityNotFound, SbdlqError
+from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import (
     DEAD_LETTER_DESCRIPTION,
     DEAD_LETTER_REASON,
@@ -21,10 +21,10 @@ from sbdlq.models import (
 from sbdlq.operations.browse import iter_messages, queue_word
 from sbdlq.operations.edits import CopyEdits, copy_example
 from sbdlq.operations.move import RateLimiter, retrying
-from sbdlq.operations.routing import RoutingCheck, forwarding_chain, load_routing
+from sbdlq.operations.routing import RoutingCheck, check_destination
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
-from sbdlq.operations.sending import CopySender, check_target
-from sbdlq.paths import Address, EntityPath, parse_entity
+from sbdlq.operations.sending import CopySender
+from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
 # What a copy keeps of the original as it is (DESIGN §4); its application properties are
@@ -156,14 +156,18 @@ class Resubmit(MovingRun[ResubmitResult]):
             self.backend.get_entity(self.source.entity), self.backend.get_entity(self.target)
         )
         self.target_info = target_info
-        check_target(target_info, self.target, new_message_id=self.new_message_id)
         # Where a copy comes to rest is the end of the target's auto-forwarding chain: every
         # entity on it may drop the copy (duplicate detection, a topic no rule takes it in).
-        chain = await forwarding_chain(self.backend, target_info)
-        for hop in chain[1:]:
-            check_target(hop, parse_entity(hop.path), new_message_id=self.new_message_id)
-        if chain[-1].kind == "topic":
-            await self.check_routing(parse_entity(chain[-1].path))
+        destination = await check_destination(
+            self.backend,
+            target_info,
+            new_message_id=self.new_message_id,
+            allow_unverified=self.allow_unverified_routing,
+            note=self.note,
+        )
+        self.routing = destination.routing
+        if destination.topic is not None:
+            await self.check_return(destination.topic)
         if self.options.dry_run and not self.edits.is_empty:
             await self.show_example()
         return source_info
@@ -173,13 +177,9 @@ class Resubmit(MovingRun[ResubmitResult]):
         async for m in iter_messages(self.backend, self.source, selection=self.selection, limit=1):
             self.result.example = copy_example(m, self.copy_of(m))
 
-    async def check_routing(self, topic: EntityPath) -> None:
-        """Read the topic's rules; refuse when copies of a subscription's DLQ would not reach it."""
-        self.routing = routing = await load_routing(
-            self.backend, topic, allow_unverified=self.allow_unverified_routing, note=self.note
-        )
-        if routing is not None:
-            await self.follow_forwarding(routing)
+    async def check_return(self, topic: EntityPath) -> None:
+        """Refuse when copies of a subscription's DLQ would not reach that subscription again."""
+        routing = self.routing
         source = self.source.entity
         if routing is None or not source.is_subscription or source.name.lower() != topic.name.lower():
             return
@@ -193,23 +193,6 @@ class Resubmit(MovingRun[ResubmitResult]):
                     f"the copy of sequence number {m.sequence_number} would not reach subscription {sub}: "
                     f"topic {topic} would not deliver it back to {source}",
                     hint=routing.miss_hint(sub),
-                )
-
-    async def follow_forwarding(self, routing: RoutingCheck) -> None:
-        """Subscriptions that forward into another topic don't count as taking a copy (their
-        forwarded copy may match nothing there); those forwarding into duplicate detection refuse."""
-        for name, destination in routing.forwarding().items():
-            try:
-                chain = await forwarding_chain(self.backend, await self.backend.get_entity(parse_entity(destination)))
-            except (EntityNotFound, BadInput):
-                continue  # the broker transfer-dead-letters what it cannot forward: kept
-            for hop in chain:
-                check_target(hop, parse_entity(hop.path), new_message_id=self.new_message_id)
-            if chain[-1].kind == "topic":
-                routing.stop_counting(name)
-                self.note(
-                    f"warning: subscription {name} forwards to topic {chain[-1].path}: copies only it would "
-                    "take are not sent"
                 )
 
     def plan_line(self) -> str:

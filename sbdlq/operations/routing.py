@@ -9,6 +9,7 @@ same evaluation the emulator engine routes with (`sbdlq.emulator.engine.rules`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sbdlq.backends.base import Backend
@@ -161,3 +162,58 @@ async def forwarding_chain(backend: Backend, info: EntityInfo) -> list[EntityInf
         except (EntityNotFound, BadInput):
             break
     return chain
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where copies sent to a target come to rest, and the routing check of that topic (if any)."""
+
+    topic: EntityPath | None = None
+    routing: RoutingCheck | None = None
+
+
+async def check_destination(
+    backend: Backend,
+    target_info: EntityInfo,
+    *,
+    new_message_id: bool,
+    allow_unverified: bool,
+    note: Callable[[str], None],
+    command: str = "resubmit",
+) -> Destination:
+    """Refuse a target any entity of whose auto-forwarding chain may drop copies; read the rules
+    of the topic the chain ends in (resubmit and replay share this)."""
+    from sbdlq.operations.sending import check_target
+
+    chain = await forwarding_chain(backend, target_info)
+    for hop in chain:
+        check_target(hop, parse_entity(hop.path), new_message_id=new_message_id, command=command)
+    if chain[-1].kind != "topic":
+        return Destination()
+    topic = parse_entity(chain[-1].path)
+    routing = await load_routing(backend, topic, allow_unverified=allow_unverified, note=note)
+    if routing is not None:
+        await _follow_forwarding(backend, routing, new_message_id=new_message_id, note=note, command=command)
+    return Destination(topic, routing)
+
+
+async def _follow_forwarding(
+    backend: Backend, routing: RoutingCheck, *, new_message_id: bool, note: Callable[[str], None], command: str
+) -> None:
+    """Subscriptions that forward into another topic don't count as taking a copy (their
+    forwarded copy may match nothing there); those forwarding into duplicate detection refuse."""
+    from sbdlq.operations.sending import check_target
+
+    for name, destination in routing.forwarding().items():
+        try:
+            chain = await forwarding_chain(backend, await backend.get_entity(parse_entity(destination)))
+        except (EntityNotFound, BadInput):
+            continue  # the broker transfer-dead-letters what it cannot forward: kept
+        for hop in chain:
+            check_target(hop, parse_entity(hop.path), new_message_id=new_message_id, command=command)
+        if chain[-1].kind == "topic":
+            routing.stop_counting(name)
+            note(
+                f"warning: subscription {name} forwards to topic {chain[-1].path}: copies only it would "
+                "take are not sent"
+            )

@@ -67,3 +67,24 @@ def test_forwarding_into_a_queue_still_resubmits(store: Path, tmp_path: Path) ->
     result = Cli(store, tmp_path).invoke("resubmit", "orders", "--to", "relay", env={"SBDLQ_EMULATOR": str(store)})
     assert result.exit_code == 0, result.stderr
     assert _where(store) == (0, 3)
+
+
+@pytest.mark.parametrize(
+    ("target", "status", "phrase"),
+    [("into-nowhere", 1, "unroutable"), ("events", 1, "unroutable"), ("into-dedup", 2, "duplicate detection")],
+)
+def test_replay_checks_the_forwarding_chain_too(
+    store: Path, tmp_path: Path, target: str, status: int, phrase: str
+) -> None:
+    """Replay shares resubmit's destination check: a record the chain would drop is not sent."""
+    cli = Cli(store, tmp_path)
+    env = {"SBDLQ_EMULATOR": str(store)}
+    exported = tmp_path / "orders.jsonl"
+    peeked = cli.invoke("peek", "orders", "-o", "jsonl", env=env)
+    assert peeked.exit_code == 0, peeked.stderr
+    exported.write_text(peeked.stdout)
+    result = cli.invoke("replay", str(exported), "--to", target, "-o", "json", env=env)
+    assert result.exit_code == status, result.stderr
+    assert "Traceback" not in result.stderr
+    assert phrase in (result.stdout + result.stderr)
+    assert _where(store) == (3, 0)  # nothing came to rest anywhere
