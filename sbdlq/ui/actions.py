@@ -8,6 +8,7 @@ options of resubmit (issue 15) are new fields there, not a new code path.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
 from sbdlq.models import Message
+from sbdlq.operations.edits import CopyEdits, build_edits, example_rows
 from sbdlq.operations.run import Progress
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
@@ -43,6 +45,7 @@ class ResubmitOptions:
     batch_size: int = 100
     concurrency: int = 32
     rate: float | None = None
+    edits: CopyEdits = field(default_factory=CopyEdits)
 
     def operation_kwargs(self) -> dict[str, Any]:
         """The keywords of the operation call, as the command gives them."""
@@ -52,7 +55,44 @@ class ResubmitOptions:
             "rate": self.rate,
             "new_message_id": self.new_message_id,
             "keep_dead_letter_properties": self.keep_dead_letter_properties,
+            "edits": self.edits,
         }
+
+
+#: A comma that starts a new K=V item (one followed by `KEY=`), so `tags=a,b` stays one value.
+_ITEM_COMMA = re.compile(r",\s*(?=[^,=\s][^,=]*=)")
+
+
+def split_items(text: str, *, pairs: bool = False) -> list[str]:
+    """A form field's list: items on separate lines or separated by commas; blanks dropped.
+
+    With `pairs` (K=V items), only a comma followed by the next `KEY=` separates, so a value
+    may itself hold commas.
+    """
+    out: list[str] = []
+    for line in text.splitlines():
+        out.extend(_ITEM_COMMA.split(line) if pairs else line.split(","))
+    return [item.strip() for item in out if item.strip()]
+
+
+def _field_text(text: str) -> str | None:
+    """A system-property field: empty is "not given"; '' or "" (as typed on a shell) clears."""
+    text = text.strip()
+    if not text:
+        return None
+    return "" if text in ("''", '""') else text
+
+
+def edits_from_form(
+    *, set_property: str, remove_property: str, system: dict[str, str], keep_dead_letter_properties: bool
+) -> CopyEdits:
+    """The edits the form's fields give, built as `sbdlq resubmit` builds its edit options (same errors)."""
+    return build_edits(
+        set_property=split_items(set_property, pairs=True),
+        remove_property=split_items(remove_property),
+        system={name: _field_text(text) for name, text in system.items()},
+        keep_dead_letter_properties=keep_dead_letter_properties,
+    )
 
 
 @dataclass(frozen=True)
@@ -93,6 +133,15 @@ class Outcome:
     selected: int = 0
     ok: bool = True
     summary: str = ""
+    #: A dry run with edits: one message and its copy (the operation's `example`).
+    example: dict[str, Any] | None = None
+
+
+def example_lines(example: dict[str, Any]) -> list[str]:
+    """The dry run's example as lines: what the edits and the copy rules change on one message."""
+    lines = [f"example: the copy of sequence number {example['sequence_number']}"]
+    lines.extend(f"  {name}: {before} → {after}" for name, before, after in example_rows(example))
+    return lines
 
 
 def default_target(source: Address) -> EntityPath:
@@ -104,10 +153,11 @@ async def plan(backend: Backend, action: Action) -> Outcome:
     """The operation's dry run: its checks (routing, duplicate detection, export file), plan and notes."""
     out = Outcome()
     try:
-        result = await _call(backend, action, dry_run=True, note=out.lines.append, progress=None)
+        out.selected, out.example = await _call(backend, action, dry_run=True, note=out.lines.append, progress=None)
     except SbdlqError as exc:
         return Outcome(lines=[*out.lines, f"refused: {exc.line()}"], ok=False)
-    out.selected = result
+    if out.example is not None:
+        out.lines.extend(example_lines(out.example))
     return out
 
 
@@ -115,7 +165,7 @@ async def execute(backend: Backend, action: Action, progress: Progress | None) -
     """Run the action for real; the summary line is the command's."""
     out = Outcome()
     try:
-        out.selected = await _call(backend, action, dry_run=False, note=out.lines.append, progress=progress)
+        out.selected, _ = await _call(backend, action, dry_run=False, note=out.lines.append, progress=progress)
     except SbdlqError as exc:
         out.ok = False
         out.summary = f"failed: {exc.line()}"
@@ -127,8 +177,9 @@ async def execute(backend: Backend, action: Action, progress: Progress | None) -
 
 async def _call(
     backend: Backend, action: Action, *, dry_run: bool, note: Callable[[str], None], progress: Progress | None
-) -> int:
-    """Call the action's operation; returns the number selected. The summary is the last note."""
+) -> tuple[int, dict[str, Any] | None]:
+    """Call the action's operation; returns the number selected and the dry run's example (resubmit
+    with edits). The summary is the last note."""
     opts = action.options
     if isinstance(opts, ResubmitOptions):
         from sbdlq.operations.resubmit import resubmit
@@ -156,14 +207,14 @@ async def _call(
             **opts.operation_kwargs(),
         )
     else:
-        return await _export(backend, action, opts.path, dry_run=dry_run, note=note, progress=progress)
+        return await _export(backend, action, opts.path, dry_run=dry_run, note=note, progress=progress), None
     if not dry_run:
         for line in r.errors:
             note(f"error: {line}")
         if r.failed or r.lock_lost:
             note(f"error: {r.failed + r.lock_lost} message(s) were left in {action.source}")
         note(r.summary())
-    return int(r.selected)
+    return int(r.selected), getattr(r, "example", None)
 
 
 async def _export(

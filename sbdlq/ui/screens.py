@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, ProgressBar, Static
+from textual.widgets import Button, Checkbox, Input, Label, ProgressBar, Static
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
@@ -25,9 +25,21 @@ from sbdlq.ui.actions import (
     ResubmitOptions,
     Tuning,
     default_target,
+    edits_from_form,
     execute,
     plan,
 )
+
+#: The resubmit form's edit fields, two to a line where they fit: (input id, label, placeholder).
+#: An id `set-<field>` edits the OutboundMessage field of SYSTEM_OPTIONS of that name.
+EDIT_ROWS: tuple[tuple[tuple[str, str, str], ...], ...] = (
+    (("set-property", "set property", "K=V, K2=V2 (typed as on the command line)"),),
+    (("remove-property", "remove prop.", "K, K2"),),
+    (("set-subject", "subject", "unchanged ('' clears)"), ("set-content_type", "content type", "unchanged")),
+    (("set-time_to_live_s", "ttl", "unchanged (30m, 7d)"), ("set-session_id", "session id", "unchanged")),
+    (("set-correlation_id", "correlation id", "unchanged ('' clears)"),),
+)
+SYSTEM_FIELDS = ("subject", "content_type", "time_to_live_s", "session_id", "correlation_id")
 
 HELP = """\
 sbdlq ui — keys
@@ -38,6 +50,8 @@ Messages      / filter line (the selection options: --reason, --where, ...) · E
               space mark · a all that match · c clear marks · n next page · p previous page
 Actions       r resubmit · d purge (optionally exporting first) · e export to JSONL
               (on the marked messages, or all that match; each shows its plan and asks first)
+              resubmit's edit fields: set property K=V, K2=V2 · remove property K, K2 ·
+              subject, content type, ttl, session id, correlation id ('' clears) · Enter plans
 Detail        b binary body as hex or base64
 Reasons       Enter filters the messages to that reason
 
@@ -61,6 +75,13 @@ class ActionScreen(ModalScreen[bool]):
     """
 
     BINDINGS = [Binding("escape", "close", "Close")]  # noqa: RUF012
+    # One line a field, so the resubmit form, its plan and the buttons fit in 80×24.
+    DEFAULT_CSS = """
+    ActionScreen .field { height: 1; }
+    ActionScreen .field Label { width: 15; }
+    ActionScreen .field Input { width: 1fr; }
+    ActionScreen .field Checkbox { width: 1fr; }
+    """
 
     def __init__(
         self, backend: Backend, kind: Kind, source: Any, selection: Selection, scope: str, tuning: Tuning
@@ -76,9 +97,7 @@ class ActionScreen(ModalScreen[bool]):
         with VerticalScroll(id="action"):
             yield Static(f"{self.kind} {self.scope} of {self.source}", id="action-title")
             if self.kind == "resubmit":
-                yield Input(str(default_target(self.source)), placeholder="send to queue or topic", id="to")
-                yield Checkbox("new message ids", id="new-message-id")
-                yield Checkbox("keep dead-letter properties", id="keep-dl")
+                yield from self._resubmit_form()
             elif self.kind == "purge":
                 yield Input(placeholder="export to JSONL first (path; empty: no export)", id="export")
             else:
@@ -90,6 +109,21 @@ class ActionScreen(ModalScreen[bool]):
                 yield Button("Confirm", id="confirm", variant="error", disabled=True)
                 yield Button("Plan again", id="replan")
                 yield Button("Close", id="close")
+
+    def _resubmit_form(self) -> ComposeResult:
+        """Target, the two switches and the edit options of `sbdlq resubmit`, one line each."""
+        with Horizontal(classes="field"):
+            yield Label("send to")
+            target = str(default_target(self.source))
+            yield Input(target, placeholder="queue or topic", id="to", compact=True)
+        with Horizontal(classes="field"):
+            yield Checkbox("new message ids", id="new-message-id", compact=True)
+            yield Checkbox("keep dead-letter properties", id="keep-dl", compact=True)
+        for row in EDIT_ROWS:
+            with Horizontal(classes="field"):
+                for input_id, label, placeholder in row:
+                    yield Label(label)
+                    yield Input(placeholder=placeholder, id=input_id, compact=True)
 
     async def on_mount(self) -> None:
         for button in self.query(Button):
@@ -105,12 +139,19 @@ class ActionScreen(ModalScreen[bool]):
             to = parse_address(self.query_one("#to", Input).value.strip() or str(default_target(self.source)))
             if to.sub_queue is not SubQueue.NONE or to.entity.is_subscription:
                 raise BadInput(f"cannot send to {to}: name a queue or a topic")
+            keep_dl = self.query_one("#keep-dl", Checkbox).value
             return ResubmitOptions(
                 to=to.entity,
                 new_message_id=self.query_one("#new-message-id", Checkbox).value,
-                keep_dead_letter_properties=self.query_one("#keep-dl", Checkbox).value,
+                keep_dead_letter_properties=keep_dl,
                 batch_size=t.resubmit_batch_size,
                 concurrency=t.concurrency,
+                edits=edits_from_form(
+                    set_property=self._text("set-property"),
+                    remove_property=self._text("remove-property"),
+                    system={name: self._text(f"set-{name}") for name in SYSTEM_FIELDS},
+                    keep_dead_letter_properties=keep_dl,
+                ),
             )
         path = self.query_one("#export", Input).value.strip()
         if self.kind == "purge":
@@ -122,6 +163,9 @@ class ActionScreen(ModalScreen[bool]):
         if not path:
             raise BadInput("export needs a file path")
         return ExportOptions(Path(path).expanduser())
+
+    def _text(self, input_id: str) -> str:
+        return self.query_one(f"#{input_id}", Input).value
 
     def action_of(self) -> Action:
         return Action(self.kind, self.source, self.selection, self.scope, self.options())

@@ -222,6 +222,72 @@ def test_a_refused_resubmit_moves_nothing(store: Path, seed: Seeder) -> None:
     assert seed.counts("orders").dead_letter == 2 and seed.counts("orders").active == 0
 
 
+@pytest.fixture
+def tenants(seed: Seeder) -> Seeder:
+    """orders: two dead-lettered messages carrying tenant=us and a bad property."""
+    seed.queue("orders")
+    props = {"tenant": "us", "bad": "x", "keep": 1}
+    messages = [OutboundMessage(body=b"{}", message_id=f"m{i}", application_properties=dict(props)) for i in range(2)]
+    seed.dead_letter("orders", messages=messages)
+    return seed
+
+
+def test_resubmit_with_edits_shows_the_copy_then_sends_it_edited(store: Path, tenants: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        await pilot.press("space")  # m0 only
+        await pilot.press("r")
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, ActionScreen)
+        screen.query_one("#set-property", Input).value = "tenant=eu"
+        screen.query_one("#remove-property", Input).value = "bad"
+        screen.query_one("#set-subject", Input).focus()
+        await pilot.press(*"fixed", "enter")  # Enter in a field plans again
+        await settle(app, pilot)
+        shown = text(screen, "#plan")
+        assert "plan: resubmit 1 message(s)" in shown
+        assert "example: the copy of sequence number" in shown
+        assert 'property tenant: "us" → "eu"' in shown
+        assert 'property bad: "x" → (absent)' in shown
+        assert 'subject: (none) → "fixed"' in shown
+        assert not screen.query_one("#confirm", Button).disabled
+        await pilot.click("#confirm")
+        await settle(app, pilot)
+        assert "resubmitted 1 of 1" in text(screen, "#result")
+
+    drive(store, script)
+    copies = tenants.active("orders")
+    assert [m.message_id for m in copies] == ["m0"]
+    props = copies[0].application_properties
+    assert props["tenant"] == "eu" and "bad" not in props and props["keep"] == 1
+    assert copies[0].subject == "fixed"
+    assert tenants.dlq_ids("orders") == ["m1"]
+
+
+def test_a_bad_edit_shows_the_error_and_moves_nothing(store: Path, tenants: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        await pilot.press("a", "r")
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, ActionScreen)
+        assert "plan: resubmit 2" in text(screen, "#plan")
+        screen.query_one("#set-property", Input).value = "oops, tenant=eu"
+        await pilot.click("#confirm")  # the form changed: it plans again and refuses
+        await settle(app, pilot)
+        assert "refused: --set-property 'oops': expected KEY=VALUE" in text(screen, "#plan")
+        assert screen.query_one("#confirm", Button).disabled
+        await pilot.click("#confirm")
+        await settle(app, pilot)
+        assert text(screen, "#result") == ""
+        await pilot.press("escape")
+        await settle(app, pilot)
+
+    drive(store, script)
+    assert tenants.counts("orders").dead_letter == 2 and tenants.counts("orders").active == 0
+
+
 def test_no_action_without_marks(store: Path, dlqs: Seeder) -> None:
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
@@ -285,3 +351,10 @@ def test_help_opens_on_question_mark(store: Path, dlqs: Seeder) -> None:
         await pilot.press("escape")
 
     drive(store, script)
+
+
+def test_edit_lists_split_on_commas_and_lines_keeping_commas_inside_values() -> None:
+    from sbdlq.ui.actions import split_items
+
+    assert split_items("a=1, b=x,y\nc=2", pairs=True) == ["a=1", "b=x,y", "c=2"]
+    assert split_items("bad, worse\n\nold") == ["bad", "worse", "old"]
