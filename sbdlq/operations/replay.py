@@ -29,7 +29,7 @@ from sbdlq.operations.resubmit import make_copy
 from sbdlq.operations.routing import RoutingCheck, check_destination
 from sbdlq.operations.run import Progress
 from sbdlq.operations.sending import CopySender
-from sbdlq.operations.stopping import RunInterrupted, Stopper
+from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
 from sbdlq.paths import EntityPath
 from sbdlq.selection import Selection
 
@@ -114,13 +114,7 @@ class Replay:
         started = time.monotonic()
         stopper = Stopper(self.stats.abort)
         try:
-            with stopper.installed():
-                await self._run(stopper)
-        except asyncio.CancelledError:
-            if stopper.signum is None:
-                raise
-            self.account()
-            raise RunInterrupted(self.result, stopper.signum) from None
+            await run_stoppable(self._run, stopper, self._partial)
         finally:
             self.result.elapsed_s = time.monotonic() - started
             self.records.close()
@@ -128,6 +122,11 @@ class Replay:
                 self.state.close(finished=self._finished())
         if stopper.signum is not None:
             raise RunInterrupted(self.result, stopper.signum)
+        return self.result
+
+    def _partial(self) -> ReplayResult:
+        """The result so far, for a replay a signal stopped."""
+        self.account()
         return self.result
 
     async def _run(self, stopper: Stopper) -> None:

@@ -20,7 +20,7 @@ from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import EntityInfo, Message, RunResult
 from sbdlq.operations.move import LockedLoop, LoopStats, Plan, dlq_left, plan_run, report_unreceived
-from sbdlq.operations.stopping import RunInterrupted, Stopper
+from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
@@ -91,17 +91,15 @@ class MovingRun(ABC, Generic[R]):
         Raises RunInterrupted, carrying the partial result, when SIGINT or SIGTERM stopped it.
         """
         started = time.monotonic()
-        stopper = Stopper(self.stats.abort)
         try:
-            with stopper.installed():
-                return await self._run(stopper)
-        except asyncio.CancelledError:
-            if stopper.signum is None:
-                raise
-            self.account()
-            raise RunInterrupted(self.result, stopper.signum) from None
+            return await run_stoppable(self._run, Stopper(self.stats.abort), self._partial)
         finally:
             self.result.elapsed_s = time.monotonic() - started
+
+    def _partial(self) -> R:
+        """The result so far, for a run a signal stopped."""
+        self.account()
+        return self.result
 
     async def _run(self, stopper: Stopper) -> R:
         dry_run = self.options.dry_run

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from sbdlq.errors import ExitStatus, SbdlqError
+
+T = TypeVar("T")
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 Handler = Callable[[int, FrameType | None], Any] | int | None
@@ -72,3 +74,15 @@ class Stopper:
                 # remove_signal_handler resets to the default; asyncio.run's own Ctrl-C handler goes back.
                 with contextlib.suppress(ValueError, TypeError):
                     signal.signal(sig, old)  # type: ignore[arg-type]
+
+
+async def run_stoppable(work: Callable[[Stopper], Awaitable[T]], stopper: Stopper, partial: Callable[[], Any]) -> T:
+    """Run `work` with the signal handlers installed; a stop that cancelled it raises
+    RunInterrupted carrying `partial()`, the result accounted so far."""
+    try:
+        with stopper.installed():
+            return await work(stopper)
+    except asyncio.CancelledError:
+        if stopper.signum is None:
+            raise
+        raise RunInterrupted(partial(), stopper.signum) from None
