@@ -25,6 +25,7 @@ class EntitiesPane(TablePane):
         Binding("slash", "focus_filter", "Filter"),
     ]
     TABLE_ID = "entities"
+    BELOW_ID = "entity-status"
     COLUMNS = (("entity", "entity"), ("dlq", "dlq"), ("tdlq", "tdlq"), ("active", "active"), ("sched", "scheduled"))
 
     @dataclass
@@ -38,10 +39,8 @@ class EntitiesPane(TablePane):
         self.counts: list[Counts] = []
         self.by_size = True
 
-    def compose(self) -> ComposeResult:
+    def above_table(self) -> ComposeResult:
         yield Input(placeholder="type to filter entities", id="entity-filter")
-        yield DataTable(id="entities", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="entity-status")
 
     def show(self, counts: list[Counts]) -> None:
         """Replace the rows, keeping the cursor on the same entity."""

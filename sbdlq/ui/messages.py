@@ -34,6 +34,7 @@ class MessagesPane(TablePane):
         Binding("slash", "focus_filter", "Filter", show=False),
     ]
     TABLE_ID = "messages"
+    BELOW_ID = "messages-status"
     COLUMNS = (
         ("", "mark"),
         ("seq", "seq"),
@@ -63,11 +64,9 @@ class MessagesPane(TablePane):
         self.all_matching = False
         self.page_rows = PAGE_ROWS
 
-    def compose(self) -> ComposeResult:
+    def above_table(self) -> ComposeResult:
         yield Static("Choose a DLQ in the Entities pane.", id="messages-title")
         yield Input(placeholder='filter: --reason X --where "sys.Label = \'a\'" (Enter)', id="filter")
-        yield DataTable(id="messages", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="messages-status")
 
     async def open(self, backend: Backend, address: Address, filter_text: str | None = None) -> None:
         """Browse `address` from its first message (with a new filter when given)."""

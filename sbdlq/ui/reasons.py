@@ -31,6 +31,8 @@ class ReasonsPane(TablePane):
     """Messages grouped by dead-letter reason."""
 
     TABLE_ID = "reasons"
+    BELOW_ID = "reasons-chart"
+    ZEBRA_STRIPES = False
     COLUMNS = tuple((label, label) for label in ("reason", "count", "first", "last"))
 
     @dataclass
@@ -43,10 +45,8 @@ class ReasonsPane(TablePane):
         super().__init__(**kwargs)
         self.groups: list[ReasonGroup] = []
 
-    def compose(self) -> ComposeResult:
+    def above_table(self) -> ComposeResult:
         yield Static("Open a DLQ to see why its messages failed.", id="reasons-title")
-        yield DataTable(id="reasons", cursor_type="row")
-        yield Static("", id="reasons-chart")
 
     def scanning(self, what: str) -> None:
         self.query_one("#reasons-title", Static).update(f"scanning {what} ...")

@@ -5,18 +5,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 
+from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 
 T = TypeVar("T")
 
 
 class TablePane(Vertical):
-    """A pane around one DataTable, whose id and columns a subclass declares."""
+    """A pane around one DataTable, whose id and columns a subclass declares.
+
+    Top to bottom: what `above_table` yields, the table, then a line of text (`BELOW_ID`).
+    """
 
     TABLE_ID: ClassVar[str]
     #: (label, key) of each column, left to right.
     COLUMNS: ClassVar[tuple[tuple[str, str], ...]]
+    BELOW_ID: ClassVar[str]
+    ZEBRA_STRIPES: ClassVar[bool] = True
+
+    def compose(self) -> ComposeResult:
+        yield from self.above_table()
+        yield DataTable(id=self.TABLE_ID, cursor_type="row", zebra_stripes=self.ZEBRA_STRIPES)
+        yield Static("", id=self.BELOW_ID)
+
+    def above_table(self) -> ComposeResult:
+        """The widgets over the table (a title, a filter line)."""
+        yield from ()
 
     @property
     def table(self) -> DataTable[Any]:
