@@ -65,35 +65,32 @@ async def replay(
     return await Replay(backend, RecordFile(source), target, options, note, progress).run()
 
 
+@dataclass(eq=False)
 class Replay:
     """One replay run: check the input and the target, then send chunk by chunk."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        records: RecordFile,
-        target: EntityPath,
-        options: ReplayOptions,
-        note: Callable[[str], None],
-        progress: Progress | None,
-    ) -> None:
-        self.backend = backend
-        self.records = records
-        self.target = target
-        self.options = options
-        self.note = note
-        self.progress = progress
-        self.result = ReplayResult(dry_run=options.dry_run)
-        self.stats = LoopStats()
-        self.routing: RoutingCheck | None = None
-        self.done: set[int] = set()
-        self.state: ReplayState | None = None
-        self.source_label = "stdin" if records.path is None else records.path.name
+    backend: Backend
+    records: RecordFile
+    target: EntityPath
+    options: ReplayOptions
+    note: Callable[[str], None]
+    progress: Progress | None
+    result: ReplayResult = field(init=False)
+    stats: LoopStats = field(init=False, default_factory=LoopStats)
+    routing: RoutingCheck | None = field(init=False, default=None)
+    done: set[int] = field(init=False, default_factory=set)
+    state: ReplayState | None = field(init=False, default=None)
+    source_label: str = field(init=False)
+    sender: CopySender[Record] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.result = ReplayResult(dry_run=self.options.dry_run)
+        self.source_label = "stdin" if self.records.path is None else self.records.path.name
         self.sender = CopySender[Record](
-            backend,
-            target,
+            self.backend,
+            self.target,
             self.stats,
-            RateLimiter(options.rate),
+            RateLimiter(self.options.rate),
             copy_of=self.copy_of,
             name_of=lambda r: f"line {r.line}",
         )

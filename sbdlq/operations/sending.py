@@ -8,6 +8,7 @@ message by message, and any other failure stopping the run (the target takes not
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Generic, TypeVar
 
 from sbdlq.backends.base import Backend
@@ -38,25 +39,17 @@ def check_target(info: EntityInfo, target: EntityPath, *, new_message_id: bool, 
         )
 
 
+@dataclass(eq=False)
 class CopySender(Generic[T]):
     """Sends the copies of items (DLQ messages, file records) to one target under --rate."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        target: EntityPath,
-        stats: LoopStats,
-        limiter: RateLimiter,
-        *,
-        copy_of: Callable[[T], OutboundMessage],
-        name_of: Callable[[T], str],
-    ) -> None:
-        self.backend = backend
-        self.target = target
-        self.stats = stats
-        self.limiter = limiter
-        self.copy_of = copy_of
-        self.name_of = name_of
+    backend: Backend
+    target: EntityPath
+    stats: LoopStats
+    limiter: RateLimiter
+    _: KW_ONLY
+    copy_of: Callable[[T], OutboundMessage]
+    name_of: Callable[[T], str]
 
     async def send(self, items: list[T], *, charged: bool = False) -> list[T]:
         """Send copies of the items; returns the items whose copy was not accepted."""
