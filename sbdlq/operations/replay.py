@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from sbdlq.operations.replay_state import ReplayState
 from sbdlq.operations.resubmit import make_copy
 from sbdlq.operations.routing import RoutingCheck, check_destination
 from sbdlq.operations.run import Progress
-from sbdlq.operations.sending import CopySender
+from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
 from sbdlq.paths import EntityPath
 from sbdlq.selection import Selection
@@ -128,8 +127,7 @@ class Replay:
 
     async def _run(self, stopper: Stopper) -> None:
         o = self.options
-        if o.rate is not None and not (math.isfinite(o.rate) and o.rate > 0):
-            raise BadInput(f"invalid --rate {o.rate}: give a positive number of messages per second")
+        check_rate(o.rate)
         self.check_state()
         info = await self.backend.get_entity(self.target)
         # The same checks as resubmit, along the target's auto-forwarding chain.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import math
 import uuid
 from collections.abc import Callable
 
@@ -23,7 +22,7 @@ from sbdlq.operations.edits import CopyEdits, copy_example
 from sbdlq.operations.move import RateLimiter, retrying
 from sbdlq.operations.routing import RoutingCheck, check_destination
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
-from sbdlq.operations.sending import CopySender
+from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
@@ -149,8 +148,7 @@ class Resubmit(MovingRun[ResubmitResult]):
     async def check(self) -> EntityInfo:
         if self.options.batch_size < 1 or self.options.concurrency < 1:
             raise BadInput("--batch-size and --concurrency must be at least 1")
-        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
-            raise BadInput(f"invalid --rate {self.rate}: give a positive number of messages per second")
+        check_rate(self.rate)
         # Independent round trips: asked together.
         source_info, target_info = await asyncio.gather(
             self.backend.get_entity(self.source.entity), self.backend.get_entity(self.target)

@@ -7,6 +7,7 @@ message by message, and any other failure stopping the run (the target takes not
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import Generic, TypeVar
@@ -22,6 +23,12 @@ T = TypeVar("T")
 # Errors that one message can cause (no session id for a session queue, a bad TTL):
 # retry such a batch one by one. Anything else means the target takes nothing.
 PER_MESSAGE = (InvalidOperation, BadInput)
+
+
+def check_rate(rate: float | None) -> None:
+    """Refuse a --rate that is not a positive number (None: no limit)."""
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise BadInput(f"invalid --rate {rate}: give a positive number of messages per second")
 
 
 def check_target(info: EntityInfo, target: EntityPath, *, new_message_id: bool, command: str = "resubmit") -> None:
