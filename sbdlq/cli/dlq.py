@@ -23,9 +23,12 @@ from sbdlq.cli.options import (
     QueryOpt,
     Rate,
     SelectionOptions,
+    Yes,
+    count_option,
     for_sub_queue,
     output_option,
     selection_options,
+    unverified_routing_option,
 )
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
 from sbdlq.paths import Address, SubQueue, parse_address, parse_entity
@@ -147,7 +150,7 @@ def peek(
     ctx: typer.Context,
     sub_queue: SubQueue,
     entity: Entity,
-    max_count: Annotated[int, typer.Option("--max", help="Show at most N messages.", min=1, metavar="N")] = 20,
+    max_count: Annotated[int, count_option("--max", "Show at most N messages.")] = 20,
     all_: Annotated[bool, typer.Option("--all", help="Every message (overrides --max).")] = False,
     from_sequence: Annotated[
         int,
@@ -336,25 +339,18 @@ def resubmit(
             "--to", help="Send to this queue or topic instead of the entity.", autocompletion=complete_destination
         ),
     ] = None,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", help="Messages in flight at most.", min=1, metavar="N")
-    ] = 32,
-    batch_size: Annotated[
-        int, typer.Option("--batch-size", help="Messages received per batch.", min=1, metavar="N")
-    ] = 100,
+    concurrency: Annotated[int, count_option("--concurrency", "Messages in flight at most.")] = 32,
+    batch_size: Annotated[int, count_option("--batch-size", "Messages received per batch.")] = 100,
     rate: Rate = None,
-    max_count: Annotated[
-        int | None, typer.Option("--max", help="Resubmit at most N messages.", min=1, metavar="N")
-    ] = None,
+    max_count: Annotated[int | None, count_option("--max", "Resubmit at most N messages.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; change nothing.")] = False,
     new_message_id: NewMessageId = False,
     keep_dead_letter_properties: KeepDeadLetterProperties = False,
     allow_unverified_routing: Annotated[
         bool,
-        typer.Option(
-            "--allow-unverified-routing",
-            help="Resubmit to a topic even when its subscriptions' rules cannot be read (copies no rule "
-            "takes are then dropped by the broker).",
+        unverified_routing_option(
+            "Resubmit to a topic even when its subscriptions' rules cannot be read (copies no rule "
+            "takes are then dropped by the broker)."
         ),
     ] = False,
     edits: EditOptions = NO_EDITS,
@@ -404,9 +400,7 @@ def purge(
     ctx: typer.Context,
     sub_queue: SubQueue,
     entity: Entity,
-    max_count: Annotated[
-        int | None, typer.Option("--max", help="Delete at most N messages.", min=1, metavar="N")
-    ] = None,
+    max_count: Annotated[int | None, count_option("--max", "Delete at most N messages.")] = None,
     older_than: Annotated[
         str | None, typer.Option("--older-than", help="Only messages enqueued more than this long ago (7d).")
     ] = None,
@@ -417,15 +411,12 @@ def purge(
     export_follow_symlinks: Annotated[
         bool, typer.Option("--export-follow-symlinks", help="Let --export write through a symlink.")
     ] = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Messages per batch.", min=1, metavar="N")] = 500,
+    batch_size: Annotated[int, count_option("--batch-size", "Messages per batch.")] = 500,
     concurrency: Annotated[
-        int,
-        typer.Option("--concurrency", help="Messages in flight at most (--export: bodies held).", min=1, metavar="N"),
+        int, count_option("--concurrency", "Messages in flight at most (--export: bodies held).")
     ] = 32,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
-    yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Don't ask (required when stdin is not a terminal).")
-    ] = False,
+    yes: Yes = False,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
     query: QueryOpt = None,

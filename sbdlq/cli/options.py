@@ -46,6 +46,18 @@ Entity = Annotated[
     typer.Argument(help="Queue, or TOPIC/Subscriptions/SUB.", show_default=False, autocompletion=complete_entity),
 ]
 
+def count_option(flag: str, help_: str) -> Any:
+    """An option taking a whole number N, at least 1 (--max, --concurrency, --batch-size)."""
+    return typer.Option(flag, help=help_, min=1, metavar="N")
+
+
+def unverified_routing_option(help_: str) -> Any:
+    """`--allow-unverified-routing`: send to a topic whose subscriptions' rules cannot be read."""
+    return typer.Option("--allow-unverified-routing", help=help_)
+
+
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="Don't ask (required when stdin is not a terminal).")]
+
 # The copy options resubmit and replay both take.
 Rate = Annotated[float | None, typer.Option("--rate", help="At most N messages per second.", min=0.001, metavar="N")]
 NewMessageId = Annotated[bool, typer.Option("--new-message-id", help="Give copies fresh message ids.")]

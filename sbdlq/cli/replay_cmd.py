@@ -16,7 +16,9 @@ from sbdlq.cli.options import (
     QueryOpt,
     Rate,
     SelectionOptions,
+    count_option,
     selection_options,
+    unverified_routing_option,
 )
 from sbdlq.errors import BadInput, ExitStatus
 from sbdlq.paths import EntityPath, SubQueue, parse_address
@@ -39,13 +41,9 @@ def replay(
         str,
         typer.Option("--to", help="The queue or topic to send to.", autocompletion=complete_destination),
     ],
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", help="Records in flight at most.", min=1, metavar="N")
-    ] = 32,
+    concurrency: Annotated[int, count_option("--concurrency", "Records in flight at most.")] = 32,
     rate: Rate = None,
-    max_count: Annotated[
-        int | None, typer.Option("--max", help="Replay at most N records.", min=1, metavar="N")
-    ] = None,
+    max_count: Annotated[int | None, count_option("--max", "Replay at most N records.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the file and show what would be sent.")] = False,
     resume: Annotated[
         bool, typer.Option("--resume", help="Skip the lines an interrupted replay of this file already sent.")
@@ -57,11 +55,7 @@ def replay(
     new_message_id: NewMessageId = False,
     keep_dead_letter_properties: KeepDeadLetterProperties = False,
     allow_unverified_routing: Annotated[
-        bool,
-        typer.Option(
-            "--allow-unverified-routing",
-            help="Replay to a topic even when its subscriptions' rules cannot be read.",
-        ),
+        bool, unverified_routing_option("Replay to a topic even when its subscriptions' rules cannot be read.")
     ] = False,
     edits: EditOptions = NO_EDITS,
     selection: SelectionOptions = NO_SELECTION,
