@@ -31,7 +31,7 @@ from sbdlq.cli.options import (
     unverified_routing_option,
 )
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
-from sbdlq.paths import Address, SubQueue, parse_address, parse_entity
+from sbdlq.paths import Address, EntityPath, SubQueue, parse_address, parse_entity
 from sbdlq.render import Emitter, Query
 from sbdlq.selection import MAX_SEQUENCE, Selection
 
@@ -490,18 +490,21 @@ def _change(
 # ---------------------------------------------------------------------- helpers
 
 
-def _resubmit_target(address: Address, to: str | None) -> Any:
+def send_to(to: str) -> EntityPath:
+    """The queue or topic `--to` names: not a sub-queue, not a subscription (resubmit, replay)."""
+    target = parse_address(to)
+    if target.sub_queue is not SubQueue.NONE:
+        raise BadInput(f"--to {to!r}: cannot send to a dead-letter queue")
+    if target.entity.is_subscription:
+        raise BadInput(f"--to {to!r}: cannot send to a subscription; name its topic")
+    return target.entity
+
+
+def _resubmit_target(address: Address, to: str | None) -> EntityPath:
     if to is not None:
-        target = parse_address(to)
-        if target.sub_queue is not SubQueue.NONE:
-            raise BadInput(f"--to {to!r}: cannot send to a dead-letter queue")
-        if target.entity.is_subscription:
-            raise BadInput(f"--to {to!r}: cannot send to a subscription; name its topic")
-        return target.entity
+        return send_to(to)
     if address.entity.is_subscription:
         # A subscription's messages go back through its topic.
-        from sbdlq.paths import EntityPath
-
         return EntityPath(address.entity.name)
     return address.entity
 

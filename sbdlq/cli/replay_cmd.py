@@ -7,7 +7,7 @@ import typer
 
 from sbdlq.cli.common import Settings, err, open_target, output_format, run
 from sbdlq.cli.complete import complete_destination
-from sbdlq.cli.dlq import _note, _query, _report
+from sbdlq.cli.dlq import _note, _query, _report, send_to
 from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
 from sbdlq.cli.options import (
     KeepDeadLetterProperties,
@@ -21,7 +21,6 @@ from sbdlq.cli.options import (
     unverified_routing_option,
 )
 from sbdlq.errors import BadInput, ExitStatus
-from sbdlq.paths import EntityPath, SubQueue, parse_address
 from sbdlq.render import Query
 
 NO_SELECTION = SelectionOptions()
@@ -73,7 +72,7 @@ def replay(
 
     async def work(s: Settings) -> tuple[str, Any, RunInterrupted | None]:
         fmt = output_format(s, output)
-        target = _target(to)
+        target = send_to(to)
         if source is not None and not source.is_file():
             raise BadInput(f"{file}: no such file")
         options = ReplayOptions(
@@ -97,15 +96,6 @@ def replay(
                     return fmt, stop.result, stop
 
     _finish(*run(ctx, work), q)
-
-
-def _target(to: str) -> EntityPath:
-    target = parse_address(to)
-    if target.sub_queue is not SubQueue.NONE:
-        raise BadInput(f"--to {to!r}: cannot send to a dead-letter queue")
-    if target.entity.is_subscription:
-        raise BadInput(f"--to {to!r}: cannot send to a subscription; name its topic")
-    return target.entity
 
 
 def _finish(fmt: str, result: Any, stop: Any, q: Query | None) -> None:
