@@ -2,6 +2,7 @@
 
 Each command is written once, at module level, for any sub-queue; `register` binds them to
 the dead-letter queue on the root app and to the transfer dead-letter queue on `transfer-dlq`.
+`resubmit` is written in copy_cmds.py, next to `replay`, whose copy options it shares.
 Every command has one shape: open the target, call the operation, map errors, render.
 """
 
@@ -13,25 +14,20 @@ from typing import Annotated, Any
 import typer
 
 from sbdlq.cli.common import Settings, err, handled, note, open_target, output_format, run
-from sbdlq.cli.complete import complete_count_output, complete_destination, complete_entity, complete_group_by
-from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
+from sbdlq.cli.complete import complete_count_output, complete_entity, complete_group_by
 from sbdlq.cli.options import (
     Entity,
-    KeepDeadLetterProperties,
-    NewMessageId,
     Output,
     QueryOpt,
-    Rate,
     SelectionOptions,
     Yes,
     count_option,
     for_sub_queue,
     output_option,
     selection_options,
-    unverified_routing_option,
 )
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
-from sbdlq.paths import Address, EntityPath, SubQueue, parse_address, parse_entity
+from sbdlq.paths import Address, SubQueue, parse_entity
 from sbdlq.render import Emitter, Query
 from sbdlq.selection import MAX_SEQUENCE, Selection
 
@@ -51,6 +47,8 @@ PEEK_TSV_KEYS = (
 
 def register(app: typer.Typer, sub_queue: SubQueue) -> None:
     """Define the five DLQ commands on `app`, reading `sub_queue`."""
+    from sbdlq.cli.copy_cmds import resubmit
+
     app.command("count")(for_sub_queue(count, sub_queue, options={"fail_above": _fail_above_option(sub_queue)}))
     app.command("peek")(for_sub_queue(peek, sub_queue))
     app.command("inspect-reason")(for_sub_queue(inspect_reason, sub_queue))
@@ -324,74 +322,6 @@ def _reasons_chart(groups: list[Any], by: str) -> None:
         bar_chart([(g.key, g.count) for g in groups], title=f"messages by {by}")
 
 
-# ---------------------------------------------------------------------- resubmit
-
-
-@selection_options
-@edit_options
-def resubmit(
-    ctx: typer.Context,
-    sub_queue: SubQueue,
-    entity: Entity,
-    to: Annotated[
-        str | None,
-        typer.Option(
-            "--to", help="Send to this queue or topic instead of the entity.", autocompletion=complete_destination
-        ),
-    ] = None,
-    concurrency: Annotated[int, count_option("--concurrency", "Messages in flight at most.")] = 32,
-    batch_size: Annotated[int, count_option("--batch-size", "Messages received per batch.")] = 100,
-    rate: Rate = None,
-    max_count: Annotated[int | None, count_option("--max", "Resubmit at most N messages.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; change nothing.")] = False,
-    new_message_id: NewMessageId = False,
-    keep_dead_letter_properties: KeepDeadLetterProperties = False,
-    allow_unverified_routing: Annotated[
-        bool,
-        unverified_routing_option(
-            "Resubmit to a topic even when its subscriptions' rules cannot be read (copies no rule "
-            "takes are then dropped by the broker)."
-        ),
-    ] = False,
-    edits: EditOptions = NO_EDITS,
-    selection: SelectionOptions = NO_SELECTION,
-    output: Output = None,
-    query: QueryOpt = None,
-) -> None:
-    """Send copies of DLQ messages back (send first, then complete the original)."""
-    from sbdlq.operations.resubmit import resubmit as do_resubmit
-    from sbdlq.render import progress
-
-    async def work(s: Settings) -> tuple[str, Any]:
-        address = _address(entity, sub_queue)
-        target = _resubmit_target(address, to)
-        sel = selection.compile()
-        copy_edits = edits.compile(keep_dead_letter_properties=keep_dead_letter_properties)
-        fmt = output_format(s, output)
-        async with open_target(s) as backend:
-            with progress(f"resubmit {address}") as bars:
-                result = await do_resubmit(
-                    backend,
-                    address,
-                    target,
-                    selection=sel,
-                    max_count=max_count,
-                    batch_size=_tuning(ctx, s, "batch_size", batch_size),
-                    concurrency=_tuning(ctx, s, "concurrency", concurrency),
-                    rate=rate,
-                    dry_run=dry_run,
-                    new_message_id=new_message_id,
-                    keep_dead_letter_properties=keep_dead_letter_properties,
-                    allow_unverified_routing=allow_unverified_routing,
-                    edits=copy_edits,
-                    note=_note,
-                    progress=bars,
-                )
-        return fmt, result
-
-    _change(ctx, query, work, "resubmitted", output)
-
-
 # ---------------------------------------------------------------------- purge
 
 
@@ -488,25 +418,6 @@ def _change(
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def send_to(to: str) -> EntityPath:
-    """The queue or topic `--to` names: not a sub-queue, not a subscription (resubmit, replay)."""
-    target = parse_address(to)
-    if target.sub_queue is not SubQueue.NONE:
-        raise BadInput(f"--to {to!r}: cannot send to a dead-letter queue")
-    if target.entity.is_subscription:
-        raise BadInput(f"--to {to!r}: cannot send to a subscription; name its topic")
-    return target.entity
-
-
-def _resubmit_target(address: Address, to: str | None) -> EntityPath:
-    if to is not None:
-        return send_to(to)
-    if address.entity.is_subscription:
-        # A subscription's messages go back through its topic.
-        return EntityPath(address.entity.name)
-    return address.entity
 
 
 def _check_export_path(path: Path) -> None:

@@ -103,7 +103,7 @@ def _build() -> None:
     )
     dlq.register(transfer, SubQueue.TRANSFER_DEAD_LETTER)
     app.add_typer(transfer, name="transfer-dlq")
-    from sbdlq.cli.replay_cmd import replay
+    from sbdlq.cli.copy_cmds import replay
 
     app.command("replay")(replay)
     from sbdlq.cli.config_cmds import app as config_app

@@ -1,4 +1,9 @@
-"""`sbdlq replay FILE.jsonl --to ENTITY`: send the records of an export or peek file again."""
+"""The commands that send copies: `resubmit` (of DLQ messages) and `replay` (of the records of a file).
+
+Both take the copy options (`--new-message-id`, `--keep-dead-letter-properties`, the edit
+options, `--allow-unverified-routing`) and send to a queue or topic `send_to` checks. `resubmit`
+is bound to the DLQ and the transfer DLQ by `dlq.register`.
+"""
 
 from pathlib import Path
 from typing import Annotated, Any
@@ -7,9 +12,10 @@ import typer
 
 from sbdlq.cli.common import Settings, err, open_target, output_format, run
 from sbdlq.cli.complete import complete_destination
-from sbdlq.cli.dlq import _note, _query, _report, send_to
+from sbdlq.cli.dlq import NO_SELECTION, _address, _change, _note, _query, _report, _tuning
 from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
 from sbdlq.cli.options import (
+    Entity,
     KeepDeadLetterProperties,
     NewMessageId,
     Output,
@@ -21,11 +27,102 @@ from sbdlq.cli.options import (
     unverified_routing_option,
 )
 from sbdlq.errors import BadInput, ExitStatus
+from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
 from sbdlq.render import Query
 
-NO_SELECTION = SelectionOptions()
+# ---------------------------------------------------------------------- resubmit
+
+
+@selection_options
+@edit_options
+def resubmit(
+    ctx: typer.Context,
+    sub_queue: SubQueue,
+    entity: Entity,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to", help="Send to this queue or topic instead of the entity.", autocompletion=complete_destination
+        ),
+    ] = None,
+    concurrency: Annotated[int, count_option("--concurrency", "Messages in flight at most.")] = 32,
+    batch_size: Annotated[int, count_option("--batch-size", "Messages received per batch.")] = 100,
+    rate: Rate = None,
+    max_count: Annotated[int | None, count_option("--max", "Resubmit at most N messages.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; change nothing.")] = False,
+    new_message_id: NewMessageId = False,
+    keep_dead_letter_properties: KeepDeadLetterProperties = False,
+    allow_unverified_routing: Annotated[
+        bool,
+        unverified_routing_option(
+            "Resubmit to a topic even when its subscriptions' rules cannot be read (copies no rule "
+            "takes are then dropped by the broker)."
+        ),
+    ] = False,
+    edits: EditOptions = NO_EDITS,
+    selection: SelectionOptions = NO_SELECTION,
+    output: Output = None,
+    query: QueryOpt = None,
+) -> None:
+    """Send copies of DLQ messages back (send first, then complete the original)."""
+    from sbdlq.operations.resubmit import resubmit as do_resubmit
+    from sbdlq.render import progress
+
+    async def work(s: Settings) -> tuple[str, Any]:
+        address = _address(entity, sub_queue)
+        target = _resubmit_target(address, to)
+        sel = selection.compile()
+        copy_edits = edits.compile(keep_dead_letter_properties=keep_dead_letter_properties)
+        fmt = output_format(s, output)
+        async with open_target(s) as backend:
+            with progress(f"resubmit {address}") as bars:
+                result = await do_resubmit(
+                    backend,
+                    address,
+                    target,
+                    selection=sel,
+                    max_count=max_count,
+                    batch_size=_tuning(ctx, s, "batch_size", batch_size),
+                    concurrency=_tuning(ctx, s, "concurrency", concurrency),
+                    rate=rate,
+                    dry_run=dry_run,
+                    new_message_id=new_message_id,
+                    keep_dead_letter_properties=keep_dead_letter_properties,
+                    allow_unverified_routing=allow_unverified_routing,
+                    edits=copy_edits,
+                    note=_note,
+                    progress=bars,
+                )
+        return fmt, result
+
+    _change(ctx, query, work, "resubmitted", output)
+
+
+
+def send_to(to: str) -> EntityPath:
+    """The queue or topic `--to` names: not a sub-queue, not a subscription (resubmit, replay)."""
+    target = parse_address(to)
+    if target.sub_queue is not SubQueue.NONE:
+        raise BadInput(f"--to {to!r}: cannot send to a dead-letter queue")
+    if target.entity.is_subscription:
+        raise BadInput(f"--to {to!r}: cannot send to a subscription; name its topic")
+    return target.entity
+
+
+def _resubmit_target(address: Address, to: str | None) -> EntityPath:
+    if to is not None:
+        return send_to(to)
+    if address.entity.is_subscription:
+        # A subscription's messages go back through its topic.
+        return EntityPath(address.entity.name)
+    return address.entity
+
+
 #: Next to the input: `orders.jsonl` → `orders.jsonl.replay-state`.
 STATE_SUFFIX = ".replay-state"
+
+
+# ---------------------------------------------------------------------- replay
 
 
 @selection_options
