@@ -20,12 +20,12 @@ from pathlib import Path
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import OutboundMessage, ReplayResult
-from sbdlq.operations.edits import CopyEdits, copy_example
+from sbdlq.operations.edits import copy_example
 from sbdlq.operations.move import LoopStats, RateLimiter
 from sbdlq.operations.records import Record, RecordFile
 from sbdlq.operations.replay_state import ReplayState
-from sbdlq.operations.resubmit import make_copy
-from sbdlq.operations.routing import RoutingCheck, check_destination
+from sbdlq.operations.resubmit import CopyOptions
+from sbdlq.operations.routing import RoutingCheck
 from sbdlq.operations.run import Progress
 from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
@@ -34,18 +34,13 @@ from sbdlq.selection import Selection
 
 
 @dataclass(frozen=True, slots=True)
-class ReplayOptions:
-    """What a replay does with the records it reads."""
+class ReplayOptions(CopyOptions):
+    """What a replay does with the records it reads (and with their copies: CopyOptions)."""
 
     selection: Selection = field(default_factory=Selection)
     max_count: int | None = None
     concurrency: int = 32
-    rate: float | None = None
     dry_run: bool = False
-    new_message_id: bool = False
-    keep_dead_letter_properties: bool = False
-    allow_unverified_routing: bool = False
-    edits: CopyEdits = field(default_factory=CopyEdits)
     #: The sidecar recording accepted lines (None: stdin without --state, not resumable).
     state: Path | None = None
     resume: bool = False
@@ -96,14 +91,7 @@ class Replay:
 
     def copy_of(self, record: Record) -> OutboundMessage:
         """The copy a record is sent as: resubmit's copy rules, then the edits."""
-        o = self.options
-        return make_copy(
-            record.message,
-            source=self.source_label,
-            new_message_id=o.new_message_id,
-            keep_dead_letter_properties=o.keep_dead_letter_properties,
-            edits=o.edits,
-        )
+        return self.options.copy_of(record.message, self.source_label)
 
     async def run(self) -> ReplayResult:
         """Check, plan, and unless it is a dry run, send; RunInterrupted on SIGINT/SIGTERM."""
@@ -131,14 +119,7 @@ class Replay:
         self.check_state()
         info = await self.backend.get_entity(self.target)
         # The same checks as resubmit, along the target's auto-forwarding chain.
-        destination = await check_destination(
-            self.backend,
-            info,
-            new_message_id=o.new_message_id,
-            allow_unverified=o.allow_unverified_routing,
-            note=self.note,
-            command="replay",
-        )
+        destination = await o.destination(self.backend, info, note=self.note, command="replay")
         self.routing = destination.routing
         first = self.scan()
         if self.done:
