@@ -41,10 +41,6 @@ class ReasonsPane(TablePane):
 
         reason: str
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.groups: list[ReasonGroup] = []
-
     def above_table(self) -> ComposeResult:
         yield Static("Open a DLQ to see why its messages failed.", id="reasons-title")
 
@@ -52,7 +48,6 @@ class ReasonsPane(TablePane):
         self.query_one("#reasons-title", Static).update(f"scanning {what} ...")
 
     def show(self, what: str, groups: list[ReasonGroup]) -> None:
-        self.groups = groups
         table = self.table
         table.clear()
         for g in groups:
@@ -63,9 +58,9 @@ class ReasonsPane(TablePane):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        group = self.under_cursor(self.groups)
-        if group is not None:
-            self.post_message(self.Chosen(group.key))
+        reason = event.row_key.value  # each row's key is its group's key
+        if reason is not None:
+            self.post_message(self.Chosen(reason))
 
 
 def _minute(ts: Any) -> str:
