@@ -119,7 +119,7 @@ def count(
         async with open_target(s) as backend:
             return [fmt, await count_entities(backend, paths or None)]
 
-    fmt, counts = run(ctx, work)
+    fmt, counts = run(ctx, work, reads_only=True)
     show_counts(counts, fmt, q)
     _warn_if_query_found_nothing(q, fmt)
     if fail_above is not None:
@@ -175,7 +175,7 @@ def peek(
                 await _peek_to_document(backend, address, sel, from_sequence, limit, emitter)
         return fmt
 
-    _warn_if_query_found_nothing(q, run(ctx, work))
+    _warn_if_query_found_nothing(q, run(ctx, work, reads_only=True))
 
 
 async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_sequence: int, limit: int | None) -> None:
@@ -274,7 +274,7 @@ def inspect_reason(
                 groups = await inspect_reasons(backend, address, by=by, selection=sel, on_page=bars(None))
         return fmt, groups
 
-    fmt, groups = run(ctx, work)
+    fmt, groups = run(ctx, work, reads_only=True)
     if fmt != "table" or q is not None:
         _write([g.to_json() for g in groups], fmt, q)
         return
