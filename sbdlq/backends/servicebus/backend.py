@@ -593,7 +593,7 @@ class ServiceBusBackend(Backend):
                 receiver = client.get_queue_receiver(entity.name, **kwargs)
             else:
                 receiver = client.get_subscription_receiver(entity.name, entity.subscription, **kwargs)
-            sdk_compat.no_retry_on_refusal(receiver)
+            sdk_compat.prompt_open(sdk_compat.no_retry_on_refusal(receiver))
         except SbdlqError:
             raise
         except Exception as exc:
@@ -605,7 +605,7 @@ class ServiceBusBackend(Backend):
         try:
             # A queue sender and a topic sender differ only in name: both target the entity path.
             sender = self._sb_client().get_queue_sender(entity.name, socket_timeout=SOCKET_TIMEOUT_S)
-            return sdk_compat.no_retry_on_refusal(sender)
+            return sdk_compat.prompt_open(sdk_compat.no_retry_on_refusal(sender))
         except SbdlqError:
             raise
         except Exception as exc:
