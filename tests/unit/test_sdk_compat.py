@@ -13,7 +13,6 @@ import tomllib
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import version
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -168,43 +167,6 @@ def test_prompt_open_answers_not_yet_after_its_budget(receiver: Any, monkeypatch
     monkeypatch.setattr(sdk_compat, "READY_POLL_S", 0.05)
     sdk_compat.prompt_open(receiver)._create_handler("auth")
     assert asyncio.run(receiver._handler.client_ready_async()) is False  # the SDK's own loop goes on
-
-
-def test_encode_once_adds_the_same_bytes_encoding_each_message_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from azure.servicebus import ServiceBusMessage, ServiceBusMessageBatch
-    from azure.servicebus._pyamqp import _encode, utils
-
-    def messages() -> list[Any]:
-        return [ServiceBusMessage(f"body {i}", message_id=f"m-{i}", application_properties={"i": i}) for i in range(5)]
-
-    plain = ServiceBusMessageBatch(max_size_in_bytes=1024 * 1024)
-    for m in messages():
-        plain.add_message(m)
-    encodes: list[int] = []
-    real = _encode.encode_payload
-
-    def counting(output: Any, message: Any) -> Any:
-        encodes.append(1)
-        return real(output, message)
-
-    monkeypatch.setattr(_encode, "encode_payload", counting)
-    monkeypatch.setattr(utils, "encode_payload", counting)
-    once = sdk_compat.encode_once(ServiceBusMessageBatch(max_size_in_bytes=1024 * 1024))
-    encodes.clear()  # the empty batch's own encoding
-    for m in messages():
-        once.add_message(m)
-    assert len(encodes) == 5  # the SDK alone encodes each twice
-    assert (len(once), once.size_in_bytes) == (len(plain), plain.size_in_bytes)
-    assert [bytes(b) for b in once._message[5]] == [bytes(b) for b in plain._message[5]]
-
-
-def test_encode_once_leaves_a_batch_it_does_not_know_alone() -> None:
-    class Other:
-        _amqp_transport = SimpleNamespace(KIND="uamqp")
-        _message = None
-
-    other = Other()
-    assert sdk_compat.encode_once(other) is other and other._amqp_transport.KIND == "uamqp"
 
 
 def test_stop_credit_uses_pyamqp_link_flow() -> None:

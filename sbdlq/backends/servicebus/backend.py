@@ -438,7 +438,7 @@ class ServiceBusBackend(Backend):
     async def _send_batches(self, sender: Any, sdk_messages: list[Any], what: str) -> None:
         from azure.servicebus.exceptions import MessageSizeExceededError
 
-        batch = sdk_compat.encode_once(await self._guard(sender.create_message_batch(), what))
+        batch = await self._guard(sender.create_message_batch(), what)
         for sdk_message in sdk_messages:
             try:
                 batch.add_message(sdk_message)
@@ -449,7 +449,7 @@ class ServiceBusBackend(Backend):
                 raise self._translate(exc, what) from exc
             if len(batch):
                 await self._guard(sender.send_messages(batch), what)
-                batch = sdk_compat.encode_once(await self._guard(sender.create_message_batch(), what))
+                batch = await self._guard(sender.create_message_batch(), what)
             try:
                 batch.add_message(sdk_message)
             except MessageSizeExceededError:

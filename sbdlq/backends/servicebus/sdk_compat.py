@@ -152,51 +152,6 @@ async def renew_many(receiver: Any, sdk_messages: list[Any]) -> list[datetime]:
     return untils
 
 
-class _EncodingOnce:
-    """A batch's `_amqp_transport` that keeps the encoding it sized a message by, for adding it."""
-
-    def __init__(self, transport: Any) -> None:
-        self._transport = transport
-        self._last: tuple[Any, bytearray] | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-    def get_message_encoded_size(self, message: Any) -> int:
-        from azure.servicebus._pyamqp._encode import encode_payload
-
-        out = bytearray()
-        encode_payload(out, message)
-        self._last = (message, out)
-        return len(out)
-
-    def add_batch(self, batch: Any, outgoing: Any) -> None:
-        last, self._last = self._last, None
-        if last is not None and last[0] is outgoing._message:
-            batch._message[5].append(last[1])  # what pyamqp's utils.add_batch appends, encoded again
-        else:
-            self._transport.add_batch(batch, outgoing)
-
-
-def encode_once(batch: Any) -> Any:
-    """Have a message batch encode each message once, not twice; wraps `batch._amqp_transport`.
-
-    ServiceBusMessageBatch.add_message encodes a message to learn its size
-    (`get_message_encoded_size`), then encodes it again to add it (`add_batch`, pyamqp's
-    `utils.add_batch`, which appends the encoding to the batch message's data at [5]): a
-    tenth of a resubmit's client time. The wrapper sizes by the same encoding it then
-    appends. Only for the pyamqp transport; anything else is left as it is. Returns the batch.
-    """
-    transport = getattr(batch, "_amqp_transport", None)
-    message = getattr(batch, "_message", None)  # pyamqp's batch message: a list, the data sections at [5]
-    if getattr(transport, "KIND", None) != "pyamqp" or not (isinstance(message, list) and len(message) > 5):
-        return batch
-    if not isinstance(message[5], list):
-        return batch
-    batch._amqp_transport = _EncodingOnce(transport)
-    return batch
-
-
 def encode_amqp_body(*, value: Any = None, sequence: list[Any] | None = None) -> bytes:
     """amqp-value / amqp-sequence sections encoded by the SDK's own `_pyamqp._encode.encode_payload`."""
     # The SDK's encoder, so a copy is encoded the way the SDK sends it.
