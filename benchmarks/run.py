@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         elif section == "wire":
             from benchmarks import wire
 
-            figures[section] = wire.run(n=100 if args.quick else 200)
+            figures[section] = wire.run(n=100 if args.quick else 200, local_n=2000 if args.quick else 10_000)
         else:
             parser.error(f"unknown section {section}")
         figures[section]["section_seconds"] = round(time.perf_counter() - t0, 1)

@@ -6,11 +6,21 @@ careful script does). The proxy adds `rtt_s` to each round trip. After each run 
 are checked: every message arrived exactly once (resubmit) or went (purge), or was read
 once (peek). The naive loop runs on fewer messages (it is slow by design); its figure is
 per message, like every ratio here.
+
+Two more rows: resubmit of 1,000 at the same distance beside the floor the --concurrency
+bound sets at the round trip measured through the SDK (each message takes a send and a
+complete round trip while it counts against the bound), and resubmit of 10,000 with no
+added latency, the listener in a process of its own, where the client's CPU time per
+message is measured for sbdlq and the SDK batch loop alike.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -139,6 +149,106 @@ async def _sdk(wire: Wire, task: str, q: str, batch: int) -> int:
     return done
 
 
+async def _measured_rtt(wire: Wire, q: str, tries: int = 7) -> float:
+    """The round trip through the SDK, the proxy and the listener: the median of a few one-message peeks."""
+    from azure.servicebus import ServiceBusSubQueue
+    from azure.servicebus.aio import ServiceBusClient
+
+    async with ServiceBusClient.from_connection_string(wire.conn) as client:
+        receiver = client.get_queue_receiver(q, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+        async with receiver:
+            await receiver.peek_messages(1, sequence_number=1)  # attaches the link
+            times = []
+            for _ in range(tries):
+                t0 = time.perf_counter()
+                await receiver.peek_messages(1, sequence_number=1)
+                times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def resubmit_far(wire: Wire, n: int = 1000, concurrency: int = 32) -> dict[str, Any]:
+    """sbdlq's resubmit of n at the proxy's distance, and the floor the --concurrency bound sets."""
+    rtt = asyncio.run(_measured_rtt(wire, wire.dlq(1)))
+    q = wire.dlq(n)
+    seconds, reported = _timed(lambda: _sbdlq(wire, "resubmit", q))
+    floor = n / concurrency * 2 * rtt
+    return {
+        "messages": n,
+        "concurrency": concurrency,
+        "measured_rtt_ms": round(rtt * 1000, 1),
+        "seconds": round(seconds, 2),
+        "floor_seconds": round(floor, 2),
+        "above_floor_seconds": round(seconds - floor, 2),
+        "exactly_once": _check(wire, "resubmit", q, n, reported),
+    }
+
+
+_SERVE = """
+import sys
+from sbdlq.emulator.amqp.server import serve
+serve(sys.argv[1], port=0, http_port=0, ready=lambda a, h: print(a, h, flush=True))
+"""
+
+
+class LocalWire(Wire):
+    """`emulator serve` in a process of its own and no proxy: the client's CPU time is its own."""
+
+    def __init__(self, store: Path) -> None:
+        from sbdlq.emulator.engine import Engine
+
+        self.store = store
+        self.engine = Engine(store)
+        self.names = 0
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _SERVE, str(store)], stdout=subprocess.PIPE, text=True, env=dict(os.environ)
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().split()
+        if len(line) != 2:
+            self.process.kill()
+            raise RuntimeError("the AMQP listener did not start")
+        self.port, self.http = int(line[0]), int(line[1])
+        self.conn = CONN.format(port=self.port)
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+        self.engine.close()
+
+
+def resubmit_local(n: int = 10_000) -> dict[str, Any]:
+    """Resubmit of n with no added latency: seconds and client CPU ms per message, sbdlq and the SDK batch loop."""
+    import azure.servicebus.aio  # noqa: F401 -- imported before timing, for both alike
+
+    import sbdlq.backends.servicebus.backend  # noqa: F401
+
+    row: dict[str, Any] = {"messages": n}
+    with tempfile.TemporaryDirectory() as d:
+        wire = LocalWire(Path(d) / "local.db")
+        try:
+            queues = {name: wire.dlq(n) for name in ("sbdlq", "sdk_batch")}
+            work = {
+                "sbdlq": lambda q: _sbdlq(wire, "resubmit", q),
+                "sdk_batch": lambda q: _sdk(wire, "resubmit", q, 100),
+            }
+            for name, q in queues.items():
+                cpu0 = time.process_time()
+                seconds, reported = _timed(lambda w=work[name], q=q: w(q))
+                cpu = time.process_time() - cpu0
+                row[name] = {
+                    "seconds": round(seconds, 2),
+                    "client_cpu_ms_per_message": round(cpu * 1000 / n, 3),
+                    "exactly_once": _check(wire, "resubmit", q, n, reported),
+                }
+        finally:
+            wire.close()
+    row["ratio_sdk_batch_vs_sbdlq"] = round(row["sdk_batch"]["seconds"] / row["sbdlq"]["seconds"], 2)
+    row["cpu_ratio_sdk_batch_vs_sbdlq"] = round(
+        row["sdk_batch"]["client_cpu_ms_per_message"] / row["sbdlq"]["client_cpu_ms_per_message"], 2
+    )
+    return row
+
+
 # ------------------------------------------------------------------ checks
 
 
@@ -153,7 +263,9 @@ def _check(wire: Wire, task: str, q: str, n: int, reported: int) -> bool:
     return reported == n and not dlq and len(main) == n and set(main.values()) == {1}
 
 
-def run(n: int = 200, naive_n: int = 40, rtt_s: float = 0.07) -> dict[str, Any]:
+def run(
+    n: int = 200, naive_n: int = 40, rtt_s: float = 0.07, far_n: int = 1000, local_n: int = 10_000
+) -> dict[str, Any]:
     """Seconds per task for each contender at `rtt_s`, per-message ratios against sbdlq, and the checks."""
     figures: dict[str, Any] = {"rtt_ms": round(rtt_s * 1000), "messages": n, "naive_messages": naive_n}
     with tempfile.TemporaryDirectory() as d:
@@ -179,12 +291,25 @@ def run(n: int = 200, naive_n: int = 40, rtt_s: float = 0.07) -> dict[str, Any]:
                 for name in ("sdk_batch", "sdk_naive"):
                     row[f"ratio_{name}_vs_sbdlq"] = round(row[name]["ms_per_message"] / ours, 1)
                 figures[task] = row
+            figures["resubmit_far"] = resubmit_far(wire, far_n)
         finally:
             wire.close()
+    figures["resubmit_local"] = resubmit_local(local_n)
     return figures
 
 
 if __name__ == "__main__":
     import json
 
-    print(json.dumps(run(), indent=1))
+    only = sys.argv[1] if len(sys.argv) > 1 else ""
+    if only == "far":
+        with tempfile.TemporaryDirectory() as d:
+            far_wire = Wire(Path(d) / "wire.db", 0.07)
+            try:
+                print(json.dumps(resubmit_far(far_wire), indent=1))
+            finally:
+                far_wire.close()
+    elif only == "local":
+        print(json.dumps(resubmit_local(), indent=1))
+    else:
+        print(json.dumps(run(), indent=1))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
@@ -9,7 +11,7 @@ from typing import TypeVar
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
 from sbdlq.models import Counts, Message, ReasonGroup
-from sbdlq.operations.sizing import BatchSizer
+from sbdlq.operations.sizing import LARGE_BODY_BYTES, BatchSizer
 from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.selection import Selection
 
@@ -21,6 +23,8 @@ MIN_PAGE = 100
 # Messages per peek while bodies are large (and on the first page, before any size is known).
 LARGE_PAGE = 2
 SAMPLES = 5
+# Messages handed out between chances for the next page's request to go on.
+_LET_AHEAD_RUN = 50
 
 
 async def iter_messages(
@@ -36,31 +40,57 @@ async def iter_messages(
     """Browse a queue without locking, page by page in sequence order, yielding matches.
 
     Pages are sized from the bodies seen (BatchSizer): at most LARGE_PAGE large bodies are held.
+    While bodies are small, the next page is asked for as soon as a page arrives, so a far
+    broker's round trip overlaps the work on this page (writing it out, say) instead of
+    following it.
     """
     sel = selection or Selection()
     start = max(from_sequence, sel.first_sequence)
     stop = sel.last_sequence
     found = 0
     sizer = BatchSizer(page_size, LARGE_PAGE)
-    while limit is None or found < limit:
+
+    def ask(start: int) -> asyncio.Task[list[Message]]:
         size = sizer.next_count()
         if limit is not None:
             size = min(size, max(limit - found, MIN_PAGE))
-        page = await backend.peek(address, start, size)
-        if not page:
-            return
-        sizer.seen(page)
-        start = page[-1].sequence_number + 1
-        if on_page:
-            on_page(len(page))
-        for m in _drain(page):
-            if stop is not None and m.sequence_number > stop:
+        return asyncio.ensure_future(backend.peek(address, start, size))
+
+    ahead: asyncio.Task[list[Message]] | None = ask(start)
+    try:
+        while ahead is not None and (limit is None or found < limit):
+            page, ahead = await ahead, None
+            if not page:
                 return
-            if sel.matches(m):
-                yield m
-                found += 1
-                if limit is not None and found >= limit:
+            sizer.seen(page)
+            start = page[-1].sequence_number + 1
+            if on_page:
+                on_page(len(page))
+            estimate = sizer.estimate
+            small = estimate is not None and estimate < LARGE_BODY_BYTES
+            if small and (stop is None or start <= stop):
+                ahead = ask(start)
+                await asyncio.sleep(0)  # let the request start before this page is worked on
+            for i, m in enumerate(_drain(page), 1):
+                if ahead is not None and i % _LET_AHEAD_RUN == 0:
+                    # A reader that never awaits (writing lines out) would hold the request back.
+                    await asyncio.sleep(0)
+                if stop is not None and m.sequence_number > stop:
                     return
+                if sel.matches(m):
+                    yield m
+                    found += 1
+                    if limit is not None and found >= limit:
+                        return
+            if stop is not None and start > stop:
+                return
+            if ahead is None:
+                ahead = ask(start)  # large bodies: one page in memory at a time
+    finally:
+        if ahead is not None:
+            ahead.cancel()
+            with contextlib.suppress(BaseException):
+                await ahead
 
 
 def _drain(page: list[Message]) -> Iterator[Message]:

@@ -126,6 +126,49 @@ def test_no_retry_on_refusal_raises_from_the_sdk_retry_judge(receiver: Any) -> N
     assert asyncio.run(receiver._handle_exception(busy)) is busy
 
 
+def test_prompt_open_relies_on_the_sdk_open_loop() -> None:
+    from azure.servicebus._pyamqp.aio._client_async import ReceiveClientAsync, SendClientAsync
+    from azure.servicebus.aio import ServiceBusSender
+
+    for handler in (ServiceBusReceiver, ServiceBusSender):
+        opening = inspect.getsource(handler._open)
+        # _open creates the pyamqp client through _create_handler, then polls its client_ready_async.
+        assert "self._create_handler(" in opening and "self._handler.client_ready_async()" in opening
+    for client in (ReceiveClientAsync, SendClientAsync):
+        assert inspect.iscoroutinefunction(client.client_ready_async)
+
+
+def test_prompt_open_reads_on_until_ready(receiver: Any) -> None:
+    calls: list[int] = []
+
+    class Client:
+        async def client_ready_async(self) -> bool:
+            calls.append(1)
+            return len(calls) >= 3
+
+    def create(auth: Any) -> None:
+        receiver._handler = Client()
+
+    receiver._create_handler = create
+    assert sdk_compat.prompt_open(receiver) is receiver
+    receiver._create_handler("auth")
+    # One call of the handler's readiness check reads until the link is up (3 reads), not one frame.
+    assert asyncio.run(receiver._handler.client_ready_async()) is True
+    assert len(calls) == 3
+
+
+def test_prompt_open_answers_not_yet_after_its_budget(receiver: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Client:
+        async def client_ready_async(self) -> bool:
+            await asyncio.sleep(0.01)
+            return False
+
+    receiver._create_handler = lambda auth: setattr(receiver, "_handler", Client())
+    monkeypatch.setattr(sdk_compat, "READY_POLL_S", 0.05)
+    sdk_compat.prompt_open(receiver)._create_handler("auth")
+    assert asyncio.run(receiver._handler.client_ready_async()) is False  # the SDK's own loop goes on
+
+
 def test_stop_credit_uses_pyamqp_link_flow() -> None:
     assert inspect.iscoroutinefunction(Link.flow)
     assert "link_credit" in inspect.signature(Link.flow).parameters

@@ -415,7 +415,8 @@ def test_outbound_message_is_cloned_with_every_field() -> None:
         scheduled_enqueue_time=when,
         application_properties={**APPLICATION_PROPERTIES, "sbdlq-resubmitted-from": "x"},
     )
-    message = to_sdk_message(out)
+    built = to_sdk_message(out)
+    message = as_sent(built)
     assert isinstance(message, ServiceBusMessage)
     assert b"".join(message.body) == out.body
     assert (message.message_id, message.content_type, message.correlation_id) == ("id-7", "application/json", "corr")
@@ -425,17 +426,22 @@ def test_outbound_message_is_cloned_with_every_field() -> None:
     assert message.scheduled_enqueue_time_utc == when
     assert message.application_properties == out.application_properties
     assert message.application_properties is not out.application_properties
+
+
+def as_sent(built: Any) -> ServiceBusMessage:
+    """What the SDK makes of a message it is given to send (added to a batch, so encoded too)."""
     batch = ServiceBusMessageBatch(max_size_in_bytes=1024 * 1024)
-    batch.add_message(message)  # encodes
+    batch.add_message(built)
+    return batch._messages[0]
 
 
 def test_ttl_edges() -> None:
-    assert to_sdk_message(OutboundMessage(body=b"x", time_to_live_s=None)).time_to_live is None
-    assert to_sdk_message(OutboundMessage(body=b"x", time_to_live_s=MAX_TTL_S)).time_to_live is None
-    short = to_sdk_message(OutboundMessage(body=b"x", time_to_live_s=0.25))
+    assert as_sent(to_sdk_message(OutboundMessage(body=b"x", time_to_live_s=None))).time_to_live is None
+    assert as_sent(to_sdk_message(OutboundMessage(body=b"x", time_to_live_s=MAX_TTL_S))).time_to_live is None
+    short = as_sent(to_sdk_message(OutboundMessage(body=b"x", time_to_live_s=0.25)))
     assert short.time_to_live == timedelta(milliseconds=250)  # not truncated to 0 (= never expires)
     long = to_sdk_message(OutboundMessage(body=b"x", time_to_live_s=100 * 86400))
-    props = long.raw_amqp_message.properties
+    props = long.properties
     assert props is not None and props.absolute_expiry_time is not None and props.creation_time is not None
     assert props.absolute_expiry_time - props.creation_time == 100 * 86400 * 1000
     ServiceBusMessageBatch(max_size_in_bytes=1024 * 1024).add_message(long)  # the header uint is not overflowed
@@ -461,6 +467,19 @@ def test_value_body_round_trips() -> None:
 def test_bad_outbound_message_is_bad_input() -> None:
     with pytest.raises(BadInput):
         to_sdk_message(OutboundMessage(body=b"x", session_id="a", partition_key="b"))
+    for field in ("message_id", "session_id", "partition_key", "reply_to_session_id"):
+        with pytest.raises(BadInput, match=field):
+            to_sdk_message(OutboundMessage(body=b"x", **{field: "x" * 129}))
+    # what the SDK itself refuses, so the copy fails here, not in the sender
+    for field in ("message_id", "session_id", "partition_key", "reply_to_session_id"):
+        with pytest.raises(ValueError):
+            ServiceBusMessage(b"x", **{field: "x" * 129})
+
+
+def test_a_scheduled_copy_without_an_id_gets_one_like_the_sdk_gives() -> None:
+    when = datetime(2030, 1, 2, tzinfo=UTC)
+    sent = as_sent(to_sdk_message(OutboundMessage(body=b"x", scheduled_enqueue_time=when)))
+    assert sent.scheduled_enqueue_time_utc == when and sent.message_id and len(sent.message_id) == 36
 
 
 def test_send_splits_batches_and_caches_the_sender(sdk: SimpleNamespace) -> None:

@@ -59,6 +59,11 @@ _HELD_SOFT_LIMIT = 10_000
 _HELD_GRACE = timedelta(seconds=60)
 #: messages per batch-delete request: the Standard tier's limit (Premium takes 4,000)
 BATCH_DELETE_MAX = 500
+#: settlements awaiting their outcome on one receiver at once. azure-servicebus (pyamqp) has
+#: each one poll the connection for its outcome, one frame per poll, waiting the socket
+#: timeout when none is there: hundreds at once starve each other (500 took over 30 s where
+#: 100 take one round trip), so more wait their turn.
+SETTLING_MAX = 100
 
 
 @dataclass(eq=False)
@@ -76,6 +81,8 @@ class _Link:
     handler: Any
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     opened: bool = False
+    #: settlements awaiting their outcome on this link (see SETTLING_MAX)
+    settling: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SETTLING_MAX))
 
 
 @dataclass(slots=True)
@@ -382,7 +389,8 @@ class ServiceBusBackend(Backend):
                 return True  # its receiver died, and the lock with it
             links.add(held.receiver)
             try:
-                await action(held.receiver.handler, held.sdk_message)
+                async with held.receiver.settling:
+                    await action(held.receiver.handler, held.sdk_message)
             except Exception as exc:
                 error = self._translate(exc, what)
                 if isinstance(error, LockLost):
@@ -585,7 +593,7 @@ class ServiceBusBackend(Backend):
                 receiver = client.get_queue_receiver(entity.name, **kwargs)
             else:
                 receiver = client.get_subscription_receiver(entity.name, entity.subscription, **kwargs)
-            sdk_compat.no_retry_on_refusal(receiver)
+            sdk_compat.prompt_open(sdk_compat.no_retry_on_refusal(receiver))
         except SbdlqError:
             raise
         except Exception as exc:
@@ -597,7 +605,7 @@ class ServiceBusBackend(Backend):
         try:
             # A queue sender and a topic sender differ only in name: both target the entity path.
             sender = self._sb_client().get_queue_sender(entity.name, socket_timeout=SOCKET_TIMEOUT_S)
-            return sdk_compat.no_retry_on_refusal(sender)
+            return sdk_compat.prompt_open(sdk_compat.no_retry_on_refusal(sender))
         except SbdlqError:
             raise
         except Exception as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -18,6 +19,14 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _STATES = {0: "active", 1: "deferred", 2: "scheduled"}
 # Expiry in the broker's last year (DateTime.MaxValue is 9999-12-31) means "never expires".
 _NEVER_YEAR = 9999
+# Message annotations the broker sets (the SDK's own keys, all public AMQP names).
+_SEQUENCE_KEY = b"x-opt-sequence-number"
+_STATE_KEY = b"x-opt-message-state"
+_PARTITION_KEY = b"x-opt-partition-key"
+_DEAD_LETTER_SOURCE_KEY = b"x-opt-deadletter-source"
+_SCHEDULED_KEY = b"x-opt-scheduled-enqueue-time"
+#: the longest message id, session id, partition key or reply-to session id Service Bus takes
+_ID_MAX_LENGTH = 128
 
 
 def from_sdk_message(sdk: Any, *, locked: bool = True, received: bool | None = None) -> Message:
@@ -26,34 +35,42 @@ def from_sdk_message(sdk: Any, *, locked: bool = True, received: bool | None = N
     received (default: locked) says the message was delivered to us rather than peeked: its
     delivery count then includes this delivery, as sbdlq counts (.NET's DeliveryCount); the
     header, which the Python SDK shows as is, holds the earlier deliveries only.
+
+    The AMQP properties are read once from the (public) raw message: each of the SDK's
+    accessors checks the properties section's length first, which lists its fields each
+    time, and this runs for every message a run receives.
     """
     raw = sdk.raw_amqp_message
     body, body_type = _body_of(raw)
-    state = sdk.state
+    props = raw.properties
+    annotations = raw.annotations or {}
+    header = raw.header
+    state = annotations.get(_STATE_KEY)
     token = sdk.lock_token if locked else None
     delivered = locked if received is None else received
     enqueued = sdk.enqueued_time_utc
     expires_at, ttl_s = _expiry(raw, enqueued)
+    app = raw.application_properties
     return Message(
-        sequence_number=int(sdk.sequence_number or 0),
+        sequence_number=int(annotations.get(_SEQUENCE_KEY) or 0),
         body=body,
         enqueued_time=enqueued or EPOCH,
-        message_id=_text(sdk.message_id),
+        message_id=_text(props.message_id) if props is not None else None,
         expires_at=expires_at,
-        delivery_count=int(sdk.delivery_count or 0) + (1 if delivered else 0),
-        subject=_text(sdk.subject),
-        correlation_id=_text(sdk.correlation_id),
-        content_type=_text(sdk.content_type),
-        session_id=_text(sdk.session_id),
-        reply_to=_text(sdk.reply_to),
-        reply_to_session_id=_text(sdk.reply_to_session_id),
-        to=_text(sdk.to),
-        partition_key=_text(sdk.partition_key),
+        delivery_count=int((header.delivery_count if header is not None else 0) or 0) + (1 if delivered else 0),
+        subject=_text(props.subject) if props is not None else None,
+        correlation_id=_text(props.correlation_id) if props is not None else None,
+        content_type=_text(props.content_type) if props is not None else None,
+        session_id=_text(props.group_id) if props is not None else None,
+        reply_to=_text(props.reply_to) if props is not None else None,
+        reply_to_session_id=_text(props.reply_to_group_id) if props is not None else None,
+        to=_text(props.to) if props is not None else None,
+        partition_key=_text(annotations.get(_PARTITION_KEY)),
         time_to_live_s=ttl_s,
-        application_properties={str(_texts(k)): _texts(v) for k, v in (sdk.application_properties or {}).items()},
-        dead_letter_source=_text(sdk.dead_letter_source),
+        application_properties={str(_texts(k)): _texts(v) for k, v in app.items()} if app else {},
+        dead_letter_source=_text(annotations.get(_DEAD_LETTER_SOURCE_KEY)),
         scheduled_enqueue_time=sdk.scheduled_enqueue_time_utc,
-        state=_STATES.get(int(state), "active") if state is not None else "active",
+        state=_STATES.get(int(state), "active") if isinstance(state, int) else "active",
         lock_token=str(token) if token else None,
         locked_until=sdk.locked_until_utc if token else None,
         body_type=body_type,
@@ -90,64 +107,82 @@ def _expiry(raw: Any, enqueued: datetime | None) -> tuple[datetime | None, float
 
 
 def to_sdk_message(out: OutboundMessage) -> Any:
-    """A fresh SDK message carrying everything an OutboundMessage sets."""
-    from azure.servicebus import ServiceBusMessage
+    """A fresh SDK AmqpAnnotatedMessage carrying everything an OutboundMessage sets.
 
-    ttl_ms: int | None = None
+    Built from the SDK's public AMQP classes in one go rather than through ServiceBusMessage,
+    whose setters each check and rebuild the properties section (a third of a resubmit's
+    client time per message went there); the SDK's own checks are kept (ids of at most 128
+    characters, a partition key equal to the session id).
+    """
+    from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageHeader, AmqpMessageProperties
+
+    _check_ids(out)
+    message_id: Any = out.message_id
+    annotations: dict[bytes, Any] = {}
+    if out.partition_key:
+        annotations[_PARTITION_KEY] = out.partition_key
+    if out.scheduled_enqueue_time is not None:
+        annotations[_SCHEDULED_KEY] = out.scheduled_enqueue_time
+        if not message_id:
+            message_id = str(uuid.uuid4())  # as the SDK does for a scheduled message
+    props = AmqpMessageProperties(
+        message_id=message_id,
+        to=out.to,
+        subject=out.subject,
+        reply_to=out.reply_to,
+        correlation_id=out.correlation_id,
+        content_type=out.content_type,
+        group_id=out.session_id,
+        reply_to_group_id=out.reply_to_session_id,
+    )
+    header: Any = None
     if out.time_to_live_s is not None and 0 < out.time_to_live_s < MAX_TTL_S:
         # At least 1 ms: the SDK truncates to whole seconds, and 0 would mean "never expires".
         ttl_ms = max(1, round(out.time_to_live_s * 1000))
+        now_ms = int(datetime.now(UTC).timestamp() * 1000)
+        props.creation_time = now_ms
+        props.absolute_expiry_time = now_ms + ttl_ms
+        # The header's ttl is a uint: beyond ~49.7 days the broker goes by absolute expiry
+        # minus creation time alone.
+        if ttl_ms <= _UINT_MAX:
+            header = AmqpMessageHeader(time_to_live=ttl_ms)
+    body: dict[str, Any]
+    if out.body_type == "data":
+        body = {"data_body": out.body}
+    else:
+        value, sequence = _decode_sections(out.body)
+        body = {"sequence_body": sequence} if out.body_type == "sequence" else {"value_body": value}
     try:
-        message = ServiceBusMessage(
-            out.body if out.body_type == "data" else b"",
+        return AmqpAnnotatedMessage(
+            header=header,
+            properties=props,
             application_properties=cast(Any, dict(out.application_properties) or None),
-            session_id=out.session_id,
-            message_id=out.message_id,
-            scheduled_enqueue_time_utc=out.scheduled_enqueue_time,
-            content_type=out.content_type,
-            correlation_id=out.correlation_id,
-            subject=out.subject,
-            partition_key=out.partition_key,
-            to=out.to,
-            reply_to=out.reply_to,
-            reply_to_session_id=out.reply_to_session_id,
+            annotations=cast(Any, annotations or None),
+            **body,
         )
     except (ValueError, TypeError) as exc:
-        label = f"message {out.message_id!r}" if out.message_id else "a message"
-        raise BadInput(f"cannot build {label}: {first_line(exc)}")
-    raw: Any = message.raw_amqp_message
-    if ttl_ms is not None:
-        _set_ttl(raw, ttl_ms)
-    if out.body_type == "data":
-        return message
-    from azure.servicebus.amqp import AmqpAnnotatedMessage
-
-    value, sequence = _decode_sections(out.body)
-    body: dict[str, Any] = {"sequence_body": sequence} if out.body_type == "sequence" else {"value_body": value}
-    return AmqpAnnotatedMessage(
-        header=raw.header,
-        properties=raw.properties,
-        application_properties=raw.application_properties,
-        annotations=raw.annotations,
-        **body,
-    )
+        raise BadInput(f"cannot build {_label(out)}: {first_line(exc)}")
 
 
-def _set_ttl(raw: Any, ttl_ms: int) -> None:
-    """TTL in milliseconds (the SDK's setter keeps whole seconds only)."""
-    from azure.servicebus.amqp import AmqpMessageHeader, AmqpMessageProperties
+def _check_ids(out: OutboundMessage) -> None:
+    """The SDK's own checks of a message it is to send: ids of at most 128 characters, one partition."""
+    for name, value in (
+        ("message_id", out.message_id),
+        ("session_id", out.session_id),
+        ("partition_key", out.partition_key),
+        ("reply_to_session_id", out.reply_to_session_id),
+    ):
+        if value and len(str(value)) > _ID_MAX_LENGTH:
+            raise BadInput(f"cannot build {_label(out)}: {name} cannot be longer than {_ID_MAX_LENGTH} characters.")
+    if out.partition_key and out.session_id is not None and out.partition_key != out.session_id:
+        raise BadInput(
+            f"cannot build {_label(out)}: partition_key:{out.partition_key} cannot be set to a different "
+            f"value than session_id:{out.session_id}"
+        )
 
-    if raw.properties is None:
-        raw.properties = AmqpMessageProperties()
-    now_ms = int(datetime.now(UTC).timestamp() * 1000)
-    raw.properties.creation_time = now_ms
-    raw.properties.absolute_expiry_time = now_ms + ttl_ms
-    # The header's ttl is a uint: beyond ~49.7 days the broker goes by absolute expiry
-    # minus creation time alone.
-    if ttl_ms <= _UINT_MAX:
-        if raw.header is None:
-            raw.header = AmqpMessageHeader()
-        raw.header.time_to_live = ttl_ms
+
+def _label(out: OutboundMessage) -> str:
+    return f"message {out.message_id!r}" if out.message_id else "a message"
 
 
 def _body_of(raw: Any) -> tuple[bytes, str]:
@@ -162,9 +197,14 @@ def _body_of(raw: Any) -> tuple[bytes, str]:
     body = raw.body
     if body is None:
         return b"", "data"
-    if isinstance(body, (bytes, bytearray, memoryview)):
+    if isinstance(body, bytes):
+        return body, "data"
+    if isinstance(body, (bytearray, memoryview)):
         return bytes(body), "data"
-    return b"".join(bytes(section) for section in body), "data"
+    sections = list(body)
+    if len(sections) == 1 and type(sections[0]) is bytes:
+        return sections[0], "data"  # the usual single section, as it is: no copy
+    return b"".join(sections), "data"
 
 
 def _decode_sections(body: bytes) -> tuple[Any, list[Any] | None]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -56,6 +57,45 @@ def no_retry_on_refusal(handler: Any) -> Any:
         return error
 
     handler._handle_exception = judge_without_retrying_refusals
+    return handler
+
+
+#: how long one readiness check may keep reading the handshake's frames (see prompt_open)
+READY_POLL_S = 0.5
+
+
+def prompt_open(handler: Any) -> Any:
+    """Let a handler's open read its handshake as fast as it arrives; wraps `handler._create_handler`.
+
+    The SDK opens a sender or receiver by calling its AMQP client's `client_ready_async()`,
+    which reads at most one frame, then sleeping 50 ms, until the link is up: the dozen-odd
+    frames of the CBS handshake and the attach cost 50 ms each, whatever the distance (0.66 s
+    of a receiver's 0.84 s at 70 ms round trip). The pyamqp client the handler creates gets a
+    `client_ready_async` that goes on reading (each read waits at most the socket timeout)
+    for up to READY_POLL_S before it answers "not yet". Once the link is up it answers at once,
+    as before. Returns the handler.
+    """
+    create = getattr(handler, "_create_handler", None)
+    if not callable(create):
+        return handler
+
+    def create_prompt_client(*args: Any, **kwargs: Any) -> Any:
+        created = create(*args, **kwargs)
+        client = amqp_client_of(handler)
+        ready = getattr(client, "client_ready_async", None)
+        if inspect.iscoroutinefunction(ready):
+
+            async def client_ready_soon() -> bool:
+                until = time.monotonic() + READY_POLL_S
+                while not await ready():
+                    if time.monotonic() >= until:
+                        return False
+                return True
+
+            client.client_ready_async = client_ready_soon
+        return created
+
+    handler._create_handler = create_prompt_client
     return handler
 
 
