@@ -28,6 +28,9 @@ class Backend(ABC):
     name: str = "backend"
     #: how the backend reached the namespace, for --verbose
     description: str = ""
+    #: answers come without a round trip to wait out (the in-process emulator, no added
+    #: latency): there is nothing to overlap, so callers need not ask ahead
+    answers_at_once: bool = False
 
     async def __aenter__(self) -> Backend:
         return self

@@ -25,6 +25,7 @@ class EmulatorBackend(Backend):
     def __init__(self, path: str, *, latency_s: float = 0.0, clock: Callable[[], float] | None = None) -> None:
         self.engine = Engine(path, clock=clock)
         self.latency_s = latency_s
+        self.answers_at_once = not latency_s
         self.description = f"emulator store {path}" + (f" with {latency_s * 1000:.0f} ms latency" if latency_s else "")
 
     def admin(self) -> EmulatorAdmin:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
+from sbdlq.loopless import pause
 from sbdlq.models import Counts, Message, ReasonGroup
 from sbdlq.operations.sizing import LARGE_BODY_BYTES, BatchSizer
 from sbdlq.paths import Address, EntityPath, SubQueue
@@ -50,13 +50,18 @@ async def iter_messages(
     found = 0
     sizer = BatchSizer(page_size, LARGE_PAGE)
 
-    def ask(start: int) -> asyncio.Task[list[Message]]:
+    def ask(start: int) -> Awaitable[list[Message]]:
         size = sizer.next_count()
         if limit is not None:
             size = min(size, max(limit - found, MIN_PAGE))
-        return asyncio.ensure_future(backend.peek(address, start, size))
+        request = backend.peek(address, start, size)
+        if backend.answers_at_once:
+            return request  # nothing to overlap: it runs when awaited, and needs no event loop
+        import asyncio
 
-    ahead: asyncio.Task[list[Message]] | None = ask(start)
+        return asyncio.ensure_future(request)
+
+    ahead: Awaitable[list[Message]] | None = ask(start)
     try:
         while ahead is not None and (limit is None or found < limit):
             page, ahead = await ahead, None
@@ -70,11 +75,11 @@ async def iter_messages(
             small = estimate is not None and estimate < LARGE_BODY_BYTES
             if small and (stop is None or start <= stop):
                 ahead = ask(start)
-                await asyncio.sleep(0)  # let the request start before this page is worked on
+                await pause()  # let the request start before this page is worked on
             for i, m in enumerate(_drain(page), 1):
                 if ahead is not None and i % _LET_AHEAD_RUN == 0:
                     # A reader that never awaits (writing lines out) would hold the request back.
-                    await asyncio.sleep(0)
+                    await pause()
                 if stop is not None and m.sequence_number > stop:
                     return
                 if sel.matches(m):
@@ -87,8 +92,10 @@ async def iter_messages(
             if ahead is None:
                 ahead = ask(start)  # large bodies: one page in memory at a time
     finally:
-        if ahead is not None:
-            ahead.cancel()
+        if isinstance(ahead, Coroutine):
+            ahead.close()  # never started
+        elif ahead is not None:
+            ahead.cancel()  # type: ignore[attr-defined]
             with contextlib.suppress(BaseException):
                 await ahead
 

@@ -15,6 +15,8 @@ DLQ = parse_address("q/$deadletterqueue")
 class Pages:
     """A backend whose peek answers from n messages after a delay, recording what happened when."""
 
+    answers_at_once = False
+
     def __init__(self, n: int, body: bytes = b"x") -> None:
         when = datetime(2024, 1, 1, tzinfo=UTC)
         self.messages = [Message(sequence_number=i, body=body, enqueued_time=when) for i in range(1, n + 1)]
@@ -70,4 +72,30 @@ def test_large_bodies_are_not_read_ahead() -> None:
 
     asyncio.run(go())
     # One page (of two large bodies) in memory at a time: each peek after the page before was written.
+    assert backend.events.index("peek 3") > backend.events.index("write 2")
+
+
+class NearPages(Pages):
+    """The in-process emulator's case: answers at once, nothing to ask ahead for."""
+
+    answers_at_once = True
+
+    async def peek(self, address: object, from_sequence: int, max_count: int) -> list[Message]:
+        self.events.append(f"peek {from_sequence}")
+        return [m for m in self.messages if m.sequence_number >= from_sequence][:max_count]
+
+
+def test_a_backend_that_answers_at_once_is_read_page_after_page_without_an_event_loop() -> None:
+    from sbdlq.loopless import run_without_loop
+
+    backend = NearPages(30)
+
+    async def go() -> None:
+        async for m in iter_messages(backend, DLQ, page_size=10):  # type: ignore[arg-type]
+            backend.events.append(f"write {m.sequence_number}")
+
+    run_without_loop(go())
+    written = [e for e in backend.events if e.startswith("write")]
+    assert written == [f"write {i}" for i in range(1, 31)]
+    # No page is asked for before the one before it is written out.
     assert backend.events.index("peek 3") > backend.events.index("write 2")
