@@ -132,6 +132,12 @@ class Resubmit(MovingRun[ResubmitResult]):
         self.source_path = str(source)  # formatted once: it goes into every copy
         self.allow_unverified_routing = allow_unverified_routing
         self.edits = edits or CopyEdits()
+        #: Copies sent and originals completed in one transaction (the local emulator): no message
+        #: is ever between the two, so nothing bounds a chunk but the batch (and --rate's pace).
+        self.atomic = backend.moves_atomically
+        if self.atomic:
+            paced = options.batch_size if rate is None else max(1, int(rate))
+            self.concurrency = self.chunk_size = max(1, min(options.batch_size, paced))
         self.sender = CopySender[Message](
             backend,
             target,
@@ -139,6 +145,7 @@ class Resubmit(MovingRun[ResubmitResult]):
             self.limiter,
             copy_of=self.copy_of,
             name_of=lambda m: f"sequence number {m.sequence_number}",
+            deliver=self.send_and_complete if self.atomic else None,
         )
         #: The target topic's rules (None: a queue, or rules unread and that allowed).
         self.routing: RoutingCheck | None = None
@@ -251,6 +258,11 @@ class Resubmit(MovingRun[ResubmitResult]):
         chunk, unroutable = self.route(chunk)
         if not chunk:
             return unroutable
+        if self.atomic:
+            # Sent and completed together: what was not refused is resubmitted.
+            refused = await self.send(chunk)
+            self.stats.handled += len(chunk) - len(refused)
+            return unroutable + refused
         refused = unroutable + await self.send(chunk)
         refused_ids = {id(m) for m in refused}
         sent = [m for m in chunk if id(m) not in refused_ids]
@@ -271,6 +283,10 @@ class Resubmit(MovingRun[ResubmitResult]):
             stats.error(f"{len(lost)} original(s) stayed in the {queue_word(self.source)} after their copy was sent")
         # Nothing was deleted for the refused ones: they are released at the end of the run.
         return refused + lost
+
+    async def send_and_complete(self, chunk: list[Message], copies: list[OutboundMessage]) -> list[Message]:
+        """The copies sent and the originals completed in one transaction; the originals whose lock was lost."""
+        return await self.backend.send_and_complete(self.target, copies, self.source, chunk)
 
     async def send(self, chunk: list[Message]) -> list[Message]:
         """Send copies of the chunk; returns the messages whose copy was not accepted."""
