@@ -225,19 +225,24 @@ class Draft:
 def message_size(m: OutboundMessage) -> int:
     """A message's size as the size limit counts it: body, message id, optional properties and
     application properties (names and values as UTF-8 text); never more than its AMQP encoding."""
-    size = len(m.body) + len((m.message_id or "").encode("utf-8"))
+    size = len(m.body) + _utf8_len(m.message_id or "")
     for text in outbound_optional(m):
         if text:
-            size += len(text.encode("utf-8"))
+            size += _utf8_len(text)
     for key, value in m.application_properties.items():
-        size += len(str(key).encode("utf-8")) + _value_size(value)
+        size += _utf8_len(str(key)) + _value_size(value)
     return size
+
+
+def _utf8_len(text: str) -> int:
+    # isascii() is a flag CPython keeps on every str: ASCII text is measured without encoding it.
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _value_size(value: Any) -> int:
     """Bytes of an application property value: text as UTF-8, binary as is, scalars as 8."""
     if isinstance(value, str):
-        return len(value.encode("utf-8"))
+        return _utf8_len(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return len(value)
     return 8
