@@ -192,22 +192,19 @@ class Engine:
         upkeep(self.store, self._router, ent, now)
         with self.store.read() as db:
             c = Counts(entity=ent.path)
-            # Counted from the index alone; only the scheduled rows are read, for their time.
-            for queue, n in db.execute(
-                "SELECT queue, COUNT(*) FROM message WHERE entity_id = ? GROUP BY queue", (ent.id,)
+            for queue, sched, n in db.execute(
+                f"SELECT queue, state = {State.SCHEDULED:d} AND scheduled_ms > ?, COUNT(*) FROM message "
+                "WHERE entity_id = ? GROUP BY 1, 2",
+                (now, ent.id),
             ):
                 if queue == Queue.DEAD_LETTER:
-                    c.dead_letter = n
+                    c.dead_letter += n
                 elif queue == Queue.TRANSFER_DEAD_LETTER:
-                    c.transfer_dead_letter = n
+                    c.transfer_dead_letter += n
+                elif sched:
+                    c.scheduled += n
                 else:
-                    c.active = n
-            (c.scheduled,) = db.execute(
-                f"SELECT COUNT(*) FROM message WHERE entity_id = ? AND queue = {Queue.MAIN:d} "
-                f"AND state = {State.SCHEDULED:d} AND scheduled_ms > ?",
-                (ent.id, now),
-            ).fetchone()
-            c.active -= c.scheduled
+                    c.active += n
             return c
 
     # ------------------------------------------------------------------ sending
