@@ -151,8 +151,10 @@ class Resubmit(MovingRun[ResubmitResult]):
         #: is ever between the two, so nothing bounds a chunk but the batch (and --rate's pace).
         self.atomic = backend.moves_atomically
         if self.atomic:
-            paced = options.batch_size if rate is None else max(1, int(rate))
-            self.concurrency = self.chunk_size = max(1, min(options.batch_size, paced))
+            chunk = max(1, options.batch_size)
+            if rate is not None and math.isfinite(rate) and rate > 0:  # (check() refuses any other)
+                chunk = max(1, min(chunk, int(rate)))
+            self.concurrency = self.chunk_size = chunk
         self.sender = CopySender[Message](
             backend,
             target,

@@ -28,6 +28,9 @@ pytestmark = pytest.mark.slow
 N = 3000
 KILLS = 20
 CONCURRENCY = 8
+# The emulator moves a batch per transaction: small batches keep a run long enough (at 10 ms a
+# round trip) for the kills to land mid-way over most of the 20 runs.
+RESUBMIT_BATCH = 5
 LOCK_S = 60.0
 
 
@@ -69,7 +72,7 @@ def _run(argv: list[str], store: Path, skew: float, kill_after: float | None) ->
 SCENARIOS = {
     "resubmit": (
         _seed_dlq,
-        ["resubmit", "orders", "--to", "retry", "--batch-size", "20", "--concurrency", str(CONCURRENCY)],
+        ["resubmit", "orders", "--to", "retry", "--batch-size", str(RESUBMIT_BATCH), "--concurrency", str(CONCURRENCY)],
         "orders/$DeadLetterQueue",
     ),
     "purge-export": (_seed_dlq, ["purge", "orders", "--yes", "--batch-size", "5", "--export", "{export}"], None),
@@ -82,7 +85,7 @@ SCENARIOS = {
             "--to",
             "retry",
             "--batch-size",
-            "20",
+            str(RESUBMIT_BATCH),
             "--concurrency",
             str(CONCURRENCY),
         ],
