@@ -225,12 +225,20 @@ class Draft:
 def message_size(m: OutboundMessage) -> int:
     """A message's size as the size limit counts it: body, message id, optional properties and
     application properties (names and values as UTF-8 text); never more than its AMQP encoding."""
-    size = len(m.body) + _utf8_len(m.message_id or "")
-    for text in outbound_optional(m):
+    # Every send measures every message: the common cases (ASCII text, str values) are inline.
+    # isascii() is a flag CPython keeps on every str: ASCII text is measured without encoding it.
+    size = len(m.body)
+    for text in (m.message_id, *outbound_optional(m)):
         if text:
-            size += _utf8_len(text)
+            size += len(text) if text.isascii() else len(text.encode("utf-8"))
     for key, value in m.application_properties.items():
-        size += _utf8_len(str(key)) + _value_size(value)
+        if type(key) is not str:
+            key = str(key)
+        size += len(key) if key.isascii() else len(key.encode("utf-8"))
+        if type(value) is str:
+            size += len(value) if value.isascii() else len(value.encode("utf-8"))
+        else:
+            size += _value_size(value)
     return size
 
 
