@@ -247,6 +247,7 @@ class RunResult:
 
     #: What the summary says was done (`resubmitted`); also the name of the field counting it.
     VERB: ClassVar[str] = ""
+    #: What a dry run says would be done to the messages (default: VERB).
     DRY_RUN_VERB: ClassVar[str] = ""
     JSON_COUNTS: ClassVar[tuple[str, ...]] = ()
     SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ()
@@ -292,25 +293,34 @@ class RunResult:
     def summary(self) -> str:
         """The one line a table-format run prints."""
         if self.dry_run:
-            return f"dry run: {self.selected} message(s) would be {self.DRY_RUN_VERB}"
+            return f"dry run: {self.selected} message(s) would be {self.DRY_RUN_VERB or self.VERB}"
         text = f"{self.VERB} {self.done} of {self.selected} selected message(s) in {self.elapsed_s:.2f}s"
         extras = [f"{n} {name.replace('_', ' ')}" for name in self.SUMMARY_COUNTS if (n := getattr(self, name))]
         return text + (f" ({', '.join(extras)})" if extras else "")
 
 
 @dataclass(slots=True)
-class ResubmitResult(RunResult):
+class CopyingResult(RunResult):
+    """What a run sending copies did (resubmit, replay): its JSON counts follow the VERB field."""
+
+    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "not_matching", "unroutable", "retries")
+
+    #: Copies no subscription of the target topic would take: not sent (originals left in the DLQ).
+    unroutable: int = 0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super(CopyingResult, cls).__init_subclass__(**kwargs)  # explicit: see EntityReasonGroup
+        # `skipped` repeats `not_matching` for one release (deprecated, see CHANGELOG).
+        cls.JSON_COUNTS = (cls.VERB, "failed", "not_matching", "skipped", "unroutable")
+
+
+@dataclass(slots=True)
+class ResubmitResult(CopyingResult):
     """What a resubmit run did."""
 
     VERB: ClassVar[str] = "resubmitted"
-    DRY_RUN_VERB: ClassVar[str] = "resubmitted"
-    # `skipped` repeats `not_matching` for one release (deprecated, see CHANGELOG).
-    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("resubmitted", "failed", "not_matching", "skipped", "unroutable")
-    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "not_matching", "unroutable", "retries")
 
     resubmitted: int = 0
-    #: Copies no subscription of the target topic would take: not sent, originals left in the DLQ.
-    unroutable: int = 0
 
 
 @dataclass(slots=True)
@@ -327,15 +337,9 @@ class PurgeResult(RunResult):
 
 
 @dataclass(slots=True)
-class ReplayResult(RunResult):
+class ReplayResult(CopyingResult):
     """What a replay run did."""
 
     VERB: ClassVar[str] = "replayed"
-    DRY_RUN_VERB: ClassVar[str] = "replayed"
-    # `skipped` repeats `not_matching`, as in resubmit's JSON, for the same one release.
-    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("replayed", "failed", "not_matching", "skipped", "unroutable")
-    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "not_matching", "unroutable", "retries")
 
     replayed: int = 0
-    #: Records whose copy no subscription of the target topic would take: not sent.
-    unroutable: int = 0

@@ -6,13 +6,13 @@ how it would behave against a namespace far away (the benchmarks rely on it).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.emulator.admin import EmulatorAdmin
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import EntityNotFound
+from sbdlq.loopless import pause
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, SubscriptionRule, SubscriptionRules
 from sbdlq.paths import Address, EntityPath
 
@@ -34,7 +34,12 @@ class EmulatorBackend(Backend):
 
     async def _round_trip(self) -> None:
         # Always yield: a caller's loop of calls must let other tasks (lock renewal) run.
-        await asyncio.sleep(self.latency_s)
+        if self.latency_s:
+            import asyncio
+
+            await asyncio.sleep(self.latency_s)
+        else:
+            await pause()
 
     async def list_entities(self) -> list[EntityInfo]:
         await self._round_trip()

@@ -162,9 +162,17 @@ def handled(ctx: typer.Context) -> Iterator[Settings]:
         raise typer.Exit(int(ExitStatus.FAILED))
 
 
-def run(ctx: typer.Context, work: Callable[[Settings], Awaitable[T]]) -> T:
-    """Open → call → map errors: run an async operation under the error path."""
+def run(ctx: typer.Context, work: Callable[[Settings], Awaitable[T]], *, reads_only: bool = False) -> T:
+    """Open → call → map errors: run an async operation under the error path.
+
+    `reads_only` work (it starts no tasks and takes no locks) runs without an event loop
+    when the target is the in-process emulator: see sbdlq.loopless.
+    """
     with handled(ctx) as s:
+        if reads_only and _in_process(s):
+            from sbdlq.loopless import run_without_loop
+
+            return run_without_loop(_run(work, s))
         import asyncio  # here, not at start-up: `--help` and usage errors don't pay for it
 
         return asyncio.run(_run(work, s))
@@ -173,6 +181,16 @@ def run(ctx: typer.Context, work: Callable[[Settings], Awaitable[T]]) -> T:
 
 async def _run(work: Callable[[Settings], Awaitable[T]], s: Settings) -> T:
     return await work(s)
+
+
+def _in_process(s: Settings) -> bool:
+    """Whether the target answers in this process without waiting (the emulator, no latency)."""
+    from sbdlq.backends import emulator_latency
+
+    try:
+        return s.target().kind == "emulator" and not emulator_latency()
+    except SbdlqError:
+        return False  # the work meets the same error in its own order, under asyncio
 
 
 def open_target(s: Settings, *, create: bool = False) -> Any:

@@ -2,6 +2,7 @@
 
 Each command is written once, at module level, for any sub-queue; `register` binds them to
 the dead-letter queue on the root app and to the transfer dead-letter queue on `transfer-dlq`.
+`resubmit` is written in copy_cmds.py, next to `replay`, whose copy options it shares.
 Every command has one shape: open the target, call the operation, map errors, render.
 """
 
@@ -13,22 +14,20 @@ from typing import Annotated, Any
 import typer
 
 from sbdlq.cli.common import Settings, err, handled, note, open_target, output_format, run
-from sbdlq.cli.complete import complete_count_output, complete_destination, complete_entity, complete_group_by
-from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
+from sbdlq.cli.complete import complete_count_output, complete_entity, complete_group_by
 from sbdlq.cli.options import (
     Entity,
-    KeepDeadLetterProperties,
-    NewMessageId,
     Output,
     QueryOpt,
-    Rate,
     SelectionOptions,
+    Yes,
+    count_option,
     for_sub_queue,
     output_option,
     selection_options,
 )
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
-from sbdlq.paths import Address, SubQueue, parse_address, parse_entity
+from sbdlq.paths import Address, SubQueue, parse_entity
 from sbdlq.render import Emitter, Query
 from sbdlq.selection import MAX_SEQUENCE, Selection
 
@@ -48,6 +47,8 @@ PEEK_TSV_KEYS = (
 
 def register(app: typer.Typer, sub_queue: SubQueue) -> None:
     """Define the five DLQ commands on `app`, reading `sub_queue`."""
+    from sbdlq.cli.copy_cmds import resubmit
+
     app.command("count")(for_sub_queue(count, sub_queue, options={"fail_above": _fail_above_option(sub_queue)}))
     app.command("peek")(for_sub_queue(peek, sub_queue))
     app.command("inspect-reason")(for_sub_queue(inspect_reason, sub_queue))
@@ -118,7 +119,7 @@ def count(
         async with open_target(s) as backend:
             return [fmt, await count_entities(backend, paths or None)]
 
-    fmt, counts = run(ctx, work)
+    fmt, counts = run(ctx, work, reads_only=True)
     show_counts(counts, fmt, q)
     _warn_if_query_found_nothing(q, fmt)
     if fail_above is not None:
@@ -147,7 +148,7 @@ def peek(
     ctx: typer.Context,
     sub_queue: SubQueue,
     entity: Entity,
-    max_count: Annotated[int, typer.Option("--max", help="Show at most N messages.", min=1, metavar="N")] = 20,
+    max_count: Annotated[int, count_option("--max", "Show at most N messages.")] = 20,
     all_: Annotated[bool, typer.Option("--all", help="Every message (overrides --max).")] = False,
     from_sequence: Annotated[
         int,
@@ -174,7 +175,7 @@ def peek(
                 await _peek_to_document(backend, address, sel, from_sequence, limit, emitter)
         return fmt
 
-    _warn_if_query_found_nothing(q, run(ctx, work))
+    _warn_if_query_found_nothing(q, run(ctx, work, reads_only=True))
 
 
 async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_sequence: int, limit: int | None) -> None:
@@ -273,7 +274,7 @@ def inspect_reason(
                 groups = await inspect_reasons(backend, address, by=by, selection=sel, on_page=bars(None))
         return fmt, groups
 
-    fmt, groups = run(ctx, work)
+    fmt, groups = run(ctx, work, reads_only=True)
     if fmt != "table" or q is not None:
         _write([g.to_json() for g in groups], fmt, q)
         return
@@ -321,81 +322,6 @@ def _reasons_chart(groups: list[Any], by: str) -> None:
         bar_chart([(g.key, g.count) for g in groups], title=f"messages by {by}")
 
 
-# ---------------------------------------------------------------------- resubmit
-
-
-@selection_options
-@edit_options
-def resubmit(
-    ctx: typer.Context,
-    sub_queue: SubQueue,
-    entity: Entity,
-    to: Annotated[
-        str | None,
-        typer.Option(
-            "--to", help="Send to this queue or topic instead of the entity.", autocompletion=complete_destination
-        ),
-    ] = None,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", help="Messages in flight at most.", min=1, metavar="N")
-    ] = 32,
-    batch_size: Annotated[
-        int, typer.Option("--batch-size", help="Messages received per batch.", min=1, metavar="N")
-    ] = 100,
-    rate: Rate = None,
-    max_count: Annotated[
-        int | None, typer.Option("--max", help="Resubmit at most N messages.", min=1, metavar="N")
-    ] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; change nothing.")] = False,
-    new_message_id: NewMessageId = False,
-    keep_dead_letter_properties: KeepDeadLetterProperties = False,
-    allow_unverified_routing: Annotated[
-        bool,
-        typer.Option(
-            "--allow-unverified-routing",
-            help="Resubmit to a topic even when its subscriptions' rules cannot be read (copies no rule "
-            "takes are then dropped by the broker).",
-        ),
-    ] = False,
-    edits: EditOptions = NO_EDITS,
-    selection: SelectionOptions = NO_SELECTION,
-    output: Output = None,
-    query: QueryOpt = None,
-) -> None:
-    """Send copies of DLQ messages back (send first, then complete the original)."""
-    from sbdlq.operations.resubmit import resubmit as do_resubmit
-    from sbdlq.render import progress
-
-    async def work(s: Settings) -> tuple[str, Any]:
-        address = _address(entity, sub_queue)
-        target = _resubmit_target(address, to)
-        sel = selection.compile()
-        copy_edits = edits.compile(keep_dead_letter_properties=keep_dead_letter_properties)
-        fmt = output_format(s, output)
-        async with open_target(s) as backend:
-            with progress(f"resubmit {address}") as bars:
-                result = await do_resubmit(
-                    backend,
-                    address,
-                    target,
-                    selection=sel,
-                    max_count=max_count,
-                    batch_size=_tuning(ctx, s, "batch_size", batch_size),
-                    concurrency=_tuning(ctx, s, "concurrency", concurrency),
-                    rate=rate,
-                    dry_run=dry_run,
-                    new_message_id=new_message_id,
-                    keep_dead_letter_properties=keep_dead_letter_properties,
-                    allow_unverified_routing=allow_unverified_routing,
-                    edits=copy_edits,
-                    note=_note,
-                    progress=bars,
-                )
-        return fmt, result
-
-    _change(ctx, query, work, "resubmitted", output)
-
-
 # ---------------------------------------------------------------------- purge
 
 
@@ -404,9 +330,7 @@ def purge(
     ctx: typer.Context,
     sub_queue: SubQueue,
     entity: Entity,
-    max_count: Annotated[
-        int | None, typer.Option("--max", help="Delete at most N messages.", min=1, metavar="N")
-    ] = None,
+    max_count: Annotated[int | None, count_option("--max", "Delete at most N messages.")] = None,
     older_than: Annotated[
         str | None, typer.Option("--older-than", help="Only messages enqueued more than this long ago (7d).")
     ] = None,
@@ -417,15 +341,12 @@ def purge(
     export_follow_symlinks: Annotated[
         bool, typer.Option("--export-follow-symlinks", help="Let --export write through a symlink.")
     ] = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Messages per batch.", min=1, metavar="N")] = 500,
+    batch_size: Annotated[int, count_option("--batch-size", "Messages per batch.")] = 500,
     concurrency: Annotated[
-        int,
-        typer.Option("--concurrency", help="Messages in flight at most (--export: bodies held).", min=1, metavar="N"),
+        int, count_option("--concurrency", "Messages in flight at most (--export: bodies held).")
     ] = 32,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
-    yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Don't ask (required when stdin is not a terminal).")
-    ] = False,
+    yes: Yes = False,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
     query: QueryOpt = None,
@@ -497,22 +418,6 @@ def _change(
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def _resubmit_target(address: Address, to: str | None) -> Any:
-    if to is not None:
-        target = parse_address(to)
-        if target.sub_queue is not SubQueue.NONE:
-            raise BadInput(f"--to {to!r}: cannot send to a dead-letter queue")
-        if target.entity.is_subscription:
-            raise BadInput(f"--to {to!r}: cannot send to a subscription; name its topic")
-        return target.entity
-    if address.entity.is_subscription:
-        # A subscription's messages go back through its topic.
-        from sbdlq.paths import EntityPath
-
-        return EntityPath(address.entity.name)
-    return address.entity
 
 
 def _check_export_path(path: Path) -> None:

@@ -314,14 +314,9 @@ def parse_schedule(text: str, *, now: datetime | None = None) -> datetime:
 def _read_body(source: str) -> bytes:
     if source == "-":
         return sys.stdin.buffer.read()
-    try:
-        return Path(source).expanduser().read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"--body-file {source}: no such file")
-    except IsADirectoryError:
-        raise BadInput(f"--body-file {source}: is a directory")
-    except OSError as exc:
-        raise BadInput(f"--body-file {source}: cannot read: {exc.strerror or exc}")
+    from sbdlq.files import read_named_file
+
+    return read_named_file(source, f"--body-file {source}")
 
 
 # ---------------------------------------------------------------------- receive

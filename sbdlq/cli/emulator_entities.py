@@ -6,6 +6,7 @@ import typer
 
 from sbdlq.cli.common import Settings, run
 from sbdlq.cli.emulator_cmds import _interactive, emulator_settings, open_store
+from sbdlq.cli.options import Yes
 from sbdlq.errors import BadInput, OperationFailed
 
 create_app = typer.Typer(
@@ -150,9 +151,7 @@ def create_subscription(
 def delete(
     ctx: typer.Context,
     entity: Annotated[str, typer.Argument(help="Queue, topic, or TOPIC/Subscriptions/SUB.", show_default=False)],
-    yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Don't ask (required when stdin is not a terminal).")
-    ] = False,
+    yes: Yes = False,
 ) -> None:
     """Delete a queue, topic (with its subscriptions) or subscription, and its messages."""
     from sbdlq.paths import parse_entity

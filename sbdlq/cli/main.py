@@ -1,5 +1,7 @@
 """The `sbdlq` command: global options, then the DLQ, transfer-dlq, emulator and config commands."""
 
+import os
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -103,7 +105,7 @@ def _build() -> None:
     )
     dlq.register(transfer, SubQueue.TRANSFER_DEAD_LETTER)
     app.add_typer(transfer, name="transfer-dlq")
-    from sbdlq.cli.replay_cmd import replay
+    from sbdlq.cli.copy_cmds import replay
 
     app.command("replay")(replay)
     from sbdlq.cli.config_cmds import app as config_app
@@ -123,6 +125,34 @@ def _build() -> None:
 _build()
 
 
+# Root options that take a value (every global setting does); the rest are flags.
+_VALUED = frozenset(flag(key) for key in GLOBAL_SETTINGS)
+
+
+def asked_command(args: list[str]) -> str | None:
+    """The command a command line names first, after the root's own options (None: none)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        i += 2 if args[i] in _VALUED else 1  # `--profile=prod` is one token and not in _VALUED
+    return args[i] if i < len(args) else None
+
+
+def keep_only(name: str | None) -> None:
+    """Leave `name` the one command Typer turns into a click command, when it is one of ours.
+
+    Typer converts every registered command on each start (~15 ms for the 26 of them: it reads
+    each signature's annotations); a call runs one. The root's help, completion and an
+    unknown name (which gets the nearest one suggested) keep them all.
+    """
+    if name is None or "_SBDLQ_COMPLETE" in os.environ:
+        return
+    commands = [c for c in app.registered_commands if c.name == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if commands or groups:
+        app.registered_commands, app.registered_groups = commands, groups
+
+
 def run() -> None:
     """Console-script entry point."""
+    keep_only(asked_command(sys.argv[1:]))
     app()

@@ -37,7 +37,7 @@ def inspect_namespace(
                 groups = await scan(backend, sub_queue, by=by, selection=sel, progress=bars)
         return fmt, groups
 
-    fmt, groups = run(ctx, work)
+    fmt, groups = run(ctx, work, reads_only=True)
     if fmt != "table" or q is not None:
         dlq._write([g.to_json() for g in groups], fmt, q)
         return

@@ -46,6 +46,18 @@ Entity = Annotated[
     typer.Argument(help="Queue, or TOPIC/Subscriptions/SUB.", show_default=False, autocompletion=complete_entity),
 ]
 
+def count_option(flag: str, help_: str) -> Any:
+    """An option taking a whole number N, at least 1 (--max, --concurrency, --batch-size)."""
+    return typer.Option(flag, help=help_, min=1, metavar="N")
+
+
+def unverified_routing_option(help_: str) -> Any:
+    """`--allow-unverified-routing`: send to a topic whose subscriptions' rules cannot be read."""
+    return typer.Option("--allow-unverified-routing", help=help_)
+
+
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="Don't ask (required when stdin is not a terminal).")]
+
 # The copy options resubmit and replay both take.
 Rate = Annotated[float | None, typer.Option("--rate", help="At most N messages per second.", min=0.001, metavar="N")]
 NewMessageId = Annotated[bool, typer.Option("--new-message-id", help="Give copies fresh message ids.")]
@@ -66,19 +78,22 @@ def _selecting(flag: str, help_: str) -> Any:
 
 @dataclass(frozen=True)
 class SelectionOptions:
-    """The selection options as given on the command line; `compile()` checks and parses them."""
+    """The selection options as given on the command line; `compile()` checks and parses them.
 
-    reason: Annotated[
+    Each field is named as the `build_selection` keyword it is passed as.
+    """
+
+    reasons: Annotated[
         list[str] | None, _selecting("--reason", "Dead-letter reason (repeatable, case-insensitive).")
     ] = None
     description_contains: Annotated[
         str | None, _selecting("--description-contains", "Text in the dead-letter description.")
     ] = None
     subject: Annotated[str | None, _selecting("--subject", "Exact subject (label).")] = None
-    prop: Annotated[list[str] | None, _selecting("--property", "Application property K=V (repeatable).")] = None
+    properties: Annotated[list[str] | None, _selecting("--property", "Application property K=V (repeatable).")] = None
     enqueued_before: Annotated[str | None, _selecting("--enqueued-before", _TIME_HELP)] = None
     enqueued_after: Annotated[str | None, _selecting("--enqueued-after", _TIME_HELP)] = None
-    sequence: Annotated[
+    sequences: Annotated[
         list[str] | None, _selecting("--sequence", "Sequence numbers: N, N-M, N-, -M (repeatable).")
     ] = None
     body_contains: Annotated[str | None, _selecting("--body-contains", "Text in the body.")] = None
@@ -90,19 +105,8 @@ class SelectionOptions:
 
     def compile(self, *, older_than: str | None = None) -> Selection:
         """The selection predicate; BadInput naming the option when a value is invalid."""
-        return build_selection(
-            reasons=self.reason,
-            description_contains=self.description_contains,
-            subject=self.subject,
-            properties=self.prop,
-            enqueued_before=self.enqueued_before,
-            enqueued_after=self.enqueued_after,
-            sequences=self.sequence,
-            body_contains=self.body_contains,
-            body_regex=self.body_regex,
-            where=self.where,
-            older_than=older_than,
-        )
+        given = {f.name: getattr(self, f.name) for f in fields(self)}
+        return build_selection(**given, older_than=older_than)
 
 
 # The parameter a command declares to receive the selection options.

@@ -27,13 +27,13 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NoReturn
 
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.emulator.engine.model import MAX_MESSAGE_KB
 from sbdlq.emulator.entity_props import ALLOWED, PROPERTIES
 from sbdlq.errors import BadInput
+from sbdlq.files import read_named_file
 from sbdlq.models import EntityInfo
 from sbdlq.paths import EntityPath, parse_address
 from sbdlq.timeparse import parse_duration
@@ -95,15 +95,7 @@ class Applied:
 def load_config(path: str | os.PathLike[str]) -> EmulatorConfig:
     """Read and validate a Config.json file; BadInput naming the file otherwise."""
     source = os.fspath(path)
-    p = Path(source).expanduser()
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"{source}: no such file")
-    except IsADirectoryError:
-        raise BadInput(f"{source}: is a directory, not a Config.json file")
-    except OSError as exc:
-        raise BadInput(f"{source}: cannot read: {exc.strerror or exc}")
+    raw = read_named_file(source, source, directory="is a directory, not a Config.json file")
     try:
         text = raw.decode("utf-8-sig")  # editors on Windows write a BOM
     except UnicodeDecodeError as exc:

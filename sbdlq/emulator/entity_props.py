@@ -15,55 +15,28 @@ from sbdlq.emulator.engine.model import MAX_MESSAGE_KB
 from sbdlq.errors import BadInput
 from sbdlq.timeparse import parse_duration
 
-# Property name → (engine keyword, value kind); which names each entity kind takes is below.
-PROPERTIES: dict[str, tuple[str, str]] = {
-    "DeadLetteringOnMessageExpiration": ("dead_lettering_on_expiration", "bool"),
-    "DefaultMessageTimeToLive": ("default_ttl_s", "duration"),
-    "DuplicateDetectionHistoryTimeWindow": ("duplicate_window_s", "duration"),
-    "ForwardDeadLetteredMessagesTo": ("forward_dead_lettered_to", "destination"),
-    "ForwardTo": ("forward_to", "destination"),
-    "LockDuration": ("lock_duration_s", "duration"),
-    "MaxDeliveryCount": ("max_delivery_count", "count"),
-    "RequiresDuplicateDetection": ("requires_duplicate_detection", "bool"),
-    "RequiresSession": ("requires_session", "bool"),
-    "DeadLetteringOnFilterEvaluationExceptions": ("dead_lettering_on_filter_exceptions", "bool"),
-    "Status": ("status", "status"),
-    "MaxSizeInMessages": ("max_size", "count"),
-    "MaxMessageSizeInKilobytes": ("max_message_size_kb", "message_kb"),
+# Property name → (engine keyword, value kind, the entity kinds that take it).
+_TABLE: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "DeadLetteringOnMessageExpiration": ("dead_lettering_on_expiration", "bool", ("queue", "subscription")),
+    "DefaultMessageTimeToLive": ("default_ttl_s", "duration", ("queue", "topic", "subscription")),
+    "DuplicateDetectionHistoryTimeWindow": ("duplicate_window_s", "duration", ("queue", "topic")),
+    "ForwardDeadLetteredMessagesTo": ("forward_dead_lettered_to", "destination", ("queue", "subscription")),
+    "ForwardTo": ("forward_to", "destination", ("queue", "subscription")),
+    "LockDuration": ("lock_duration_s", "duration", ("queue", "subscription")),
+    "MaxDeliveryCount": ("max_delivery_count", "count", ("queue", "subscription")),
+    "RequiresDuplicateDetection": ("requires_duplicate_detection", "bool", ("queue", "topic")),
+    "RequiresSession": ("requires_session", "bool", ("queue", "subscription")),
+    "DeadLetteringOnFilterEvaluationExceptions": ("dead_lettering_on_filter_exceptions", "bool", ("subscription",)),
+    "Status": ("status", "status", ("queue", "topic", "subscription")),
+    "MaxSizeInMessages": ("max_size", "count", ("queue",)),
+    "MaxMessageSizeInKilobytes": ("max_message_size_kb", "message_kb", ("queue", "topic")),
 }
+# Property name → (engine keyword, value kind).
+PROPERTIES: dict[str, tuple[str, str]] = {name: (keyword, kind) for name, (keyword, kind, _) in _TABLE.items()}
+# Entity kind → the properties it takes, in the table's order.
 ALLOWED: dict[str, tuple[str, ...]] = {
-    "queue": (
-        "DeadLetteringOnMessageExpiration",
-        "DefaultMessageTimeToLive",
-        "DuplicateDetectionHistoryTimeWindow",
-        "ForwardDeadLetteredMessagesTo",
-        "ForwardTo",
-        "LockDuration",
-        "MaxDeliveryCount",
-        "RequiresDuplicateDetection",
-        "RequiresSession",
-        "Status",
-        "MaxSizeInMessages",
-        "MaxMessageSizeInKilobytes",
-    ),
-    "topic": (
-        "DefaultMessageTimeToLive",
-        "DuplicateDetectionHistoryTimeWindow",
-        "RequiresDuplicateDetection",
-        "Status",
-        "MaxMessageSizeInKilobytes",
-    ),
-    "subscription": (
-        "DeadLetteringOnMessageExpiration",
-        "DefaultMessageTimeToLive",
-        "ForwardDeadLetteredMessagesTo",
-        "ForwardTo",
-        "LockDuration",
-        "MaxDeliveryCount",
-        "RequiresSession",
-        "DeadLetteringOnFilterEvaluationExceptions",
-        "Status",
-    ),
+    entity: tuple(name for name, (_, _, takers) in _TABLE.items() if entity in takers)
+    for entity in ("queue", "topic", "subscription")
 }
 STATUSES = {"active": "Active", "disabled": "Disabled"}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
@@ -11,6 +12,8 @@ from sbdlq.models import Counts, Message, ReasonGroup
 from sbdlq.operations.sizing import BatchSizer
 from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.selection import Selection
+
+G = TypeVar("G", bound=ReasonGroup)
 
 # Messages per peek: large for scans (fewer round trips), small for `peek --max 20`.
 PAGE = 1000
@@ -164,18 +167,32 @@ async def inspect_reasons(
     on_page: Callable[[int], None] | None = None,
 ) -> list[ReasonGroup]:
     """Group the queue's messages: count, first and last enqueued, sample sequence numbers."""
-    key = group_key(by, str(address.entity))
     groups: dict[str, ReasonGroup] = {}
-    async for m in iter_messages(backend, address, selection=selection, on_page=on_page):
-        k = key(m)
-        g = groups.get(k)
-        if g is None:
-            g = groups[k] = ReasonGroup(key=k)
-        add_to_group(g, m)
+    key = group_key(by, str(address.entity))
+    await count_into(groups, ReasonGroup, backend, address, key, selection=selection, on_page=on_page)
     if is_time_grouping(by):
         # Time buckets read best in time order; the rest by size.
         return sorted(groups.values(), key=lambda g: g.key)
     return sorted(groups.values(), key=lambda g: (-g.count, g.key))
+
+
+async def count_into(
+    groups: dict[str, G],
+    make: Callable[[str], G],
+    backend: Backend,
+    address: Address,
+    key: Callable[[Message], str],
+    *,
+    selection: Selection | None = None,
+    on_page: Callable[[int], None] | None = None,
+) -> None:
+    """Count the queue's messages into `groups`, one per key, new ones made by `make(key)`."""
+    async for m in iter_messages(backend, address, selection=selection, on_page=on_page):
+        k = key(m)
+        g = groups.get(k)
+        if g is None:
+            g = groups[k] = make(k)
+        add_to_group(g, m)
 
 
 def add_to_group(g: ReasonGroup, m: Message) -> None:

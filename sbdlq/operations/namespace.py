@@ -7,12 +7,14 @@ with the number of groups, never with the number of messages.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from functools import partial
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import EntityNotFound
 from sbdlq.models import EntityReasonGroup
-from sbdlq.operations.browse import add_to_group, count_entities, dlq_count, group_key, is_time_grouping, iter_messages
+from sbdlq.operations.browse import count_entities, count_into, dlq_count, group_key, is_time_grouping
 from sbdlq.paths import Address, EntityPath, SubQueue, parse_entity
 from sbdlq.selection import Selection
 
@@ -42,20 +44,23 @@ async def inspect_namespace(
     group_key(by)  # a bad --by fails before any I/O
     entities = await nonempty_dlqs(backend, sub_queue)
     on_page = progress(sum(n for _, n in entities)) if progress else None
-    groups: dict[tuple[str, str], EntityReasonGroup] = {}
+    found: list[EntityReasonGroup] = []
     for entity, _ in entities:
         name = str(entity)
-        key = group_key(by, name)
-        try:
-            async for m in iter_messages(backend, Address(entity, sub_queue), selection=selection, on_page=on_page):
-                k = key(m)
-                g = groups.get((name, k))
-                if g is None:
-                    g = groups[(name, k)] = EntityReasonGroup(key=k, entity=name)
-                add_to_group(g, m)
-        except EntityNotFound:
-            continue  # deleted since it was listed: nothing of it left to group
+        groups: dict[str, EntityReasonGroup] = {}
+        address = Address(entity, sub_queue)
+        with contextlib.suppress(EntityNotFound):  # deleted since it was listed: what was read counts
+            await count_into(
+                groups,
+                partial(EntityReasonGroup, entity=name),
+                backend,
+                address,
+                group_key(by, name),
+                selection=selection,
+                on_page=on_page,
+            )
+        found.extend(groups.values())
     if is_time_grouping(by):
-        return sorted(groups.values(), key=lambda g: (g.key, g.entity))
+        return sorted(found, key=lambda g: (g.key, g.entity))
     # The biggest problem of the namespace first, wherever it is.
-    return sorted(groups.values(), key=lambda g: (-g.count, g.entity, g.key))
+    return sorted(found, key=lambda g: (-g.count, g.entity, g.key))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,32 +20,27 @@ from pathlib import Path
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import OutboundMessage, ReplayResult
-from sbdlq.operations.edits import CopyEdits, copy_example
+from sbdlq.operations.edits import copy_example
 from sbdlq.operations.move import LoopStats, RateLimiter
 from sbdlq.operations.records import Record, RecordFile
 from sbdlq.operations.replay_state import ReplayState
-from sbdlq.operations.resubmit import make_copy
-from sbdlq.operations.routing import RoutingCheck, check_destination
+from sbdlq.operations.resubmit import CopyOptions
+from sbdlq.operations.routing import RoutingCheck
 from sbdlq.operations.run import Progress
-from sbdlq.operations.sending import CopySender
+from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
 from sbdlq.paths import EntityPath
 from sbdlq.selection import Selection
 
 
 @dataclass(frozen=True, slots=True)
-class ReplayOptions:
-    """What a replay does with the records it reads."""
+class ReplayOptions(CopyOptions):
+    """What a replay does with the records it reads (and with their copies: CopyOptions)."""
 
     selection: Selection = field(default_factory=Selection)
     max_count: int | None = None
     concurrency: int = 32
-    rate: float | None = None
     dry_run: bool = False
-    new_message_id: bool = False
-    keep_dead_letter_properties: bool = False
-    allow_unverified_routing: bool = False
-    edits: CopyEdits = field(default_factory=CopyEdits)
     #: The sidecar recording accepted lines (None: stdin without --state, not resumable).
     state: Path | None = None
     resume: bool = False
@@ -65,49 +59,39 @@ async def replay(
     return await Replay(backend, RecordFile(source), target, options, note, progress).run()
 
 
+@dataclass(eq=False)
 class Replay:
     """One replay run: check the input and the target, then send chunk by chunk."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        records: RecordFile,
-        target: EntityPath,
-        options: ReplayOptions,
-        note: Callable[[str], None],
-        progress: Progress | None,
-    ) -> None:
-        self.backend = backend
-        self.records = records
-        self.target = target
-        self.options = options
-        self.note = note
-        self.progress = progress
-        self.result = ReplayResult(dry_run=options.dry_run)
-        self.stats = LoopStats()
-        self.routing: RoutingCheck | None = None
-        self.done: set[int] = set()
-        self.state: ReplayState | None = None
-        self.source_label = "stdin" if records.path is None else records.path.name
+    backend: Backend
+    records: RecordFile
+    target: EntityPath
+    options: ReplayOptions
+    note: Callable[[str], None]
+    progress: Progress | None
+    result: ReplayResult = field(init=False)
+    stats: LoopStats = field(init=False, default_factory=LoopStats)
+    routing: RoutingCheck | None = field(init=False, default=None)
+    done: set[int] = field(init=False, default_factory=set)
+    state: ReplayState | None = field(init=False, default=None)
+    source_label: str = field(init=False)
+    sender: CopySender[Record] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.result = ReplayResult(dry_run=self.options.dry_run)
+        self.source_label = "stdin" if self.records.path is None else self.records.path.name
         self.sender = CopySender[Record](
-            backend,
-            target,
+            self.backend,
+            self.target,
             self.stats,
-            RateLimiter(options.rate),
+            RateLimiter(self.options.rate),
             copy_of=self.copy_of,
             name_of=lambda r: f"line {r.line}",
         )
 
     def copy_of(self, record: Record) -> OutboundMessage:
         """The copy a record is sent as: resubmit's copy rules, then the edits."""
-        o = self.options
-        return make_copy(
-            record.message,
-            source=self.source_label,
-            new_message_id=o.new_message_id,
-            keep_dead_letter_properties=o.keep_dead_letter_properties,
-            edits=o.edits,
-        )
+        return self.options.copy_of(record.message, self.source_label)
 
     async def run(self) -> ReplayResult:
         """Check, plan, and unless it is a dry run, send; RunInterrupted on SIGINT/SIGTERM."""
@@ -131,19 +115,11 @@ class Replay:
 
     async def _run(self, stopper: Stopper) -> None:
         o = self.options
-        if o.rate is not None and not (math.isfinite(o.rate) and o.rate > 0):
-            raise BadInput(f"invalid --rate {o.rate}: give a positive number of messages per second")
+        check_rate(o.rate)
         self.check_state()
         info = await self.backend.get_entity(self.target)
         # The same checks as resubmit, along the target's auto-forwarding chain.
-        destination = await check_destination(
-            self.backend,
-            info,
-            new_message_id=o.new_message_id,
-            allow_unverified=o.allow_unverified_routing,
-            note=self.note,
-            command="replay",
-        )
+        destination = await o.destination(self.backend, info, note=self.note, command="replay")
         self.routing = destination.routing
         first = self.scan()
         if self.done:

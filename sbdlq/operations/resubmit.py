@@ -6,6 +6,7 @@ import asyncio
 import math
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
@@ -21,9 +22,9 @@ from sbdlq.models import (
 from sbdlq.operations.browse import iter_messages, queue_word
 from sbdlq.operations.edits import CopyEdits, copy_example
 from sbdlq.operations.move import RateLimiter, retrying
-from sbdlq.operations.routing import RoutingCheck, check_destination
+from sbdlq.operations.routing import Destination, RoutingCheck, check_destination
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
-from sbdlq.operations.sending import CopySender
+from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
@@ -82,6 +83,41 @@ def make_copy(
     return copy if edits is None or edits.is_empty else edits.apply(copy)
 
 
+@dataclass(frozen=True, slots=True)
+class CopyOptions:
+    """The copy options of resubmit and replay: what each copy keeps and how it is edited,
+    --rate, and whether a topic whose rules cannot be read may be sent to."""
+
+    rate: float | None = None
+    new_message_id: bool = False
+    keep_dead_letter_properties: bool = False
+    allow_unverified_routing: bool = False
+    edits: CopyEdits = field(default_factory=CopyEdits)
+
+    def copy_of(self, m: Message, source: Address | str) -> OutboundMessage:
+        """The copy of `m`, read from `source`."""
+        return make_copy(
+            m,
+            source=source,
+            new_message_id=self.new_message_id,
+            keep_dead_letter_properties=self.keep_dead_letter_properties,
+            edits=self.edits,
+        )
+
+    async def destination(
+        self, backend: Backend, target_info: EntityInfo, *, note: Callable[[str], None], command: str = "resubmit"
+    ) -> Destination:
+        """The target's auto-forwarding chain checked for these copies (see routing.check_destination)."""
+        return await check_destination(
+            backend,
+            target_info,
+            new_message_id=self.new_message_id,
+            allow_unverified=self.allow_unverified_routing,
+            note=note,
+            command=command,
+        )
+
+
 async def resubmit(
     backend: Backend,
     source: Address,
@@ -103,18 +139,10 @@ async def resubmit(
     """Move matching DLQ messages to the target: send the copy, then complete the original."""
     # In RunOptions' field order.
     options = RunOptions(selection or Selection(), max_count, batch_size, concurrency, dry_run, note, progress)
-    run = Resubmit(
-        backend,
-        source,
-        target,
-        options,
-        rate=rate,
-        new_message_id=new_message_id,
-        keep_dead_letter_properties=keep_dead_letter_properties,
-        allow_unverified_routing=allow_unverified_routing,
-        edits=edits,
+    copying = CopyOptions(  # in its field order
+        rate, new_message_id, keep_dead_letter_properties, allow_unverified_routing, edits or CopyEdits()
     )
-    return await run.run()
+    return await Resubmit(backend, source, target, options, copying).run()
 
 
 class Resubmit(MovingRun[ResubmitResult]):
@@ -131,27 +159,17 @@ class Resubmit(MovingRun[ResubmitResult]):
         source: Address,
         target: EntityPath,
         options: RunOptions,
-        *,
-        rate: float | None,
-        new_message_id: bool,
-        keep_dead_letter_properties: bool,
-        allow_unverified_routing: bool = False,
-        edits: CopyEdits | None = None,
+        copying: CopyOptions,
     ) -> None:
         super().__init__(backend, source, ResubmitResult(dry_run=options.dry_run), options)
         self.target = self.send_target = target
-        self.rate = rate
-        self.limiter = RateLimiter(rate)
-        self.new_message_id = new_message_id
-        self.keep_dead_letter_properties = keep_dead_letter_properties
+        self.copying = copying
         self.source_path = str(source)  # formatted once: it goes into every copy
-        self.allow_unverified_routing = allow_unverified_routing
-        self.edits = edits or CopyEdits()
         #: Copies sent and originals completed in one transaction (the local emulator): no message
         #: is ever between the two, so nothing bounds a chunk but the batch (and --rate's pace).
         self.atomic = backend.moves_atomically
         if self.atomic:
-            chunk = max(1, options.batch_size)
+            chunk, rate = max(1, options.batch_size), copying.rate
             if rate is not None and math.isfinite(rate) and rate > 0:  # (check() refuses any other)
                 chunk = max(1, min(chunk, int(rate)))
             self.concurrency = self.chunk_size = chunk
@@ -159,7 +177,7 @@ class Resubmit(MovingRun[ResubmitResult]):
             backend,
             target,
             self.stats,
-            self.limiter,
+            RateLimiter(copying.rate),
             copy_of=self.copy_of,
             name_of=lambda m: f"sequence number {m.sequence_number}",
             deliver=self.send_and_complete if self.atomic else None,
@@ -173,8 +191,7 @@ class Resubmit(MovingRun[ResubmitResult]):
     async def check(self) -> EntityInfo:
         if self.options.batch_size < 1 or self.options.concurrency < 1:
             raise BadInput("--batch-size and --concurrency must be at least 1")
-        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
-            raise BadInput(f"invalid --rate {self.rate}: give a positive number of messages per second")
+        check_rate(self.copying.rate)
         # Independent round trips: asked together.
         source_info, target_info = await asyncio.gather(
             self.backend.get_entity(self.source.entity), self.backend.get_entity(self.target)
@@ -182,17 +199,11 @@ class Resubmit(MovingRun[ResubmitResult]):
         self.target_info = target_info
         # Where a copy comes to rest is the end of the target's auto-forwarding chain: every
         # entity on it may drop the copy (duplicate detection, a topic no rule takes it in).
-        destination = await check_destination(
-            self.backend,
-            target_info,
-            new_message_id=self.new_message_id,
-            allow_unverified=self.allow_unverified_routing,
-            note=self.note,
-        )
+        destination = await self.copying.destination(self.backend, target_info, note=self.note)
         self.routing = destination.routing
         if destination.topic is not None:
             await self.check_return(destination.topic)
-        if self.options.dry_run and not self.edits.is_empty:
+        if self.options.dry_run and not self.copying.edits.is_empty:
             await self.show_example()
         return source_info
 
@@ -243,13 +254,7 @@ class Resubmit(MovingRun[ResubmitResult]):
 
     def copy_of(self, m: Message) -> OutboundMessage:
         """The copy resubmit sends for a message."""
-        return make_copy(
-            m,
-            source=self.source_path,
-            new_message_id=self.new_message_id,
-            keep_dead_letter_properties=self.keep_dead_letter_properties,
-            edits=self.edits,
-        )
+        return self.copying.copy_of(m, self.source_path)
 
     def route(self, chunk: list[Message]) -> tuple[list[Message], list[Message]]:
         """The messages whose copy the target topic delivers (to the source subscription when

@@ -7,7 +7,9 @@ message by message, and any other failure stopping the run (the target takes not
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Generic, TypeVar
 
 from sbdlq.backends.base import Backend
@@ -21,6 +23,12 @@ T = TypeVar("T")
 # Errors that one message can cause (no session id for a session queue, a bad TTL):
 # retry such a batch one by one. Anything else means the target takes nothing.
 PER_MESSAGE = (InvalidOperation, BadInput)
+
+
+def check_rate(rate: float | None) -> None:
+    """Refuse a --rate that is not a positive number (None: no limit)."""
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise BadInput(f"invalid --rate {rate}: give a positive number of messages per second")
 
 
 def check_target(info: EntityInfo, target: EntityPath, *, new_message_id: bool, command: str = "resubmit") -> None:
@@ -43,29 +51,20 @@ def check_target(info: EntityInfo, target: EntityPath, *, new_message_id: bool, 
 Deliver = Callable[[list[T], list[OutboundMessage]], Awaitable[list[T]]]
 
 
+@dataclass(eq=False)
 class CopySender(Generic[T]):
     """Sends the copies of items (DLQ messages, file records) to one target under --rate."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        target: EntityPath,
-        stats: LoopStats,
-        limiter: RateLimiter,
-        *,
-        copy_of: Callable[[T], OutboundMessage],
-        name_of: Callable[[T], str],
-        deliver: Deliver[T] | None = None,
-    ) -> None:
-        self.backend = backend
-        self.target = target
-        self.stats = stats
-        self.limiter = limiter
-        self.copy_of = copy_of
-        self.name_of = name_of
-        self.deliver = deliver or self._send
-        #: Whether `deliver` also settles the items (resubmit on a backend that moves atomically).
-        self.settles = deliver is not None
+    backend: Backend
+    target: EntityPath
+    stats: LoopStats
+    limiter: RateLimiter
+    _: KW_ONLY
+    copy_of: Callable[[T], OutboundMessage]
+    name_of: Callable[[T], str]
+    #: Sends and settles in one transaction (resubmit where the backend moves atomically);
+    #: None: a plain send.
+    deliver: Deliver[T] | None = None
 
     async def _send(self, items: list[T], copies: list[OutboundMessage]) -> list[T]:
         await self.backend.send(self.target, copies)
@@ -80,7 +79,8 @@ class CopySender(Generic[T]):
         stats, target = self.stats, self.target
         try:
             # A deliver that settles too is one transaction: retried whole, it cannot duplicate.
-            lost = await retrying(lambda: self.deliver(items, copies), stats)
+            deliver = self.deliver or self._send
+            lost = await retrying(lambda: deliver(items, copies), stats)
         except PER_MESSAGE as exc:
             if len(items) == 1:
                 stats.failed += 1

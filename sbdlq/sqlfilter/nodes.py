@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
 SYS = "sys"
 USER = "user"
 
+_T = TypeVar("_T")
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass_transform()
+def node(cls: type[_T]) -> type[_T]:
+    """Declares a class of the tree: a frozen, slotted dataclass (equal when its fields are)."""
+    return dataclass(frozen=True, slots=True)(cls)
+
+
+@node
 class Const:
     """A constant: int, float, str, bool or None (NULL)."""
 
@@ -17,7 +25,7 @@ class Const:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Prop:
     """`[scope.]name`; for sys scope `name` is the canonical system property name."""
 
@@ -26,7 +34,7 @@ class Prop:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Func:
     """`newid()` or `property(expr)` / `p(expr)`, named here `newid` or `property`."""
 
@@ -35,7 +43,7 @@ class Func:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Unary:
     """Prefix `+` or `-`."""
 
@@ -44,7 +52,7 @@ class Unary:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Arith:
     """A left-associative chain `first op1 x1 op2 x2 ...` of `+ - * / %`."""
 
@@ -53,7 +61,7 @@ class Arith:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Compare:
     """`left op right`; `op` is one of = <> < <= > >= (`!=` is stored as `<>`)."""
 
@@ -63,7 +71,7 @@ class Compare:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class In:
     """`left [NOT] IN (items...)`."""
 
@@ -73,7 +81,7 @@ class In:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Like:
     """`left [NOT] LIKE pattern [ESCAPE escape]`."""
 
@@ -84,7 +92,7 @@ class Like:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class IsNull:
     """`prop IS [NOT] NULL`."""
 
@@ -93,7 +101,7 @@ class IsNull:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Exists:
     """`EXISTS(prop)`."""
 
@@ -101,7 +109,7 @@ class Exists:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Not:
     """`NOT predicate`."""
 
@@ -109,7 +117,7 @@ class Not:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Logical:
     """`a AND b AND ...` or `a OR b OR ...`, flattened so long chains stay shallow."""
 
@@ -118,7 +126,7 @@ class Logical:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class SetStmt:
     """Action statement `SET prop = value`."""
 
@@ -127,7 +135,7 @@ class SetStmt:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class RemoveStmt:
     """Action statement `REMOVE prop`."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +24,11 @@ from sbdlq.selection import Selection
 
 Kind = Literal["resubmit", "purge", "export"]
 EXPORT_BATCH = 500
+
+
+def _keywords(options: Any, *, besides: str = "") -> dict[str, Any]:
+    """The fields of an options dataclass as the keywords of its operation call (all but `besides`)."""
+    return {f.name: getattr(options, f.name) for f in fields(options) if f.name != besides}
 
 
 @dataclass(frozen=True)
@@ -48,15 +53,8 @@ class ResubmitOptions:
     edits: CopyEdits = field(default_factory=CopyEdits)
 
     def operation_kwargs(self) -> dict[str, Any]:
-        """The keywords of the operation call, as the command gives them."""
-        return {
-            "batch_size": self.batch_size,
-            "concurrency": self.concurrency,
-            "rate": self.rate,
-            "new_message_id": self.new_message_id,
-            "keep_dead_letter_properties": self.keep_dead_letter_properties,
-            "edits": self.edits,
-        }
+        """The keywords of the operation call, as the command gives them (`to` is positional)."""
+        return _keywords(self, besides="to")
 
 
 #: A comma that starts a new K=V item (one followed by `KEY=`), so `tags=a,b` stays one value.
@@ -104,7 +102,7 @@ class PurgeOptions:
     concurrency: int = 32
 
     def operation_kwargs(self) -> dict[str, Any]:
-        return {"export": self.export, "batch_size": self.batch_size, "concurrency": self.concurrency}
+        return _keywords(self)
 
 
 @dataclass(frozen=True)

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.message import Message as TMessage
 from textual.widgets import DataTable, Input, Static
 
 from sbdlq.models import Counts
 from sbdlq.paths import Address, SubQueue, parse_entity
+from sbdlq.ui.table_pane import TablePane
 
 
-class EntitiesPane(Vertical):
+class EntitiesPane(TablePane):
     """Counts per entity; Enter opens its DLQ, `t` its transfer DLQ."""
 
     BINDINGS = [  # noqa: RUF012 (Textual's declaration style)
@@ -23,31 +24,23 @@ class EntitiesPane(Vertical):
         Binding("s", "toggle_sort", "Sort"),
         Binding("slash", "focus_filter", "Filter"),
     ]
+    TABLE_ID = "entities"
+    BELOW_ID = "entity-status"
+    COLUMNS = (("entity", "entity"), ("dlq", "dlq"), ("tdlq", "tdlq"), ("active", "active"), ("sched", "scheduled"))
 
+    @dataclass
     class Opened(TMessage):
         """The operator chose a DLQ to browse."""
 
-        def __init__(self, address: Address) -> None:
-            super().__init__()
-            self.address = address
+        address: Address
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.counts: list[Counts] = []
         self.by_size = True
 
-    def compose(self) -> ComposeResult:
+    def above_table(self) -> ComposeResult:
         yield Input(placeholder="type to filter entities", id="entity-filter")
-        yield DataTable(id="entities", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="entity-status")
-
-    def on_mount(self) -> None:
-        table = self.query_one("#entities", DataTable)
-        table.add_column("entity", key="entity")
-        table.add_column("dlq", key="dlq")
-        table.add_column("tdlq", key="tdlq")
-        table.add_column("active", key="active")
-        table.add_column("sched", key="scheduled")
 
     def show(self, counts: list[Counts]) -> None:
         """Replace the rows, keeping the cursor on the same entity."""
@@ -63,7 +56,7 @@ class EntitiesPane(Vertical):
         return sorted(rows, key=lambda c: c.entity.lower())
 
     def _render_rows(self) -> None:
-        table = self.query_one("#entities", DataTable)
+        table = self.table
         current = self.selected_entity()
         table.clear()
         rows = self.shown_rows()
@@ -78,11 +71,10 @@ class EntitiesPane(Vertical):
         )
 
     def selected_entity(self) -> str | None:
-        table = self.query_one("#entities", DataTable)
-        rows = self.shown_rows()
-        if not rows or table.row_count == 0:
+        if self.table.row_count == 0:
             return None
-        return rows[min(table.cursor_row, len(rows) - 1)].entity
+        row = self.under_cursor(self.shown_rows())
+        return None if row is None else row.entity
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "entity-filter":
@@ -90,7 +82,7 @@ class EntitiesPane(Vertical):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "entity-filter":
-            self.query_one("#entities", DataTable).focus()
+            self.table.focus()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.message import Message as TMessage
 from textual.widgets import DataTable, Input, Static
 
@@ -17,11 +17,12 @@ from sbdlq.models import Message
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
 from sbdlq.ui.filterline import Filter, parse_filter
+from sbdlq.ui.table_pane import TablePane
 
 PAGE_ROWS = 100
 
 
-class MessagesPane(Vertical):
+class MessagesPane(TablePane):
     """A page of the chosen DLQ; marks are sequence numbers, so they survive paging."""
 
     BINDINGS = [  # noqa: RUF012
@@ -32,13 +33,22 @@ class MessagesPane(Vertical):
         Binding("p", "previous_page", "Prev"),
         Binding("slash", "focus_filter", "Filter", show=False),
     ]
+    TABLE_ID = "messages"
+    BELOW_ID = "messages-status"
+    COLUMNS = (
+        ("", "mark"),
+        ("seq", "seq"),
+        ("enqueued", "enqueued"),
+        ("reason", "reason"),
+        ("subject", "subject"),
+        ("message id", "message_id"),
+    )
 
+    @dataclass
     class Chosen(TMessage):
         """The operator opened one message."""
 
-        def __init__(self, message: Message) -> None:
-            super().__init__()
-            self.message = message
+        message: Message
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -54,18 +64,9 @@ class MessagesPane(Vertical):
         self.all_matching = False
         self.page_rows = PAGE_ROWS
 
-    def compose(self) -> ComposeResult:
+    def above_table(self) -> ComposeResult:
         yield Static("Choose a DLQ in the Entities pane.", id="messages-title")
         yield Input(placeholder='filter: --reason X --where "sys.Label = \'a\'" (Enter)', id="filter")
-        yield DataTable(id="messages", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="messages-status")
-
-    def on_mount(self) -> None:
-        table = self.query_one("#messages", DataTable)
-        for label, key in [("", "mark"), ("seq", "seq"), ("enqueued", "enqueued"), ("reason", "reason")]:
-            table.add_column(label, key=key)
-        table.add_column("subject", key="subject")
-        table.add_column("message id", key="message_id")
 
     async def open(self, backend: Backend, address: Address, filter_text: str | None = None) -> None:
         """Browse `address` from its first message (with a new filter when given)."""
@@ -106,7 +107,7 @@ class MessagesPane(Vertical):
         self._render_rows()
 
     def _render_rows(self) -> None:
-        table = self.query_one("#messages", DataTable)
+        table = self.table
         table.clear()
         for m in self.page:
             table.add_row(
@@ -134,10 +135,7 @@ class MessagesPane(Vertical):
         )
 
     def current(self) -> Message | None:
-        table = self.query_one("#messages", DataTable)
-        if not self.page:
-            return None
-        return self.page[min(table.cursor_row, len(self.page) - 1)]
+        return self.under_cursor(self.page)
 
     def target(self) -> tuple[Selection, str] | None:
         """What an action acts on: the marked messages, or all that match; None when neither is chosen."""
@@ -166,7 +164,7 @@ class MessagesPane(Vertical):
         if self._apply_filter(event.value):
             self.starts = []
             await self.load(0)
-            self.query_one("#messages", DataTable).focus()
+            self.table.focus()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
@@ -181,7 +179,7 @@ class MessagesPane(Vertical):
         if self.all_matching:
             self.all_matching = False
         self.marked ^= {m.sequence_number}
-        table = self.query_one("#messages", DataTable)
+        table = self.table
         table.update_cell(str(m.sequence_number), "mark", self._mark_of(m))
         table.move_cursor(row=min(table.cursor_row + 1, len(self.page) - 1))
         self._render_status()

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.message import Message as TMessage
 from textual.widgets import DataTable, Static
 
 from sbdlq.models import ReasonGroup
+from sbdlq.ui.table_pane import TablePane
 
 BAR = 30
 
@@ -26,36 +27,28 @@ def bar_lines(groups: list[ReasonGroup], width: int = BAR) -> str:
     )
 
 
-class ReasonsPane(Vertical):
+class ReasonsPane(TablePane):
     """Messages grouped by dead-letter reason."""
 
+    TABLE_ID = "reasons"
+    BELOW_ID = "reasons-chart"
+    ZEBRA_STRIPES = False
+    COLUMNS = tuple((label, label) for label in ("reason", "count", "first", "last"))
+
+    @dataclass
     class Chosen(TMessage):
         """The operator picked a reason to filter on."""
 
-        def __init__(self, reason: str) -> None:
-            super().__init__()
-            self.reason = reason
+        reason: str
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.groups: list[ReasonGroup] = []
-
-    def compose(self) -> ComposeResult:
+    def above_table(self) -> ComposeResult:
         yield Static("Open a DLQ to see why its messages failed.", id="reasons-title")
-        yield DataTable(id="reasons", cursor_type="row")
-        yield Static("", id="reasons-chart")
-
-    def on_mount(self) -> None:
-        table = self.query_one("#reasons", DataTable)
-        for label in ("reason", "count", "first", "last"):
-            table.add_column(label, key=label)
 
     def scanning(self, what: str) -> None:
         self.query_one("#reasons-title", Static).update(f"scanning {what} ...")
 
     def show(self, what: str, groups: list[ReasonGroup]) -> None:
-        self.groups = groups
-        table = self.query_one("#reasons", DataTable)
+        table = self.table
         table.clear()
         for g in groups:
             table.add_row(g.key, g.count, _minute(g.first_enqueued), _minute(g.last_enqueued), key=g.key)
@@ -65,9 +58,9 @@ class ReasonsPane(Vertical):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        if self.groups:
-            table = self.query_one("#reasons", DataTable)
-            self.post_message(self.Chosen(self.groups[min(table.cursor_row, len(self.groups) - 1)].key))
+        reason = event.row_key.value  # each row's key is its group's key
+        if reason is not None:
+            self.post_message(self.Chosen(reason))
 
 
 def _minute(ts: Any) -> str:

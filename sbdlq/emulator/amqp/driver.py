@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Protocol
 
 from proton import Collector, Connection, Event, Transport
@@ -79,6 +79,7 @@ class _Throttled:
 _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
+@dataclass(eq=False)
 class Driver:
     """Accept connections on a listening socket and run them until stopped.
 
@@ -86,31 +87,23 @@ class Driver:
     `admitted` has not accepted within admit_timeout seconds is dropped.
     """
 
-    def __init__(
-        self,
-        listener: socket.socket,
-        handler: Handler,
-        *,
-        configure: Callable[[Transport], None] | None = None,
-        tick_interval: float = 0.25,
-        admitted: Callable[[Connection], bool] | None = None,
-        admit_timeout: float = 10.0,
-        max_connections: int = 1000,
-        backoff: float = 0.5,
-        log_interval: float = 10.0,
-    ) -> None:
-        self.listener = listener
-        self.handler = handler
-        self.configure = configure
-        self.tick_interval = tick_interval
-        self.admitted = admitted
-        self.admit_timeout = admit_timeout
-        self.max_connections = max_connections
-        self.backoff = backoff
-        self.collector = Collector()
-        self.selector = selectors.DefaultSelector()
-        self.peers: dict[int, _Peer] = {}
-        self.accepting_again: float | None = None  # set while backing off from EMFILE
+    listener: socket.socket
+    handler: Handler
+    _: KW_ONLY
+    configure: Callable[[Transport], None] | None = None
+    tick_interval: float = 0.25
+    admitted: Callable[[Connection], bool] | None = None
+    admit_timeout: float = 10.0
+    max_connections: int = 1000
+    backoff: float = 0.5
+    log_interval: InitVar[float] = 10.0
+    collector: Collector = field(init=False, default_factory=Collector)
+    selector: selectors.BaseSelector = field(init=False, default_factory=selectors.DefaultSelector)
+    peers: dict[int, _Peer] = field(init=False, default_factory=dict)
+    accepting_again: float | None = field(init=False, default=None)  # set while backing off from EMFILE
+    throttled: _Throttled = field(init=False)
+
+    def __post_init__(self, log_interval: float) -> None:
         self.throttled = _Throttled(log_interval)
 
     # ------------------------------------------------------------------ running

@@ -9,7 +9,6 @@ and a `rule-description` map (`sql-filter` or `correlation-filter`, and `sql-rul
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +19,7 @@ from sbdlq.emulator.engine.rules import constant_filter
 from sbdlq.errors import BadInput
 from sbdlq.paths import Address
 
+from .node_ops import Operation, Outcome, paging, required_text
 from .values import as_text, to_amqp, to_plain, to_timestamp
 
 ADD_RULE = "com.microsoft:add-rule"
@@ -46,17 +46,10 @@ CORRELATION_FIELDS = (
     ("reply-to-session-id", "ReplyToSessionId"),
     ("content-type", "ContentType"),
 )
-_PAGE = 100
-
-# (status, body): management.py wraps them in its Reply.
-Outcome = tuple[int, Any]
 
 
 def _rule_name(body: dict[str, Any]) -> str:
-    name = as_text(body.get("rule-name"))
-    if not name:
-        raise BadInput("rule-name is required")
-    return name
+    return required_text(body, "rule-name")
 
 
 def _expression(value: Any, what: str) -> str:
@@ -141,8 +134,7 @@ def _remove(engine: Engine, address: Address, body: dict[str, Any], holder: str 
 
 
 def _enumerate(engine: Engine, address: Address, body: dict[str, Any], holder: str | None) -> Outcome:
-    skip = int(body.get("skip") or 0)
-    top = int(body.get("top") or _PAGE)
+    skip, top = paging(body)
     if skip < 0 or top < 1:
         raise BadInput("skip must be 0 or more and top 1 or more")
     if not address.entity.is_subscription:
@@ -154,7 +146,7 @@ def _enumerate(engine: Engine, address: Address, body: dict[str, Any], holder: s
     return 200, {"rules": [{"rule-description": rule_description(r, now)} for r in page]}
 
 
-RULE_OPERATIONS: dict[str, Callable[[Engine, Address, dict[str, Any], str | None], Outcome]] = {
+RULE_OPERATIONS: dict[str, Operation] = {
     ADD_RULE: _add,
     REMOVE_RULE: _remove,
     ENUMERATE_RULES: _enumerate,

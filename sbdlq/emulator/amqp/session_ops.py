@@ -8,16 +8,15 @@ then the session only has to be locked.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from proton import Array, Data
 
 from sbdlq.emulator.engine import Engine
-from sbdlq.errors import BadInput
 from sbdlq.paths import Address
 
-from .values import as_text, from_timestamp, to_timestamp
+from .node_ops import Operation, Outcome, paging, required_text
+from .values import from_timestamp, to_timestamp
 
 RENEW_SESSION_LOCK = "com.microsoft:renew-session-lock"
 GET_SESSION_STATE = "com.microsoft:get-session-state"
@@ -25,17 +24,10 @@ SET_SESSION_STATE = "com.microsoft:set-session-state"
 GET_MESSAGE_SESSIONS = "com.microsoft:get-message-sessions"
 # `last-updated-time` at .NET's DateTime.MaxValue (year 10000) asks for every session.
 _EVERY_SESSION_MS = 253402300800000
-_PAGE = 100
-
-# (status, body): management.py wraps them in its Reply.
-Outcome = tuple[int, Any]
 
 
 def _session_id(body: dict[str, Any]) -> str:
-    session_id = as_text(body.get("session-id"))
-    if not session_id:
-        raise BadInput("session-id is required")
-    return session_id
+    return required_text(body, "session-id")
 
 
 def _renew(engine: Engine, address: Address, body: dict[str, Any], holder: str | None) -> Outcome:
@@ -58,15 +50,14 @@ def _set_state(engine: Engine, address: Address, body: dict[str, Any], holder: s
 def _list(engine: Engine, address: Address, body: dict[str, Any], holder: str | None) -> Outcome:
     ms = body.get("last-updated-time")
     after = None if ms is None or int(ms) >= _EVERY_SESSION_MS else from_timestamp(int(ms))
-    skip = int(body.get("skip") or 0)
-    top = int(body.get("top") or _PAGE)
+    skip, top = paging(body)
     found = engine.list_sessions(address, updated_after=after, skip=skip, top=top)
     if not found:
         return 204, None
     return 200, {"skip": skip + len(found), "sessions-ids": Array(None, Data.STRING, *found)}
 
 
-SESSION_OPERATIONS: dict[str, Callable[[Engine, Address, dict[str, Any], str | None], Outcome]] = {
+SESSION_OPERATIONS: dict[str, Operation] = {
     RENEW_SESSION_LOCK: _renew,
     GET_SESSION_STATE: _get_state,
     SET_SESSION_STATE: _set_state,

@@ -1,0 +1,210 @@
+"""The commands that send copies: `resubmit` (of DLQ messages) and `replay` (of the records of a file).
+
+Both take the copy options (`--new-message-id`, `--keep-dead-letter-properties`, the edit
+options, `--allow-unverified-routing`) and send to a queue or topic `send_to` checks. `resubmit`
+is bound to the DLQ and the transfer DLQ by `dlq.register`.
+"""
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sbdlq.cli.common import Settings, err, open_target, output_format, run
+from sbdlq.cli.complete import complete_destination
+from sbdlq.cli.dlq import NO_SELECTION, _address, _change, _note, _query, _report, _tuning
+from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
+from sbdlq.cli.options import (
+    Entity,
+    KeepDeadLetterProperties,
+    NewMessageId,
+    Output,
+    QueryOpt,
+    Rate,
+    SelectionOptions,
+    count_option,
+    selection_options,
+    unverified_routing_option,
+)
+from sbdlq.errors import BadInput, ExitStatus
+from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
+from sbdlq.render import Query
+
+# ---------------------------------------------------------------------- resubmit
+
+
+@selection_options
+@edit_options
+def resubmit(
+    ctx: typer.Context,
+    sub_queue: SubQueue,
+    entity: Entity,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to", help="Send to this queue or topic instead of the entity.", autocompletion=complete_destination
+        ),
+    ] = None,
+    concurrency: Annotated[int, count_option("--concurrency", "Messages in flight at most.")] = 32,
+    batch_size: Annotated[int, count_option("--batch-size", "Messages received per batch.")] = 100,
+    rate: Rate = None,
+    max_count: Annotated[int | None, count_option("--max", "Resubmit at most N messages.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; change nothing.")] = False,
+    new_message_id: NewMessageId = False,
+    keep_dead_letter_properties: KeepDeadLetterProperties = False,
+    allow_unverified_routing: Annotated[
+        bool,
+        unverified_routing_option(
+            "Resubmit to a topic even when its subscriptions' rules cannot be read (copies no rule "
+            "takes are then dropped by the broker)."
+        ),
+    ] = False,
+    edits: EditOptions = NO_EDITS,
+    selection: SelectionOptions = NO_SELECTION,
+    output: Output = None,
+    query: QueryOpt = None,
+) -> None:
+    """Send copies of DLQ messages back (send first, then complete the original)."""
+    from sbdlq.operations.resubmit import resubmit as do_resubmit
+    from sbdlq.render import progress
+
+    async def work(s: Settings) -> tuple[str, Any]:
+        address = _address(entity, sub_queue)
+        target = _resubmit_target(address, to)
+        sel = selection.compile()
+        copy_edits = edits.compile(keep_dead_letter_properties=keep_dead_letter_properties)
+        fmt = output_format(s, output)
+        async with open_target(s) as backend:
+            with progress(f"resubmit {address}") as bars:
+                result = await do_resubmit(
+                    backend,
+                    address,
+                    target,
+                    selection=sel,
+                    max_count=max_count,
+                    batch_size=_tuning(ctx, s, "batch_size", batch_size),
+                    concurrency=_tuning(ctx, s, "concurrency", concurrency),
+                    rate=rate,
+                    dry_run=dry_run,
+                    new_message_id=new_message_id,
+                    keep_dead_letter_properties=keep_dead_letter_properties,
+                    allow_unverified_routing=allow_unverified_routing,
+                    edits=copy_edits,
+                    note=_note,
+                    progress=bars,
+                )
+        return fmt, result
+
+    _change(ctx, query, work, "resubmitted", output)
+
+
+
+def send_to(to: str) -> EntityPath:
+    """The queue or topic `--to` names: not a sub-queue, not a subscription (resubmit, replay)."""
+    target = parse_address(to)
+    if target.sub_queue is not SubQueue.NONE:
+        raise BadInput(f"--to {to!r}: cannot send to a dead-letter queue")
+    if target.entity.is_subscription:
+        raise BadInput(f"--to {to!r}: cannot send to a subscription; name its topic")
+    return target.entity
+
+
+def _resubmit_target(address: Address, to: str | None) -> EntityPath:
+    if to is not None:
+        return send_to(to)
+    if address.entity.is_subscription:
+        # A subscription's messages go back through its topic.
+        return EntityPath(address.entity.name)
+    return address.entity
+
+
+#: Next to the input: `orders.jsonl` → `orders.jsonl.replay-state`.
+STATE_SUFFIX = ".replay-state"
+
+
+# ---------------------------------------------------------------------- replay
+
+
+@selection_options
+@edit_options
+def replay(
+    ctx: typer.Context,
+    file: Annotated[
+        str,
+        typer.Argument(help="A purge --export or peek -o jsonl file; - reads stdin.", show_default=False),
+    ],
+    to: Annotated[
+        str,
+        typer.Option("--to", help="The queue or topic to send to.", autocompletion=complete_destination),
+    ],
+    concurrency: Annotated[int, count_option("--concurrency", "Records in flight at most.")] = 32,
+    rate: Rate = None,
+    max_count: Annotated[int | None, count_option("--max", "Replay at most N records.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the file and show what would be sent.")] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Skip the lines an interrupted replay of this file already sent.")
+    ] = False,
+    state: Annotated[
+        Path | None,
+        typer.Option("--state", help="Where to record the lines sent (default: FILE.replay-state; stdin: none)."),
+    ] = None,
+    new_message_id: NewMessageId = False,
+    keep_dead_letter_properties: KeepDeadLetterProperties = False,
+    allow_unverified_routing: Annotated[
+        bool, unverified_routing_option("Replay to a topic even when its subscriptions' rules cannot be read.")
+    ] = False,
+    edits: EditOptions = NO_EDITS,
+    selection: SelectionOptions = NO_SELECTION,
+    output: Output = None,
+    query: QueryOpt = None,
+) -> None:
+    """Send the records of an export or peek file to a queue or topic (every line checked first)."""
+    from sbdlq.operations.replay import ReplayOptions
+    from sbdlq.operations.replay import replay as do_replay
+    from sbdlq.operations.stopping import RunInterrupted
+    from sbdlq.render import progress
+
+    q = _query(ctx, query)
+    source = None if file == "-" else Path(file)
+
+    async def work(s: Settings) -> tuple[str, Any, RunInterrupted | None]:
+        fmt = output_format(s, output)
+        target = send_to(to)
+        if source is not None and not source.is_file():
+            raise BadInput(f"{file}: no such file")
+        options = ReplayOptions(
+            selection=selection.compile(),
+            max_count=max_count,
+            concurrency=concurrency,
+            rate=rate,
+            dry_run=dry_run,
+            new_message_id=new_message_id,
+            keep_dead_letter_properties=keep_dead_letter_properties,
+            allow_unverified_routing=allow_unverified_routing,
+            edits=edits.compile(keep_dead_letter_properties=keep_dead_letter_properties),
+            state=state or (None if source is None else source.with_name(source.name + STATE_SUFFIX)),
+            resume=resume,
+        )
+        async with open_target(s) as backend:
+            with progress(f"replay {file}") as bars:
+                try:
+                    return fmt, await do_replay(backend, source, target, options, note=_note, progress=bars), None
+                except RunInterrupted as stop:
+                    return fmt, stop.result, stop
+
+    _finish(*run(ctx, work), q)
+
+
+def _finish(fmt: str, result: Any, stop: Any, q: Query | None) -> None:
+    """Report; then exit 130/143 when stopped, or 1 with one line on stderr when records were not sent."""
+    _report(fmt, result.to_json(), result.summary(), q)
+    if stop is not None:
+        from sbdlq.cli.common import fail
+
+        fail(stop)
+    if result.dry_run or not (result.failed or result.unroutable):
+        return
+    cause = f"{result.errors[0]}; " if result.errors else ""
+    left = result.failed + result.unroutable
+    err(f"sbdlq: {cause}{left} record(s) were not replayed; fix the cause and rerun with --resume to send only those")
+    raise typer.Exit(int(ExitStatus.FAILED))
