@@ -49,9 +49,12 @@ def main(argv: list[str] | None = None) -> int:
 
             figures[section] = overlap.run(quick=args.quick)
         elif section == "engine":
-            from benchmarks import engine
+            from benchmarks import engine, processes
 
-            figures[section] = engine.run(20_000 if args.quick else 100_000)
+            size = 20_000 if args.quick else 100_000
+            figures[section] = engine.run(size)
+            # Whole `sbdlq` processes against raw-sqlite3 processes doing the same work (issue 17).
+            figures[section]["processes"] = processes.run(size)
         elif section == "memory":
             from benchmarks import memory
 

@@ -130,6 +130,24 @@ class Backend(ABC):
     async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
         """Send to a queue or topic; all accepted, or an error and none assumed accepted."""
 
+    #: Whether send_and_complete sends and completes in one transaction (the local emulator):
+    #: then no message is ever between its copy's send and its own completion.
+    moves_atomically: bool = False
+
+    async def send_and_complete(
+        self, target: EntityPath, copies: Sequence[OutboundMessage], source: Address, originals: Sequence[Message]
+    ) -> list[Message]:
+        """Send copies[i] of originals[i] to target, and complete the originals; the originals
+        whose lock was lost.
+
+        A backend that `moves_atomically` does both in one transaction: on an error neither
+        happened (so the call may be retried), and the copy of an original whose lock was lost
+        is not sent. By default: send, then complete; an error may come after the send, and the
+        lost originals' copies were sent (operations call it only where it is atomic).
+        """
+        await self.send(target, copies)
+        return await self.complete(source, originals)
+
     @abstractmethod
     async def close(self) -> None:
         """Release connections and receivers."""

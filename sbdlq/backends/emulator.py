@@ -21,6 +21,7 @@ class EmulatorBackend(Backend):
     """Broker primitives served by the embedded engine."""
 
     name = "emulator"
+    moves_atomically = True  # one store transaction (see send_and_complete)
 
     def __init__(self, path: str, *, latency_s: float = 0.0, clock: Callable[[], float] | None = None) -> None:
         self.engine = Engine(path, clock=clock)
@@ -121,6 +122,20 @@ class EmulatorBackend(Backend):
     async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
         await self._round_trip()
         self.engine.send(entity, messages)
+
+    async def send_and_complete(
+        self, target: EntityPath, copies: Sequence[OutboundMessage], source: Address, originals: Sequence[Message]
+    ) -> list[Message]:
+        """The copies sent and the originals completed in one store transaction."""
+        await self._round_trip()
+        tokens = [m.lock_token for m in originals]
+        if None not in tokens:
+            return _lost(originals, self.engine.send_and_complete(target, copies, source, tokens))  # type: ignore[arg-type]
+        # An original without a lock cannot be completed: neither is its copy sent.
+        unlocked = [m for m in originals if m.lock_token is None]
+        pairs = [(c, m.lock_token) for c, m in zip(copies, originals, strict=True) if m.lock_token is not None]
+        lost = self.engine.send_and_complete(target, [c for c, _ in pairs], source, [t for _, t in pairs])
+        return unlocked + _lost(originals, lost)
 
     async def close(self) -> None:
         self.engine.close()

@@ -120,10 +120,10 @@ class LockKeeper:
         self.lost: set[str] = set()
         self.task: asyncio.Task[None] | None = None
 
-    def _half_life(self, m: Message) -> float:
+    def _half_life(self, m: Message, wall: datetime) -> float:
         duration = self.lock_duration_s
         if m.locked_until is not None:
-            left = (m.locked_until - datetime.now(UTC)).total_seconds()
+            left = (m.locked_until - wall).total_seconds()
             if 0 < left < duration:
                 duration = left
         return duration / 2
@@ -131,10 +131,17 @@ class LockKeeper:
     def hold(self, messages: Sequence[Message]) -> None:
         """Keep these locks alive until released."""
         now = time.monotonic()
+        wall = datetime.now(UTC)  # once a batch: a clock read per message was a hot spot
+        # A batch's locks mostly end at one time: each distinct end is worked out once.
+        half: dict[datetime | None, float] = {}
         for m in messages:
             if m.lock_token:
                 self.held[m.lock_token] = m
-                self.renew_at[m.lock_token] = now + self._half_life(m)
+                until = m.locked_until
+                wait = half.get(until)
+                if wait is None:
+                    wait = half[until] = self._half_life(m, wall)
+                self.renew_at[m.lock_token] = now + wait
         if self.task is None and self.held:
             self.task = asyncio.create_task(self._run())
 

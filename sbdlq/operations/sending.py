@@ -8,7 +8,7 @@ message by message, and any other failure stopping the run (the target takes not
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import Generic, TypeVar
 
@@ -46,6 +46,11 @@ def check_target(info: EntityInfo, target: EntityPath, *, new_message_id: bool, 
         )
 
 
+#: Sends the copies of items and (when it settles them too) returns the items it did not
+#: move because their lock was lost; raises when nothing was sent.
+Deliver = Callable[[list[T], list[OutboundMessage]], Awaitable[list[T]]]
+
+
 @dataclass(eq=False)
 class CopySender(Generic[T]):
     """Sends the copies of items (DLQ messages, file records) to one target under --rate."""
@@ -57,15 +62,25 @@ class CopySender(Generic[T]):
     _: KW_ONLY
     copy_of: Callable[[T], OutboundMessage]
     name_of: Callable[[T], str]
+    #: Sends and settles in one transaction (resubmit where the backend moves atomically);
+    #: None: a plain send.
+    deliver: Deliver[T] | None = None
+
+    async def _send(self, items: list[T], copies: list[OutboundMessage]) -> list[T]:
+        await self.backend.send(self.target, copies)
+        return []
 
     async def send(self, items: list[T], *, charged: bool = False) -> list[T]:
-        """Send copies of the items; returns the items whose copy was not accepted."""
+        """Send copies of the items; returns the items whose copy was not accepted (or, when the
+        deliver settles, that were not moved)."""
         copies = [self.copy_of(m) for m in items]
         if not charged:
             await self.limiter.take(len(items))
         stats, target = self.stats, self.target
         try:
-            await retrying(lambda: self.backend.send(target, copies), stats)
+            # A deliver that settles too is one transaction: retried whole, it cannot duplicate.
+            deliver = self.deliver or self._send
+            lost = await retrying(lambda: deliver(items, copies), stats)
         except PER_MESSAGE as exc:
             if len(items) == 1:
                 stats.failed += 1
@@ -82,4 +97,8 @@ class CopySender(Generic[T]):
             stats.failed += len(items)
             stats.abort(f"send to {target} failed: {exc.message}")
             return items
-        return []
+        if lost:
+            # Their lock went before the move: neither copied nor settled, still where they were.
+            stats.failed += len(lost)
+            stats.error(f"{len(lost)} message(s) lost their lock before they were moved: not copied, left in place")
+        return lost

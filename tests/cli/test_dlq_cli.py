@@ -488,6 +488,23 @@ def test_resubmit_to_a_disabled_target_fails_and_keeps_everything(orders: Store,
     assert orders.available("orders") == ["o0", "o1", "o2", "p0", "p1"]
 
 
+def test_resubmit_a_copy_the_target_refuses_stays_in_the_dlq_and_the_rest_moves(orders: Store, sbdlq: Any) -> None:
+    """The emulator sends a chunk's copies and completes its originals in one transaction: the copy
+    the target refuses (over its size limit) leaves its original in the DLQ, and nothing half done."""
+    orders.engine.create_queue("small", max_message_size_kb=1)
+    orders.dead_letter("orders", [OutboundMessage(body=b"x" * 2048, message_id="big")], "Huge")
+    r = sbdlq("resubmit", "orders", "--to", "small")
+    assert r.exit_code == 1
+    assert elapsed(r.stdout) == "resubmitted 5 of 6 selected message(s) in X.XXs (1 failed)\n"
+    assert r.stderr.splitlines()[-1] == (
+        "sbdlq: send to small refused sequence number 6: The received message (size:2098 bytes) exceeds the limit "
+        "(1024 bytes) currently allowed on 'small'.; 1 message(s) were not resubmitted and remain in the queue; "
+        "run the command again to retry"
+    )
+    assert [m.message_id for m in orders.active("small")] == ["o0", "o1", "o2", "p0", "p1"]
+    assert orders.available("orders") == ["big"]
+
+
 @pytest.mark.parametrize(
     ("args", "status", "line"),
     [
@@ -529,17 +546,25 @@ def ctrl_c_delivered() -> Iterator[None]:
 def test_resubmit_interrupted_exits_130_and_loses_nothing(
     orders: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_send = EmulatorBackend.send
+    # The emulator sends each chunk's copies and completes its originals in one call.
+    real_move = EmulatorBackend.send_and_complete
     sends = 0
 
-    async def send_then_ctrl_c(self: EmulatorBackend, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
+    async def send_then_ctrl_c(
+        self: EmulatorBackend,
+        entity: EntityPath,
+        messages: Sequence[OutboundMessage],
+        source: Address,
+        originals: Sequence[Message],
+    ) -> list[Message]:
         nonlocal sends
         sends += 1
         if sends == 2:
             os.kill(os.getpid(), signal.SIGINT)
-        await real_send(self, entity, messages)
+            await asyncio.sleep(0.05)  # the round trip the Ctrl-C lands in
+        return await real_move(self, entity, messages, source, originals)
 
-    monkeypatch.setattr(EmulatorBackend, "send", send_then_ctrl_c)
+    monkeypatch.setattr(EmulatorBackend, "send_and_complete", send_then_ctrl_c)
     r = sbdlq("resubmit", "orders", "--concurrency", "1", "--batch-size", "1")
     assert r.exit_code == 130
     assert r.stderr.splitlines()[-1] == "sbdlq: interrupted; messages not yet settled stay in their queue"
@@ -752,6 +777,9 @@ def test_profile_sets_concurrency_and_batch_size(
         await real_send(self, entity, messages)
 
     monkeypatch.setattr(EmulatorBackend, "send", record)
+    # Sends sized by --concurrency, as on a namespace: the emulator's one-transaction moves are
+    # sized by the batch instead.
+    monkeypatch.setattr(EmulatorBackend, "moves_atomically", False)
     runner = Cli(orders.path, tmp_path, columns=80)
     env = {"SBDLQ_CONFIG": str(config)}
     r = runner.invoke("resubmit", "orders", "--max", "3", env=env)

@@ -2,7 +2,8 @@
 
 The emulator store answers a full disk with `OperationFailed("... disk full")` (sqlite's
 SQLITE_FULL, renamed at the edge). The fault is injected at that edge, after the first
-successful call, on the operation that fails: completing originals, or receiving the next batch.
+successful call, on the operation that fails: moving a chunk (the emulator sends its copies and
+completes its originals in one transaction), or receiving the next batch.
 """
 
 from __future__ import annotations
@@ -46,12 +47,14 @@ def _fail_after(monkeypatch: pytest.MonkeyPatch, method: str, good_calls: int) -
 
 
 @pytest.mark.parametrize("concurrency", [8, 32])
-@pytest.mark.parametrize("failing", ["complete", "receive"])
+# The emulator sends a chunk's copies and completes its originals in one transaction
+# (send_and_complete): that is the call a full disk fails after the copies are written.
+@pytest.mark.parametrize("failing", ["send_and_complete", "receive"])
 def test_full_store_mid_resubmit_keeps_the_bound_and_an_honest_summary(
     seeded: Engine, cli: Cli, store: Path, monkeypatch: pytest.MonkeyPatch, concurrency: int, failing: str
 ) -> None:
     # The seeding engine is done; faults apply to the CLI's engine only.
-    _fail_after(monkeypatch, failing, 1 if failing == "complete" else 2)
+    _fail_after(monkeypatch, failing, 1 if failing == "send_and_complete" else 2)
     code, out, err = cli("resubmit", "orders", "--batch-size", "40", "--concurrency", str(concurrency), "--to", "retry")
     monkeypatch.undo()
     assert code == 1, err
@@ -63,5 +66,7 @@ def test_full_store_mid_resubmit_keeps_the_bound_and_an_honest_summary(
     assert sorted(set(left) | set(copies)) == sorted(f"m-{i}" for i in range(N)), "a message was lost"
     duplicates = set(left) & set(copies)
     assert len(duplicates) <= concurrency, f"{len(duplicates)} duplicates, bound {concurrency}"
+    # One transaction per move: the failed one rolled back whole, so not even the bound is used.
+    assert not duplicates
     # "resubmitted" counts only what was both sent and completed.
     assert int(summary.group(1)) == N - len(left)

@@ -26,7 +26,9 @@ def _start(store: Path, args: list[str]) -> subprocess.Popen[str]:
 
 
 def test_two_resubmits_move_each_message_once(store: Path) -> None:
-    args = ["resubmit", "orders", "--to", "retry", "--batch-size", "50", "-o", "json"]
+    # Small batches: the emulator moves a batch per transaction, and with batches of 50 the first
+    # process was done before the second had started.
+    args = ["resubmit", "orders", "--to", "retry", "--batch-size", "5", "-o", "json"]
     a, b = _start(store, args), _start(store, args)
     out_a, err_a = a.communicate(timeout=120)
     out_b, err_b = b.communicate(timeout=120)

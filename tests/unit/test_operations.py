@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import io
 import json
@@ -22,7 +23,7 @@ from sbdlq.operations import move
 from sbdlq.operations.browse import group_key
 from sbdlq.operations.export import Exporter
 from sbdlq.operations.move import LockKeeper, LoopStats, RateLimiter, plan_limit, retrying
-from sbdlq.operations.resubmit import make_copy
+from sbdlq.operations.resubmit import COPIED_FIELDS, make_copy
 from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.render import Col, Emitter, cell_text, clip, layout
 
@@ -232,6 +233,22 @@ def test_make_copy_keeps_what_a_producer_set_and_marks_the_source() -> None:
     assert kept.message_id not in (None, PRODUCER_FIELDS["message_id"])
     # The original's properties are not touched.
     assert "sbdlq-resubmitted-from" not in m.application_properties
+
+
+def test_make_copy_copies_each_of_the_copied_fields_into_its_own_field() -> None:
+    """make_copy builds OutboundMessage positionally: each kept field must land in its own."""
+    values: dict[str, Any] = {name: f"value of {name}" for name in COPIED_FIELDS}
+    values.update(body=b"the body", time_to_live_s=12.5, amqp=b"sections")
+    m = msg(7, "tok", **values)
+    c = make_copy(m, source=DLQ)
+    for name in COPIED_FIELDS:
+        assert getattr(c, name) == values[name], name
+    assert c.scheduled_enqueue_time is None
+    # Every other field of a copy is made, not kept: its properties and its schedule.
+    assert {f.name for f in dataclasses.fields(OutboundMessage)} - set(COPIED_FIELDS) == {
+        "application_properties",
+        "scheduled_enqueue_time",
+    }
 
 
 # ---------------------------------------------------------------- results

@@ -34,7 +34,7 @@ from .errors import (
 )
 from .model import Draft, Entity, EntityKind, Queue, Rule, State, message_ids, message_size
 from .routing import Router
-from .rows import chunks, delete_ids, marks, message_rows, stamp, to_message
+from .rows import chunks, marks, page_rows, stamp, to_message
 from .rules import check_rule, find_rule_id, put_rule, read_rules, store_rules
 from .sessions import AcceptedSession
 from .upkeep import materialize_due, upkeep
@@ -239,6 +239,33 @@ class Engine:
             drafts = [Draft.of(m, None if m.message_id is not None else next(ids)) for m in messages]
             return self._router.deliver(db, ent, drafts, now)
 
+    def send_and_complete(
+        self,
+        entity: EntityPath | str,
+        messages: Sequence[OutboundMessage],
+        address: Address,
+        lock_tokens: Sequence[str],
+    ) -> list[str]:
+        """Send messages[i] as the copy of the message locked by lock_tokens[i], and complete
+        those originals, in one transaction: on any error neither happened.
+
+        The copies go through `send` (every rule of a send applies); the copy of an original
+        whose lock was lost is not sent. Returns the lost tokens.
+        """
+        if len(messages) != len(lock_tokens):
+            raise ValueError("one copy per lock token")
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            # Completed first, sent second: the same transaction, so the order shows only in
+            # what a failed send rolls back (both).
+            lost = locks.complete_held(db, ent, Queue.of(address.sub_queue), lock_tokens, self._now())
+            if lost:
+                gone = set(lost)
+                messages = [m for m, t in zip(messages, lock_tokens, strict=True) if t not in gone]
+            if messages:
+                self.send(entity, messages)  # joins this transaction
+            return lost
+
     def cancel_scheduled(self, entity: EntityPath | str, sequence_numbers: Sequence[int]) -> None:
         """Cancel scheduled messages by sequence number (numbers of other messages are ignored)."""
         with self.store.write() as db:
@@ -263,11 +290,7 @@ class Engine:
             upkeep(self.store, self._router, ent, now)
             self._upkeep_at[ent.id] = now
         with self.store.read() as db:
-            rows = message_rows(
-                db,
-                "entity_id = ? AND queue = ? AND seq >= ? ORDER BY seq LIMIT ?",
-                (ent.id, Queue.of(address.sub_queue), max(from_sequence, 0), max(max_count, 0)),
-            )
+            rows = page_rows(db, ent.id, Queue.of(address.sub_queue), max(from_sequence, 0), max(max_count, 0))
             return [to_message(r) for r in rows]
 
     def receive(
@@ -414,9 +437,7 @@ class Engine:
         """Remove locked messages; returns the tokens whose lock was lost."""
         with self.store.write() as db:
             ent = entities.queue_entity(db, address)
-            held, lost = locks.held(db, ent, Queue.of(address.sub_queue), lock_tokens, self._now())
-            delete_ids(db, [r.id for r in held])
-            return lost
+            return locks.complete_held(db, ent, Queue.of(address.sub_queue), lock_tokens, self._now())
 
     def abandon(
         self, address: Address, lock_tokens: Sequence[str], properties: dict[str, Any] | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Sequence
+from itertools import compress
 from typing import Any, NamedTuple
 
 from sbdlq.models import OutboundMessage
@@ -36,7 +37,6 @@ _INSERT_SLIM = (
 # The optional properties of a message, in the order of Draft.optional and outbound_optional.
 _OPTIONAL_COLS = ("session_id", "correlation_id", "subject", "content_type", "reply_to", "reply_to_session_id",
                   "to_", "partition_key")  # fmt: skip
-_NO_OPTIONALS = (None,) * len(_OPTIONAL_COLS)
 
 
 @functools.lru_cache(maxsize=256)
@@ -50,6 +50,13 @@ def _insert_shaped(shape: tuple[bool, ...]) -> str:
         f"delivery_count, hops, props, body, body_type) VALUES (?, {Queue.MAIN:d}, ?, {State.ACTIVE:d}, ?, "
         f"{values}?, ?, ?, 0, 0, ?, ?, ?)"
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _shape(types: tuple[type, ...]) -> tuple[bool, ...] | None:
+    """Which optional fields a message sets, from their types (None: none of them)."""
+    shape = tuple(t is not type(None) for t in types)
+    return shape if any(shape) else None
 
 
 class Placement(NamedTuple):
@@ -183,11 +190,19 @@ def insert_outbound(
         if message_id is None:
             message_id = next(fresh_ids)
         optional = outbound_optional(m)
-        plain = optional == _NO_OPTIONALS
-        fields_len = len(message_id) if plain else len(message_id) + sum(len(v) for v in optional if v)
+        # The optional fields it has, and their values: found by C-level maps, once per message.
+        shape = _shape(tuple(map(type, optional)))
+        values: tuple[str, ...] = ()
+        if shape is None:
+            fields_len = len(message_id)
+        else:
+            values = tuple(compress(optional, shape))  # type: ignore[arg-type]  # the shape leaves out the Nones
+            fields_len = len(message_id) + sum(map(len, values))
         props = m.application_properties
         props_text = encode_props(props) if props else None
-        if over_header_limit((message_id, *optional), props, props_text, fields_len):
+        # over_header_limit's own first test, inline for the messages far under the limit (nearly all).
+        small = fields_len + (len(props_text) + 3 * len(props) if props_text else 0) <= HEADER_LIMIT
+        if not small and over_header_limit((message_id, *optional), props, props_text, fields_len):
             d = Draft.of(m, message_id)
             d.seq = seq
             oversized.append(d)
@@ -195,14 +210,13 @@ def insert_outbound(
         body = m.body if type(m.body) is bytes else bytes(m.body)
         # Messages with extra AMQP sections take the general statement: the bulk ones stay lean.
         if m.time_to_live_s is None and m.scheduled_enqueue_time is None and m.amqp is None:
-            if plain:
+            if shape is None:
                 slim.append((eid, seq, message_id, default.ttl_ms, now, default.expires_ms, props_text, body,
                              m.body_type))  # fmt: skip
             else:
-                shape = tuple(v is not None for v in optional)
                 shaped.setdefault(shape, []).append(
-                    (eid, seq, message_id, *(v for v in optional if v is not None), default.ttl_ms, now,
-                     default.expires_ms, props_text, body, m.body_type)
+                    (eid, seq, message_id, *values, default.ttl_ms, now, default.expires_ms, props_text, body,
+                     m.body_type)
                 )  # fmt: skip
             continue
         ttl = None if m.time_to_live_s is None else ttl_ms(m.time_to_live_s)

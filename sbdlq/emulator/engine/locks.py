@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from sbdlq.models import Message, ReceiveMode
@@ -139,6 +140,21 @@ def held(
         for row in lock_rows(cursor):
             found[row.lock_token] = row
     return [found[t] for t in unique if t in found], [t for t in tokens if t not in found]
+
+
+def complete_held(db: sqlite3.Connection, ent: Entity, queue: Queue, tokens: Sequence[str], now: int) -> list[str]:
+    """Delete the rows whose lock the caller still holds (what `held` finds), in one statement
+    per chunk; returns the tokens it has lost."""
+    gone: set[str] = set()
+    unique = list(dict.fromkeys(tokens))
+    for chunk in chunks(unique):
+        cursor = db.execute(
+            f"DELETE FROM message WHERE lock_token IN ({marks(chunk)}) AND entity_id = ? AND queue = ? "
+            "AND locked_until_ms > ? RETURNING lock_token",
+            (*chunk, ent.id, queue, now),
+        )
+        gone.update(map(itemgetter(0), cursor))
+    return [] if len(gone) == len(unique) else [t for t in tokens if t not in gone]
 
 
 def release(db: sqlite3.Connection, router: Router, ent: Entity, rows: Sequence[LockRow], now: int) -> None:

@@ -225,19 +225,32 @@ class Draft:
 def message_size(m: OutboundMessage) -> int:
     """A message's size as the size limit counts it: body, message id, optional properties and
     application properties (names and values as UTF-8 text); never more than its AMQP encoding."""
-    size = len(m.body) + len((m.message_id or "").encode("utf-8"))
-    for text in outbound_optional(m):
+    # Every send measures every message: the common cases (ASCII text, str values) are inline.
+    # isascii() is a flag CPython keeps on every str: ASCII text is measured without encoding it.
+    size = len(m.body)
+    for text in (m.message_id, *outbound_optional(m)):
         if text:
-            size += len(text.encode("utf-8"))
+            size += len(text) if text.isascii() else len(text.encode("utf-8"))
     for key, value in m.application_properties.items():
-        size += len(str(key).encode("utf-8")) + _value_size(value)
+        if type(key) is not str:
+            key = str(key)
+        size += len(key) if key.isascii() else len(key.encode("utf-8"))
+        if type(value) is str:
+            size += len(value) if value.isascii() else len(value.encode("utf-8"))
+        else:
+            size += _value_size(value)
     return size
+
+
+def _utf8_len(text: str) -> int:
+    # isascii() is a flag CPython keeps on every str: ASCII text is measured without encoding it.
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _value_size(value: Any) -> int:
     """Bytes of an application property value: text as UTF-8, binary as is, scalars as 8."""
     if isinstance(value, str):
-        return len(value.encode("utf-8"))
+        return _utf8_len(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return len(value)
     return 8
