@@ -21,12 +21,14 @@ class EmulatorBackend(Backend):
     """Broker primitives served by the embedded engine."""
 
     name = "emulator"
-    moves_atomically = True  # one store transaction (see send_and_complete)
 
     def __init__(self, path: str, *, latency_s: float = 0.0, clock: Callable[[], float] | None = None) -> None:
         self.engine = Engine(path, clock=clock)
         self.latency_s = latency_s
+        # SBDLQ_EMULATOR_LATENCY stands in for a far namespace, so with it the emulator behaves
+        # like one: each call a round trip, and a move a send and then a complete.
         self.answers_at_once = not latency_s
+        self.moves_atomically = not latency_s  # one store transaction (see send_and_complete)
         self.description = f"emulator store {path}" + (f" with {latency_s * 1000:.0f} ms latency" if latency_s else "")
 
     def admin(self) -> EmulatorAdmin:

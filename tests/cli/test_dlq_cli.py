@@ -777,11 +777,10 @@ def test_profile_sets_concurrency_and_batch_size(
         await real_send(self, entity, messages)
 
     monkeypatch.setattr(EmulatorBackend, "send", record)
-    # Sends sized by --concurrency, as on a namespace: the emulator's one-transaction moves are
-    # sized by the batch instead.
-    monkeypatch.setattr(EmulatorBackend, "moves_atomically", False)
+    # Sends sized by --concurrency, as on a namespace (the latency makes the emulator behave as
+    # one): the emulator's one-transaction moves are sized by the batch instead.
     runner = Cli(orders.path, tmp_path, columns=80)
-    env = {"SBDLQ_CONFIG": str(config)}
+    env = {"SBDLQ_CONFIG": str(config), "SBDLQ_EMULATOR_LATENCY": "1ms"}
     r = runner.invoke("resubmit", "orders", "--max", "3", env=env)
     assert r.exit_code == 0, r.output
     # --concurrency 1 from the profile: one message per send.

@@ -2,10 +2,11 @@
 
 Each scenario runs the real `sbdlq` in a subprocess against an emulator store, kills it
 with SIGKILL at a seeded random moment, checks that every message id is still in the
-DLQ, the target or the export file, and that a kill added no duplicate (resubmit: the
-emulator moves a chunk in one transaction) or no more than the export batch; then runs
-again. The emulator clock is moved past the lock duration between runs
-(SBDLQ_EMULATOR_CLOCK_SKEW), as if the killed process's locks had lapsed.
+DLQ, the target or the export file, and that a kill added no more duplicates than its
+bound; then runs again. With SBDLQ_EMULATOR_LATENCY the emulator behaves as a namespace
+(send, then complete: at most --concurrency duplicates per kill); without it a resubmit moves
+each batch in one transaction (none). The emulator clock is moved past the lock duration
+between runs (SBDLQ_EMULATOR_CLOCK_SKEW), as if the killed process's locks had lapsed.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ pytestmark = pytest.mark.slow
 N = 3000
 KILLS = 20
 CONCURRENCY = 8
-# The emulator moves a batch per transaction: small batches keep a run long enough (at 10 ms a
-# round trip) for the kills to land mid-way over most of the 20 runs.
-RESUBMIT_BATCH = 5
 LOCK_S = 60.0
+# Without latency a resubmit of 3,000 takes well under a second: --rate keeps each run long
+# enough for the kills to land mid-way in every one of the 20.
+ATOMIC_RATE = 200
 
 
 def _seed_dlq(store: Path) -> None:
@@ -64,51 +65,55 @@ def _export_ids(path: Path) -> list[str]:
     return [json.loads(line)["message_id"] for line in data.decode().splitlines()]
 
 
-def _run(argv: list[str], store: Path, skew: float, kill_after: float | None) -> int | None:
-    env = sbdlq_env(store, SBDLQ_EMULATOR_LATENCY="10ms", SBDLQ_EMULATOR_CLOCK_SKEW=f"{skew}s")
+def _run(argv: list[str], store: Path, skew: float, kill_after: float | None, latency: str) -> int | None:
+    env = sbdlq_env(store, SBDLQ_EMULATOR_CLOCK_SKEW=f"{skew}s")
+    if latency:
+        env["SBDLQ_EMULATOR_LATENCY"] = latency
     return run_or_kill(argv, env, kill_after)
 
 
+RESUBMIT = ["resubmit", "orders", "--to", "retry", "--batch-size", "20", "--concurrency", str(CONCURRENCY)]
+# name: (seed, argv, the queue read, SBDLQ_EMULATOR_LATENCY, new duplicates a kill may leave)
 SCENARIOS = {
-    "resubmit": (
+    "resubmit": (_seed_dlq, RESUBMIT, "orders/$DeadLetterQueue", "10ms", CONCURRENCY),
+    "resubmit-one-transaction": (
         _seed_dlq,
-        ["resubmit", "orders", "--to", "retry", "--batch-size", str(RESUBMIT_BATCH), "--concurrency", str(CONCURRENCY)],
+        ["resubmit", "orders", "--to", "retry", "--batch-size", "5", "--rate", str(ATOMIC_RATE)],
         "orders/$DeadLetterQueue",
+        "",
+        0,
     ),
-    "purge-export": (_seed_dlq, ["purge", "orders", "--yes", "--batch-size", "5", "--export", "{export}"], None),
+    "purge-export": (
+        _seed_dlq,
+        ["purge", "orders", "--yes", "--batch-size", "5", "--export", "{export}"],
+        "orders/$DeadLetterQueue",
+        "10ms",
+        5,
+    ),
     "transfer-dlq-resubmit": (
         _seed_transfer_dlq,
-        [
-            "transfer-dlq",
-            "resubmit",
-            "orders",
-            "--to",
-            "retry",
-            "--batch-size",
-            str(RESUBMIT_BATCH),
-            "--concurrency",
-            str(CONCURRENCY),
-        ],
+        ["transfer-dlq", *RESUBMIT],
         "orders/$Transfer/$DeadLetterQueue",
+        "10ms",
+        CONCURRENCY,
     ),
 }
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_sigkill_never_loses_a_message(tmp_path: Path, scenario: str) -> None:
-    seed, argv, source = SCENARIOS[scenario]
+    seed, argv, source, latency, bound = SCENARIOS[scenario]
     store = tmp_path / "store.db"
     export = tmp_path / "export.jsonl"
     seed(store)
     argv = [a.replace("{export}", str(export)) for a in argv]
-    source = source or "orders/$DeadLetterQueue"
     rng = random.Random(f"sbdlq-{scenario}")
     all_ids = {f"m-{i}" for i in range(N)}
     previous_dups = 0
     killed = 0
     for k in range(KILLS):
         skew = k * (LOCK_S + 1)
-        rc = _run(argv, store, skew, kill_after=rng.uniform(0.4, 1.0))
+        rc = _run(argv, store, skew, kill_after=rng.uniform(0.4, 1.0), latency=latency)
         killed += rc is None
         seen = Counter(_ids(store, source, skew + LOCK_S + 1))
         seen.update(_ids(store, "retry", skew + LOCK_S + 1))
@@ -117,14 +122,11 @@ def test_sigkill_never_loses_a_message(tmp_path: Path, scenario: str) -> None:
         assert not missing, f"kill {k}: lost {sorted(missing)[:5]}"
         dups = sum(seen.values()) - N
         new_dups = dups - previous_dups
-        # The emulator sends a chunk's copies and completes its originals in one transaction: a
-        # kill leaves both or neither, so a resubmit duplicates nothing (a namespace: --concurrency).
-        bound = 5 if scenario == "purge-export" else 0
         assert new_dups <= bound, f"kill {k}: {new_dups} new duplicates, more than {bound}"
         previous_dups = dups
     assert killed >= KILLS // 2, f"only {killed} runs were killed mid-way; the kill window is wrong"
     # Running again finishes the job.
-    _run(argv, store, (KILLS + 1) * (LOCK_S + 1), kill_after=None)
+    _run(argv, store, (KILLS + 1) * (LOCK_S + 1), kill_after=None, latency=latency)
     assert _ids(store, source, 10**6) == []
     finished = Counter(_ids(store, "retry", 10**6)) + Counter(_export_ids(export))
     assert set(finished) == all_ids
