@@ -1,25 +1,60 @@
-"""Memory: peak RSS of streaming commands over 1M DLQ messages vs 1k (nothing holds the whole DLQ)."""
+"""Memory: peak RSS of streaming commands over 1M DLQ messages vs 1k (nothing holds the whole DLQ).
+
+A child's ru_maxrss (wait4) starts from its parent's RSS at fork, and this benchmark's own
+process is large by the time it runs: each command reports its own high-water mark instead
+(VmHWM of its process, read at exit), which counts only what the command itself used.
+"""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_child, sbdlq_cmd, seed_dlq
+from benchmarks.common import seed_dlq
 from sbdlq.emulator.engine import Engine
+
+_REPORTING_PEAK = """
+import atexit, os, sys
+
+def _report() -> None:
+    with open("/proc/self/status") as status:
+        kib = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    with open(os.environ["BENCH_PEAK_FILE"], "w") as out:
+        out.write(kib)
+
+atexit.register(_report)
+sys.argv[0] = "sbdlq"
+from sbdlq.cli.main import run
+run()
+"""
+
+
+def run_child(argv: list[str], *, env: dict[str, str], stdout: int | None = None) -> tuple[float, int, int]:
+    """Run `sbdlq argv`; (0, its own peak RSS in KiB, exit status), as common.run_child answers."""
+    with tempfile.NamedTemporaryFile("r", suffix=".peak") as peak:
+        proc = subprocess.run(
+            [sys.executable, "-c", _REPORTING_PEAK, *argv],
+            stdout=stdout if stdout is not None else subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **env, "BENCH_PEAK_FILE": peak.name},
+        )
+        return 0.0, int(peak.read() or 0), proc.returncode
 
 
 def _peaks(store: Path, tmp: Path) -> dict[str, int]:
     env = {"SBDLQ_EMULATOR": str(store)}
     peaks = {}
     with open(tmp / "peek.jsonl", "wb") as out:
-        _, rss, rc = run_child([*sbdlq_cmd(), "peek", "orders", "--all", "-o", "jsonl"], env=env, stdout=out.fileno())
+        _, rss, rc = run_child(["peek", "orders", "--all", "-o", "jsonl"], env=env, stdout=out.fileno())
     assert rc == 0, "peek failed"
     peaks["peek_all_jsonl"] = rss
     Engine(store).create_queue("retry", exist_ok=True)
-    _, rss, rc = run_child([*sbdlq_cmd(), "resubmit", "orders", "--to", "retry", "-o", "json"], env=env)
+    _, rss, rc = run_child(["resubmit", "orders", "--to", "retry", "-o", "json"], env=env)
     assert rc == 0, "resubmit failed"
     peaks["resubmit"] = rss
     # Move them back into the DLQ so purge has work: dead-letter what resubmit moved.
@@ -34,7 +69,7 @@ def _peaks(store: Path, tmp: Path) -> dict[str, int]:
         eng.dead_letter(retry, [m.lock_token for m in got if m.lock_token], "Again", "benchmark")
     eng.close()
     _, rss, rc = run_child(
-        [*sbdlq_cmd(), "purge", "retry", "--export", str(tmp / "export.jsonl"), "--yes", "-o", "json"], env=env
+        ["purge", "retry", "--export", str(tmp / "export.jsonl"), "--yes", "-o", "json"], env=env
     )
     assert rc == 0, "purge failed"
     peaks["purge_export"] = rss
