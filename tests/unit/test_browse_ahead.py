@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
+from typing import Any
 
 from sbdlq.models import Message
 from sbdlq.operations.browse import iter_messages
@@ -33,16 +35,20 @@ class Pages:
         return [m for m in self.messages if m.sequence_number >= from_sequence][:max_count]
 
 
-def test_the_next_page_is_asked_for_before_this_one_is_written() -> None:
-    backend = Pages(30)
+def _written(backend: Pages, drive: Callable[[Coroutine[Any, Any, None]], object]) -> list[str]:
+    """Browse every page with `drive` (asyncio.run, or no loop at all), writing each message out."""
 
-    async def go() -> None:
+    async def read_all() -> None:
         async for m in iter_messages(backend, DLQ, page_size=10):  # type: ignore[arg-type]
             backend.events.append(f"write {m.sequence_number}")
 
-    asyncio.run(go())
-    written = [e for e in backend.events if e.startswith("write")]
-    assert written == [f"write {i}" for i in range(1, 31)]  # every message once, in order
+    drive(read_all())
+    return [e for e in backend.events if e.startswith("write")]
+
+
+def test_the_next_page_is_asked_for_before_this_one_is_written() -> None:
+    backend = Pages(30)
+    assert _written(backend, asyncio.run) == [f"write {i}" for i in range(1, 31)]  # every message once, in order
     # The first page (2 messages, before sizes are known) is written after the second page was asked for.
     assert backend.events.index("peek 3") < backend.events.index("write 1")
     assert backend.events.index("peek 13") < backend.events.index("write 3")
@@ -89,13 +95,6 @@ def test_a_backend_that_answers_at_once_is_read_page_after_page_without_an_event
     from sbdlq.loopless import run_without_loop
 
     backend = NearPages(30)
-
-    async def go() -> None:
-        async for m in iter_messages(backend, DLQ, page_size=10):  # type: ignore[arg-type]
-            backend.events.append(f"write {m.sequence_number}")
-
-    run_without_loop(go())
-    written = [e for e in backend.events if e.startswith("write")]
-    assert written == [f"write {i}" for i in range(1, 31)]
+    assert _written(backend, run_without_loop) == [f"write {i}" for i in range(1, 31)]
     # No page is asked for before the one before it is written out.
     assert backend.events.index("peek 3") > backend.events.index("write 2")
