@@ -4,7 +4,7 @@ holds, and how a lock ends (complete, abandon, defer, dead-letter, release, laps
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -125,20 +125,29 @@ def take_deferred(
     return out
 
 
+def _on_held(
+    db: sqlite3.Connection, head: str, tail: str, ent: Entity, queue: Queue, tokens: list[str], now: int
+) -> Iterator[sqlite3.Cursor]:
+    """`head WHERE <the lock is still held> tail` over the rows of `tokens`, one chunk at a time:
+    the one statement of what a held lock is, for reading and for settling."""
+    for chunk in chunks(tokens):
+        yield db.execute(
+            f"{head} WHERE lock_token IN ({marks(chunk)}) AND entity_id = ? AND queue = ? "
+            f"AND locked_until_ms > ? {tail}",
+            (*chunk, ent.id, queue, now),
+        )
+
+
 def held(
     db: sqlite3.Connection, ent: Entity, queue: Queue, tokens: Sequence[str], now: int
 ) -> tuple[list[LockRow], list[str]]:
     """Rows whose lock the caller still holds (in token order), and the tokens it has lost."""
-    found: dict[str, LockRow] = {}
     unique = list(dict.fromkeys(tokens))
-    for chunk in chunks(unique):
-        cursor = db.execute(
-            f"SELECT {LOCK_COLUMNS} FROM message WHERE lock_token IN ({marks(chunk)}) "
-            "AND entity_id = ? AND queue = ? AND locked_until_ms > ?",
-            (*chunk, ent.id, queue, now),
-        )
-        for row in lock_rows(cursor):
-            found[row.lock_token] = row
+    found: dict[str, LockRow] = {
+        row.lock_token: row
+        for cursor in _on_held(db, f"SELECT {LOCK_COLUMNS} FROM message", "", ent, queue, unique, now)
+        for row in lock_rows(cursor)
+    }
     return [found[t] for t in unique if t in found], [t for t in tokens if t not in found]
 
 
@@ -147,12 +156,7 @@ def complete_held(db: sqlite3.Connection, ent: Entity, queue: Queue, tokens: Seq
     per chunk; returns the tokens it has lost."""
     gone: set[str] = set()
     unique = list(dict.fromkeys(tokens))
-    for chunk in chunks(unique):
-        cursor = db.execute(
-            f"DELETE FROM message WHERE lock_token IN ({marks(chunk)}) AND entity_id = ? AND queue = ? "
-            "AND locked_until_ms > ? RETURNING lock_token",
-            (*chunk, ent.id, queue, now),
-        )
+    for cursor in _on_held(db, "DELETE FROM message", "RETURNING lock_token", ent, queue, unique, now):
         gone.update(map(itemgetter(0), cursor))
     return [] if len(gone) == len(unique) else [t for t in tokens if t not in gone]
 
