@@ -106,7 +106,7 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert install.startswith("python3 -m venv .venv && . .venv/bin/activate && pip install . && ")
     assert "sbdlq emulator demo" in install
     assert tests.startswith('python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test')
-    assert tests.endswith("python -m pytest -q")
+    assert tests.endswith("python -m pytest -q -n 8")
 
 
 def readme_invocations() -> list[list[str]]:

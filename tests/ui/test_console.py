@@ -128,10 +128,7 @@ def test_filter_mark_and_resubmit_moves_only_the_marked(store: Path, dlqs: Seede
         assert [r[5] for r in rows(app, "#messages")] == ["t0", "t1", "t2"]
         await pilot.press("space", "down", "space")  # t0 and t2
         assert "2 marked" in text(app, "#messages-status")
-        await pilot.press("r")
-        await settle(app, pilot)
-        screen = app.screen
-        assert isinstance(screen, ActionScreen)
+        screen = await open_action(app, pilot, "r")
         assert "plan: resubmit 2 message(s) from orders/$DeadLetterQueue to orders" in text(screen, "#plan")
         await pilot.click("#confirm")
         await settle(app, pilot)
@@ -152,10 +149,7 @@ def test_purge_all_that_match_with_export(store: Path, dlqs: Seeder, tmp_path: P
         await open_orders(app, pilot)
         await pilot.press("slash", *"--where \"DeadLetterReason = 'Poison'\"", "enter", "a")
         assert "all that match marked" in text(app, "#messages-status")
-        await pilot.press("d")
-        await settle(app, pilot)
-        screen = app.screen
-        assert isinstance(screen, ActionScreen)
+        screen = await open_action(app, pilot, "d")
         assert "plan: delete 2" in text(screen, "#plan")
         screen.query_one("#export", Input).value = str(export)
         await pilot.click("#confirm")  # the form changed: it plans again instead of running
@@ -180,9 +174,7 @@ def test_export_writes_jsonl_and_deletes_nothing(store: Path, dlqs: Seeder, tmp_
 
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
-        await pilot.press("a", "e")
-        await settle(app, pilot)
-        screen = app.screen
+        screen = await open_action(app, pilot, "a", "e")
         assert "refused: export needs a file path" in text(screen, "#plan")
         screen.query_one("#export", Input).value = str(export)
         await pilot.click("#replan")
@@ -202,10 +194,7 @@ def test_a_refused_resubmit_moves_nothing(store: Path, seed: Seeder) -> None:
 
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
-        await pilot.press("a", "r")
-        await settle(app, pilot)
-        screen = app.screen
-        assert isinstance(screen, ActionScreen)
+        screen = await open_action(app, pilot, "a", "r")
         assert "refused: " in text(screen, "#plan") and "duplicate detection" in text(screen, "#plan")
         assert screen.query_one("#confirm", Button).disabled
         await pilot.click("#confirm")
@@ -236,10 +225,7 @@ def test_resubmit_with_edits_shows_the_copy_then_sends_it_edited(store: Path, te
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
         await pilot.press("space")  # m0 only
-        await pilot.press("r")
-        await settle(app, pilot)
-        screen = app.screen
-        assert isinstance(screen, ActionScreen)
+        screen = await open_action(app, pilot, "r")
         screen.query_one("#set-property", Input).value = "tenant=eu"
         screen.query_one("#remove-property", Input).value = "bad"
         screen.query_one("#set-subject", Input).focus()
@@ -268,10 +254,7 @@ def test_resubmit_with_edits_shows_the_copy_then_sends_it_edited(store: Path, te
 def test_a_bad_edit_shows_the_error_and_moves_nothing(store: Path, tenants: Seeder) -> None:
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
-        await pilot.press("a", "r")
-        await settle(app, pilot)
-        screen = app.screen
-        assert isinstance(screen, ActionScreen)
+        screen = await open_action(app, pilot, "a", "r")
         assert "plan: resubmit 2" in text(screen, "#plan")
         screen.query_one("#set-property", Input).value = "oops, tenant=eu"
         await pilot.click("#confirm")  # the form changed: it plans again and refuses
@@ -288,12 +271,26 @@ def test_a_bad_edit_shows_the_error_and_moves_nothing(store: Path, tenants: Seed
     assert tenants.counts("orders").dead_letter == 2 and tenants.counts("orders").active == 0
 
 
+async def open_action(app: DlqApp, pilot: Any, *keys: str) -> ActionScreen:
+    """Press the keys that open an action: the action screen that came up."""
+    await pilot.press(*keys)
+    await settle(app, pilot)
+    screen = app.screen
+    assert isinstance(screen, ActionScreen)
+    return screen
+
+
+async def press_and_expect_no_action(app: DlqApp, pilot: Any, *keys: str) -> None:
+    """Open orders and press the action keys: no action screen comes up."""
+    await open_orders(app, pilot)
+    await pilot.press(*keys)
+    await settle(app, pilot)
+    assert not isinstance(app.screen, ActionScreen)
+
+
 def test_no_action_without_marks(store: Path, dlqs: Seeder) -> None:
     async def script(app: DlqApp, pilot: Any) -> None:
-        await open_orders(app, pilot)
-        await pilot.press("d")
-        await settle(app, pilot)
-        assert not isinstance(app.screen, ActionScreen)
+        await press_and_expect_no_action(app, pilot, "d")
 
     drive(store, script)
     assert dlqs.counts("orders").dead_letter == 5
@@ -301,10 +298,7 @@ def test_no_action_without_marks(store: Path, dlqs: Seeder) -> None:
 
 def test_read_only_has_no_actions(store: Path, dlqs: Seeder) -> None:
     async def script(app: DlqApp, pilot: Any) -> None:
-        await open_orders(app, pilot)
-        await pilot.press("a", "r", "d", "e")
-        await settle(app, pilot)
-        assert not isinstance(app.screen, ActionScreen)
+        await press_and_expect_no_action(app, pilot, "a", "r", "d", "e")
         keys = {b.binding.action for b in app.active_bindings.values() if b.enabled}
         assert not any(k.startswith("act(") for k in keys)
         assert "(read-only)" in app.sub_title
