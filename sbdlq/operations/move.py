@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import TypeVar
 
 from sbdlq.backends.base import Backend, ReceiveMode
@@ -39,6 +40,8 @@ SETTLE_CHUNK = 500
 # Empty receives retried (waiting 2, 4, 8 s) while the DLQ's count says messages this run has
 # not seen are still there: over a far link an empty receive is not an empty DLQ.
 EMPTY_RETRIES = 3
+# Messages a peek asks for when still_in checks which settled-or-lost messages are still there.
+STILL_IN_PAGE = 1000
 
 
 @dataclass
@@ -471,6 +474,31 @@ async def dlq_left(backend: Backend, source: Address, stats: LoopStats) -> int |
     except SbdlqError:
         return None
     return dlq_count(counts, source.sub_queue)
+
+
+async def still_in(backend: Backend, source: Address, messages: Sequence[Message], stats: LoopStats) -> list[Message]:
+    """Of messages whose settlement failed or said "lock lost", those still in the queue.
+
+    A settlement whose answer was lost has been done all the same: its retry finds the lock
+    gone. Peeking their sequence numbers tells the two apart, so the summary counts what left
+    the DLQ rather than what one call returned. When the peek fails, all of them (the cautious count).
+    """
+    if not messages:
+        return []
+    wanted = {m.sequence_number for m in messages}
+    seen: set[int] = set()
+    at, last = min(wanted), max(wanted)
+    try:
+        while at <= last:
+            span = min(STILL_IN_PAGE, last - at + 1)
+            page = await retrying(partial(backend.peek, source, at, span), stats)
+            if not page:
+                break
+            seen.update(m.sequence_number for m in page)
+            at = page[-1].sequence_number + 1
+    except SbdlqError:
+        return list(messages)
+    return [m for m in messages if m.sequence_number in seen]
 
 
 def report_unreceived(selected: int, accounted: int, source: Address, note: Callable[[str], None]) -> None:

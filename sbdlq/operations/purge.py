@@ -14,7 +14,7 @@ from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import EntityInfo, Message, PurgeResult
 from sbdlq.operations.browse import queue_word
 from sbdlq.operations.export import Exporter, check_export_target
-from sbdlq.operations.move import EMPTY_RETRIES, Plan, dlq_left, retrying
+from sbdlq.operations.move import EMPTY_RETRIES, Plan, dlq_left, retrying, still_in
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
@@ -168,9 +168,14 @@ class Purge(MovingRun[PurgeResult]):
         try:
             lost = await retrying(lambda: self.backend.complete(self.source, chunk), stats)
         except SbdlqError as exc:
-            stats.failed += len(chunk)
+            # Some of the chunk may be deleted all the same: count what is still there.
+            left = await still_in(self.backend, self.source, chunk, stats)
+            stats.handled += len(chunk) - len(left)
+            stats.failed += len(left)
             stats.abort(f"delete failed: {exc.message}")
-            return chunk
+            return left
+        if lost:
+            lost = await still_in(self.backend, self.source, lost, stats)
         stats.handled += len(chunk) - len(lost)
         if lost:
             stats.lock_lost += len(lost)

@@ -128,10 +128,13 @@ def test_resubmit_through_faults_accounts_for_every_message(store: Path, seed: i
         flaky = FlakyBackend(
             EmulatorBackend(str(store), clock=lambda r=runs: 10**9 + r * 3600), rate=0.25, seed=seed * 100 + runs
         )
+        before = len(_ids(store, "orders/$DeadLetterQueue"))
         result = asyncio.run(resubmit(flaky, DLQ, EntityPath("retry"), batch_size=17, concurrency=8))
         retries += result.retries
         lost_answers += flaky.faults["send:after"]
         assert result.resubmitted + result.failed <= result.selected
+        # Exact: what left the DLQ, whatever a retried complete's answer said.
+        assert result.resubmitted == before - len(_ids(store, "orders/$DeadLetterQueue"))
         runs += 1
     assert _ids(store, "orders/$DeadLetterQueue") == []
     moved = Counter(_ids(store, "retry"))
@@ -150,7 +153,10 @@ def test_purge_export_through_faults_loses_nothing(store: Path, tmp_path: Path, 
         flaky = FlakyBackend(
             EmulatorBackend(str(store), clock=lambda r=runs: 10**9 + r * 3600), rate=0.25, seed=seed * 100 + runs
         )
-        asyncio.run(purge(flaky, DLQ, export=export, batch_size=13))
+        before = len(_ids(store, "orders/$DeadLetterQueue"))
+        result = asyncio.run(purge(flaky, DLQ, export=export, batch_size=13))
+        # Exact: a complete whose answer was lost deleted its messages all the same.
+        assert result.purged == before - len(_ids(store, "orders/$DeadLetterQueue"))
         runs += 1
     assert _ids(store, "orders/$DeadLetterQueue") == []
     exported = {json.loads(line)["message_id"] for line in export.read_text().splitlines()}
