@@ -485,17 +485,22 @@ async def still_in(backend: Backend, source: Address, messages: Sequence[Message
     """
     if not messages:
         return []
-    wanted = {m.sequence_number for m in messages}
+    wanted = sorted({m.sequence_number for m in messages})
     seen: set[int] = set()
-    at, last = min(wanted), max(wanted)
     try:
-        while at <= last:
-            span = min(STILL_IN_PAGE, last - at + 1)
-            page = await retrying(partial(backend.peek, source, at, span), stats)
-            if not page:
-                break
-            seen.update(m.sequence_number for m in page)
-            at = page[-1].sequence_number + 1
+        if wanted[-1] - wanted[0] >= STILL_IN_PAGE * len(wanted):
+            # Sparse (a selective scan's chunk): one peek each is fewer calls than paging the range.
+            for seq in wanted:
+                page = await retrying(partial(backend.peek, source, seq, 1), stats)
+                seen.update(m.sequence_number for m in page)
+        else:
+            at, last = wanted[0], wanted[-1]
+            while at <= last:
+                page = await retrying(partial(backend.peek, source, at, min(STILL_IN_PAGE, last - at + 1)), stats)
+                if not page:
+                    break
+                seen.update(m.sequence_number for m in page)
+                at = page[-1].sequence_number + 1
     except SbdlqError:
         return list(messages)
     return [m for m in messages if m.sequence_number in seen]
