@@ -34,7 +34,7 @@ from sbdlq.emulator.demo import (
     _order_message,
     stage,
 )
-from sbdlq.emulator.engine import Engine
+from sbdlq.emulator.engine import HEADER_DESCRIPTION, Engine
 from sbdlq.models import OutboundMessage
 from sbdlq.paths import Address, EntityPath
 
@@ -59,7 +59,6 @@ BASE_MIX: tuple[tuple[str, str, int], ...] = (
 DEFAULT_MESSAGES = sum(n for _, _, n in BASE_MIX)
 BATCH = 5000
 _POOL = 256  # distinct order bodies per kind; message ids stay unique
-_HEADER_DESCRIPTION = "The size quota for this stream has been exceeded."
 
 
 def scaled_mix(messages: int) -> dict[tuple[str, str], int]:
@@ -116,7 +115,7 @@ def _orders(engine: Engine, mix: dict[tuple[str, str], int], rng: random.Random,
     reasons = sorted((r for e, r, _ in BASE_MIX if e == ORDERS), key=lambda r: r == "TTLExpiredException")
     for reason in reasons:
         count = mix[(ORDERS, reason)]
-        descriptions = _APP_FAILURES.get(reason, (_HEADER_DESCRIPTION,))
+        descriptions = _APP_FAILURES.get(reason, (HEADER_DESCRIPTION,))
         pool = _order_pool(rng, timeline.clock, reason, descriptions)
         for start in range(0, count, BATCH):
             ids = range(start, min(start + BATCH, count))

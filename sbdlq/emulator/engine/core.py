@@ -32,7 +32,7 @@ from .errors import (
     SessionIdMissing,
     TopicHasNoCounts,
 )
-from .model import Draft, Entity, EntityKind, Queue, Rule, State, message_ids, message_size
+from .model import DeadLetterCause, Draft, Entity, EntityKind, Queue, Rule, State, message_ids, message_size
 from .routing import Router
 from .rows import chunks, marks, page_rows, stamp, to_message
 from .rules import check_rule, find_rule_id, put_rule, read_rules, store_rules
@@ -485,7 +485,7 @@ class Engine:
             ids = [r.id for r in held]
             if properties:
                 locks.modify(db, ids, properties)
-            self._router.dead_letter_ids(db, ent, ids, reason, description, now)
+            self._router.dead_letter_ids(db, ent, ids, DeadLetterCause(reason, description), now)
             return lost
 
     def defer(

@@ -12,7 +12,7 @@ from sbdlq.models import Message, ReceiveMode
 
 from ..props import dump_props, load_props
 from .errors import DeferredLocked, NotDeferred
-from .model import MAX_DELIVERY_REASON, TTL_DESCRIPTION, TTL_REASON, Entity, Queue, State, lock_tokens, mdc_description
+from .model import EXPIRED, Entity, Queue, State, lock_tokens, max_deliveries
 from .routing import Router
 from .rows import (
     LOCK_COLUMNS,
@@ -181,7 +181,7 @@ def release(db: sqlite3.Connection, router: Router, ent: Entity, rows: Sequence[
         else:
             rest.append(r.id)
     unlock(db, rest)
-    router.dead_letter_ids(db, ent, over, MAX_DELIVERY_REASON, mdc_description(mdc), now)
+    router.dead_letter_ids(db, ent, over, max_deliveries(mdc), now)
     expire_ids(db, router, ent, expired, now)
 
 
@@ -263,6 +263,6 @@ def expire_ids(db: sqlite3.Connection, router: Router, ent: Entity, ids: list[in
     if not ids:
         return
     if ent.dl_on_expiration:
-        router.dead_letter_ids(db, ent, ids, TTL_REASON, TTL_DESCRIPTION, now)
+        router.dead_letter_ids(db, ent, ids, EXPIRED, now)
         return
     delete_ids(db, ids)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
 from typing import Any
 
-from sbdlq.models import MAX_TTL_S, OutboundMessage
+from sbdlq.models import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, MAX_TTL_S, OutboundMessage
 from sbdlq.paths import SubQueue
 from sbdlq.timeparse import to_epoch_ms
 
@@ -91,6 +91,34 @@ HOPS_DESCRIPTION: str | None = None
 def mdc_description(max_delivery_count: int) -> str:
     """The description of a MaxDeliveryCountExceeded dead-lettering."""
     return f"Message could not be consumed after {max_delivery_count} delivery attempts."
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterCause:
+    """Why a message is dead-lettered: the reason and description the broker adds to it."""
+
+    reason: str | None
+    description: str | None
+
+    def props(self) -> dict[str, Any]:
+        """The application properties the broker adds (None: left out)."""
+        added: dict[str, Any] = {}
+        if self.reason is not None:
+            added[DEAD_LETTER_REASON] = self.reason
+        if self.description is not None:
+            added[DEAD_LETTER_DESCRIPTION] = self.description
+        return added
+
+
+EXPIRED = DeadLetterCause(TTL_REASON, TTL_DESCRIPTION)
+NO_SESSION = DeadLetterCause(SESSION_REASON, SESSION_DESCRIPTION)
+HEADER_TOO_LARGE = DeadLetterCause(HEADER_REASON, HEADER_DESCRIPTION)
+TOO_MANY_HOPS = DeadLetterCause(HOPS_REASON, HOPS_DESCRIPTION)
+
+
+def max_deliveries(max_delivery_count: int) -> DeadLetterCause:
+    """MaxDeliveryCountExceeded, with the entity's count in its description."""
+    return DeadLetterCause(MAX_DELIVERY_REASON, mdc_description(max_delivery_count))
 
 
 @dataclass(slots=True)

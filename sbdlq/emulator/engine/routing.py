@@ -7,19 +7,17 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from sbdlq.models import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, OutboundMessage
+from sbdlq.models import OutboundMessage
 
 from .entities import find_entity, main_queue_size, subscriptions
 from .errors import EntityFull, EntityIsDisabled, EntityMissing
 from .inserts import dedup, insert, insert_outbound, number, over_header_limit
 from .model import (
-    HEADER_DESCRIPTION,
-    HEADER_REASON,
-    HOPS_DESCRIPTION,
-    HOPS_REASON,
+    HEADER_TOO_LARGE,
     MAX_HOPS,
-    SESSION_DESCRIPTION,
-    SESSION_REASON,
+    NO_SESSION,
+    TOO_MANY_HOPS,
+    DeadLetterCause,
     Draft,
     Entity,
     EntityKind,
@@ -28,16 +26,6 @@ from .model import (
 )
 from .rows import chunks, marks, message_rows, to_draft
 from .rules import RuleBook, RuleError, apply_rules
-
-
-def dead_letter_props(reason: str | None, description: str | None) -> dict[str, Any]:
-    """The application properties the broker adds when it dead-letters (None: left out)."""
-    extra: dict[str, Any] = {}
-    if reason is not None:
-        extra[DEAD_LETTER_REASON] = reason
-    if description is not None:
-        extra[DEAD_LETTER_DESCRIPTION] = description
-    return extra
 
 
 def _due(d: Draft, now: int) -> bool:
@@ -57,7 +45,7 @@ class Router:
     ) -> list[int]:
         """A queue with no forwarding or duplicate detection: rows straight from the messages."""
         seqs, oversized = insert_outbound(db, ent, messages, now)
-        self.dead_letter(db, ent, oversized, HEADER_REASON, HEADER_DESCRIPTION, now)
+        self.dead_letter(db, ent, oversized, HEADER_TOO_LARGE, now)
         return seqs
 
     def deliver(self, db: sqlite3.Connection, ent: Entity, drafts: list[Draft], now: int) -> list[int]:
@@ -87,8 +75,8 @@ class Router:
             landing = [d for d in landing if not _due(d, now)]
             self.forward(db, ent, ent.forward_to, immediate, now)
         insert(db, ent, Queue.MAIN, landing, now)
-        self.dead_letter(db, ent, no_session, SESSION_REASON, SESSION_DESCRIPTION, now)
-        self.dead_letter(db, ent, oversized, HEADER_REASON, HEADER_DESCRIPTION, now)
+        self.dead_letter(db, ent, no_session, NO_SESSION, now)
+        self.dead_letter(db, ent, oversized, HEADER_TOO_LARGE, now)
         return result
 
     def fan_out(
@@ -109,14 +97,14 @@ class Router:
             if sub.status != "Active":
                 continue
             accepted: list[Draft] = []
-            failed: dict[tuple[str, str], list[Draft]] = {}
+            failed: dict[DeadLetterCause, list[Draft]] = {}
             rules = self.rule_book.rules(db, sub)
             for d in due:
                 try:
                     copy = apply_rules(rules, d)
                 except RuleError as err:
                     if sub.dl_on_filter_exc:
-                        failed.setdefault((err.type_name, err.message), []).append(d.copy())
+                        failed.setdefault(DeadLetterCause(err.type_name, err.message), []).append(d.copy())
                     continue
                 if copy is not None:
                     # The smaller of the topic's and the subscription's TTL applies.
@@ -124,8 +112,8 @@ class Router:
                     copy.ttl_ms = ceiling if copy.ttl_ms is None else min(copy.ttl_ms, ceiling)
                     accepted.append(copy)
             self.deliver(db, sub, accepted, now)
-            for (reason, description), failures in failed.items():
-                self.dead_letter(db, sub, failures, reason, description, now)
+            for cause, failures in failed.items():
+                self.dead_letter(db, sub, failures, cause, now)
         return result
 
     def forward(self, db: sqlite3.Connection, src: Entity, dest_path: str, drafts: list[Draft], now: int) -> None:
@@ -134,47 +122,41 @@ class Router:
             return
         too_far = [d for d in drafts if d.hops + 1 > MAX_HOPS]
         going = [d for d in drafts if d.hops + 1 <= MAX_HOPS]
-        self._transfer_dead_letter(db, src, too_far, HOPS_REASON, HOPS_DESCRIPTION, now)
+        self._transfer_dead_letter(db, src, too_far, TOO_MANY_HOPS, now)
         if not going:
             return
         dest = find_entity(db, dest_path)
         if dest is None:
-            self._transfer_dead_letter(db, src, going, "MessagingEntityNotFound", EntityMissing.text(dest_path), now)
+            missing = DeadLetterCause("MessagingEntityNotFound", EntityMissing.text(dest_path))
+            self._transfer_dead_letter(db, src, going, missing, now)
             return
         if dest.status != "Active":
-            description = EntityIsDisabled.text(dest.path)
-            self._transfer_dead_letter(db, src, going, "MessagingEntityDisabled", description, now)
+            disabled = DeadLetterCause("MessagingEntityDisabled", EntityIsDisabled.text(dest.path))
+            self._transfer_dead_letter(db, src, going, disabled, now)
             return
         if dest.kind == EntityKind.QUEUE and dest.max_size is not None:
             # As many as fit go; the rest stop here.
             room = max(0, dest.max_size - main_queue_size(db, dest))
             full = going[room:]
             going = going[:room]
-            description = EntityFull.text(dest.path, dest.max_size)
-            self._transfer_dead_letter(db, src, full, "QuotaExceeded", description, now)
+            quota = DeadLetterCause("QuotaExceeded", EntityFull.text(dest.path, dest.max_size))
+            self._transfer_dead_letter(db, src, full, quota, now)
         moved = [d.copy(hops=d.hops + 1, seq=None) for d in going]
         self.deliver(db, dest, moved, now)
 
     def _transfer_dead_letter(
-        self, db: sqlite3.Connection, src: Entity, drafts: list[Draft], reason: str, description: str | None, now: int
+        self, db: sqlite3.Connection, src: Entity, drafts: list[Draft], cause: DeadLetterCause, now: int
     ) -> None:
         if drafts:
-            extra = dead_letter_props(reason, description)
-            insert(db, src, Queue.TRANSFER_DEAD_LETTER, drafts, now, extra=extra)
+            insert(db, src, Queue.TRANSFER_DEAD_LETTER, drafts, now, extra=cause.props())
 
     def dead_letter(
-        self,
-        db: sqlite3.Connection,
-        ent: Entity,
-        drafts: list[Draft],
-        reason: str | None,
-        description: str | None,
-        now: int,
+        self, db: sqlite3.Connection, ent: Entity, drafts: list[Draft], cause: DeadLetterCause, now: int
     ) -> None:
         """Dead-letter messages: into the entity's DLQ, or on per ForwardDeadLetteredMessagesTo."""
         if not drafts:
             return
-        extra = dead_letter_props(reason, description)
+        extra = cause.props()
         if ent.forward_dlq_to:
             moved = []
             for d in drafts:
@@ -186,23 +168,17 @@ class Router:
         insert(db, ent, Queue.DEAD_LETTER, drafts, now, extra=extra)
 
     def dead_letter_ids(
-        self,
-        db: sqlite3.Connection,
-        ent: Entity,
-        ids: list[int],
-        reason: str | None,
-        description: str | None,
-        now: int,
+        self, db: sqlite3.Connection, ent: Entity, ids: list[int], cause: DeadLetterCause, now: int
     ) -> None:
         """Dead-letter stored main-queue rows by id (as `dead_letter`, but moved in place)."""
         if not ids:
             return
         if ent.forward_dlq_to:
-            self.dead_letter(db, ent, take_rows(db, ids), reason, description, now)
+            self.dead_letter(db, ent, take_rows(db, ids), cause, now)
             return
         # The reason and description are set inside SQLite (json_set), so moving thousands of
         # rows is one statement per chunk rather than a decode and encode per row.
-        extra = dead_letter_props(reason, description)
+        extra = cause.props()
         if extra:
             paths = ", ".join("?, ?" for _ in extra)
             props_sql = f"json_set(COALESCE(props, '{{}}'), {paths})"
