@@ -19,6 +19,7 @@ from support import APPLICATION_PROPERTIES, full_message, ids, producer_fields
 from support.faults import disk_full_after_exports
 
 from sbdlq.backends.base import Backend
+from sbdlq.errors import TransientError
 from sbdlq.models import RESUBMITTED_FROM, Message, OutboundMessage
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
@@ -385,6 +386,43 @@ def test_messages_whose_lock_was_lost_are_not_sent(spy: Spy, seed: Seeder, aio: 
     assert (r.resubmitted, r.failed, r.lock_lost) == (0, 3, 1)
     assert ids(seed.active("target")) == ["m0"]
     assert ids(seed.dlq("q")) == ["m0", "m1", "m2", "m3"]
+
+
+def _answer_lost_once(spy: Spy) -> None:
+    """The spy's first complete is done on the broker, but its answer never comes back."""
+    complete = spy.complete
+    answered = False
+
+    async def answer_lost(address: Address, messages: Sequence[Message]) -> list[Message]:
+        nonlocal answered
+        lost = await complete(address, messages)
+        if not answered:
+            answered = True
+            raise TransientError("complete: connection reset")
+        return lost
+
+    spy.complete = answer_lost  # type: ignore[method-assign]
+
+
+def test_a_complete_whose_answer_was_lost_counts_as_resubmitted(spy: Spy, seed: Seeder, aio: Any) -> None:
+    """The retry finds the locks gone: the run counts what left the DLQ, not what the retry said."""
+    seed.queue("q")
+    seed.queue("target")
+    seed.dead_letter("q", 6)
+    _answer_lost_once(spy)
+    r = aio(resubmit(spy, DLQ, EntityPath("target"), batch_size=6))
+    assert (r.resubmitted, r.failed, r.lock_lost) == (6, 0, 0)
+    assert sorted(ids(seed.active("target"))) == [f"m{i}" for i in range(6)]
+    assert ids(seed.dlq("q")) == []
+
+
+def test_a_complete_whose_answer_was_lost_counts_as_purged(spy: Spy, seed: Seeder, aio: Any, tmp_path: Path) -> None:
+    seed.queue("q")
+    seed.dead_letter("q", 6)
+    _answer_lost_once(spy)
+    r = aio(purge(spy, DLQ, export=tmp_path / "out.jsonl", batch_size=6))
+    assert (r.purged, r.exported, r.failed, r.lock_lost) == (6, 6, 0, 0)
+    assert ids(seed.dlq("q")) == []
 
 
 def test_messages_another_receiver_holds_do_not_fail_the_run(backend: Backend, seed: Seeder, aio: Any) -> None:
