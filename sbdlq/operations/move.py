@@ -80,8 +80,13 @@ async def retrying(call: Callable[[], Awaitable[T]], stats: LoopStats, *, attemp
             if attempt == attempts:
                 raise
             stats.retries += 1
-            await asyncio.sleep(random.uniform(0, min(RETRY_CAP_S, RETRY_BASE_S * 2 ** (attempt - 1))))
+            await backoff(attempt)
     raise AssertionError("unreachable")
+
+
+async def backoff(attempt: int) -> None:
+    """The wait before retry number `attempt`: bounded exponential, with full jitter."""
+    await asyncio.sleep(random.uniform(0, min(RETRY_CAP_S, RETRY_BASE_S * 2 ** (attempt - 1))))
 
 
 class RateLimiter:
@@ -445,6 +450,8 @@ class Plan:
 
     selected: int
     last_sequence: int | None = None
+    #: the DLQ's count the plan was made from (None after a scan)
+    counted: int | None = None
 
 
 async def plan_run(
@@ -464,7 +471,8 @@ async def plan_run(
             plan.selected += 1
             plan.last_sequence = m.sequence_number
         return plan
-    return Plan(plan_limit(max_count, dlq_count(await backend.counts(source.entity), source.sub_queue)))
+    counted = dlq_count(await backend.counts(source.entity), source.sub_queue)
+    return Plan(plan_limit(max_count, counted), counted=counted)
 
 
 async def dlq_left(backend: Backend, source: Address, stats: LoopStats) -> int | None:

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 
 from sbdlq.backends.base import Backend, ReceiveMode
-from sbdlq.errors import BadInput, SbdlqError
+from sbdlq.errors import BadInput, SbdlqError, TransientError
 from sbdlq.models import EntityInfo, Message, PurgeResult
 from sbdlq.operations.browse import queue_word
 from sbdlq.operations.export import Exporter, check_export_target
-from sbdlq.operations.move import EMPTY_RETRIES, Plan, dlq_left, retrying, still_in
+from sbdlq.operations.move import EMPTY_RETRIES, RETRY_ATTEMPTS, Plan, backoff, dlq_left, retrying, still_in
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
@@ -101,24 +100,33 @@ class Purge(MovingRun[PurgeResult]):
 
     async def move(self, plan: Plan, info: EntityInfo, tick: Callable[[int], None] | None) -> None:
         if self.export is None and self.selection.is_empty:
-            if not await self.delete_on_broker(plan.selected, None, tick):
+            if not await self.delete_on_broker(plan.selected, None, plan.counted, tick):
                 await self.discard(plan.selected, tick)
             return
         cutoff = _only_older_than(self.selection)
-        if self.export is None and cutoff is not None and await self.delete_on_broker(plan.selected, cutoff, tick):
+        if (
+            self.export is None
+            and cutoff is not None
+            and await self.delete_on_broker(plan.selected, cutoff, plan.counted, tick)
+        ):
             return
         if self.export is not None and self.exporter is None:
             self.exporter = Exporter(self.export, follow_symlinks=self.follow_symlinks)
         await super().move(plan, info, tick)
 
-    async def delete_on_broker(self, limit: int, before: datetime | None, tick: Callable[[int], None] | None) -> bool:
-        """Delete on the broker's side (batch delete), counting what it says went; False where it has none."""
-        stats = self.stats
+    async def delete_on_broker(
+        self, limit: int, before: datetime | None, counted: int | None, tick: Callable[[int], None] | None
+    ) -> bool:
+        """Delete on the broker's side (batch delete), counting what went; False where it has none.
+
+        `counted`: the DLQ's count the plan saw (None: counted here, before the first delete).
+        """
+        stats, backend, source = self.stats, self.backend, self.source
+        start = counted if counted is not None else await dlq_left(backend, source, stats)
         while stats.handled < limit and stats.aborted is None:
-            deleting = partial(self.backend.delete_messages, self.source, limit - stats.handled, before=before)
-            gone = await retrying(deleting, stats)
+            gone = await self.deleting(lambda n: backend.delete_messages(source, n, before=before), limit, start, tick)
             if gone is None:
-                return False  # refused on the first call: nothing was deleted this way
+                return stats.handled > 0  # refused: the broker has no batch delete
             if not gone:
                 break  # what is left is locked by another receiver, or newer than the cutoff
             stats.handled += gone
@@ -133,15 +141,15 @@ class Purge(MovingRun[PurgeResult]):
         call gave up are deleted by the broker all the same, and the receiver drops them.
         """
         stats, backend, source = self.stats, self.backend, self.source
+        batch = self.options.batch_size
         await backend.open_links(source, ReceiveMode.RECEIVE_AND_DELETE)
         before = await dlq_left(backend, source, stats)
-        returned = empty = 0
-        while returned < limit and stats.aborted is None:
-            want = min(self.options.batch_size, limit - returned)
-            gone = await retrying(partial(backend.discard, source, want), stats)
+        empty = 0
+        while stats.handled < limit and stats.aborted is None:
+            gone = await self.deleting(lambda n: backend.discard(source, min(batch, n)), limit, before, tick)
             if gone:
                 empty = 0
-                returned += gone
+                stats.handled += gone
                 if tick:
                     tick(gone)
                 continue
@@ -151,7 +159,43 @@ class Purge(MovingRun[PurgeResult]):
                 break
         after = await dlq_left(backend, source, stats)
         counted = before - after if before is not None and after is not None else 0
-        stats.handled = max(returned, min(limit, counted))
+        stats.handled = max(stats.handled, min(limit, counted))
+
+    async def deleting(
+        self,
+        call: Callable[[int], Awaitable[int | None]],
+        limit: int,
+        start: int | None,
+        tick: Callable[[int], None] | None,
+    ) -> int | None:
+        """One delete call for what is left of `limit` (batch delete or receive-and-delete): its answer.
+
+        A delete is not retried as it was: a call whose answer was lost (a timeout, a reset)
+        may have deleted all the same, and repeating it would delete more than the run was
+        asked to. After a transient failure the DLQ is counted: what it went down by since
+        `start` is what this run has deleted, and the retry asks only for the rest. When the
+        count cannot say (no start count, or it fails too), the error stops the run.
+        """
+        stats = self.stats
+        for attempt in range(1, RETRY_ATTEMPTS + 1):
+            if stats.handled >= limit:
+                return 0
+            try:
+                return await call(limit - stats.handled)
+            except TransientError:
+                if attempt == RETRY_ATTEMPTS:
+                    raise
+                stats.retries += 1
+                await backoff(attempt)
+                left = await dlq_left(self.backend, self.source, stats)
+                if start is None or left is None:
+                    raise
+                went = min(start - left, limit)
+                if went > stats.handled:
+                    if tick:
+                        tick(went - stats.handled)
+                    stats.handled = went
+        raise AssertionError("unreachable")
 
     async def settle(self, chunk: list[Message]) -> list[Message]:
         """Export (when asked) then complete; returns what it left in the DLQ."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -423,6 +423,33 @@ def test_a_complete_whose_answer_was_lost_counts_as_purged(spy: Spy, seed: Seede
     r = aio(purge(spy, DLQ, export=tmp_path / "out.jsonl", batch_size=6))
     assert (r.purged, r.exported, r.failed, r.lock_lost) == (6, 6, 0, 0)
     assert ids(seed.dlq("q")) == []
+
+
+def test_a_delete_whose_answer_was_lost_deletes_no_more_than_asked(spy: Spy, seed: Seeder, aio: Any) -> None:
+    """Batch delete (Service Bus) or receive-and-delete (the emulator): the first delete is done
+    on the broker but its answer never comes. Asking again for the same number would delete
+    more than --max; the count says what went, and only the rest is asked for."""
+    seed.queue("q")
+    seed.dead_letter("q", 30)
+    lost = False
+
+    def answer_lost_once(delete: Callable[..., Awaitable[int | None]]) -> Callable[..., Awaitable[int | None]]:
+        async def deleting(*args: Any, **kwargs: Any) -> int | None:
+            nonlocal lost
+            went = await delete(*args, **kwargs)
+            if went and not lost:
+                lost = True
+                raise TransientError("delete: operation timed out")
+            return went
+
+        return deleting
+
+    spy.delete_messages = answer_lost_once(spy.delete_messages)  # type: ignore[method-assign]
+    spy.discard = answer_lost_once(spy.discard)  # type: ignore[method-assign]
+    r = aio(purge(spy, DLQ, max_count=12, batch_size=5))
+    assert lost
+    assert (r.purged, r.failed) == (12, 0)
+    assert ids(seed.dlq("q")) == [f"m{i}" for i in range(12, 30)]
 
 
 def test_messages_another_receiver_holds_do_not_fail_the_run(backend: Backend, seed: Seeder, aio: Any) -> None:

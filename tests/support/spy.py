@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
@@ -44,6 +45,14 @@ class Spy(Backend):
     async def _receive(self, address: Address, max_count: int, mode: ReceiveMode, max_wait_s: float) -> list[Message]:
         self.calls.append("receive")
         return await self.inner.receive(address, max_count, mode=mode, max_wait_s=max_wait_s)
+
+    async def discard(self, address: Address, max_count: int) -> int:
+        self.calls.append("discard")
+        return await self.inner.discard(address, max_count)
+
+    async def delete_messages(self, address: Address, max_count: int, *, before: datetime | None = None) -> int | None:
+        self.calls.append("delete_messages")
+        return await self.inner.delete_messages(address, max_count, before=before)
 
     async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         self.calls.append("complete")
