@@ -71,22 +71,29 @@ class LoopStats:
             self.aborted = text
 
 
-async def retrying(call: Callable[[], Awaitable[T]], stats: LoopStats, *, attempts: int = RETRY_ATTEMPTS) -> T:
-    """Retry transient failures with bounded exponential backoff and full jitter."""
+async def retrying(
+    call: Callable[[], Awaitable[T]],
+    stats: LoopStats,
+    *,
+    attempts: int = RETRY_ATTEMPTS,
+    before_retry: Callable[[TransientError], Awaitable[None]] | None = None,
+) -> T:
+    """Retry transient failures with bounded exponential backoff and full jitter.
+
+    `before_retry` runs after the wait, before each retry: where a failed call may have done
+    its work all the same, it learns what was done (and raises the error to stop instead).
+    """
     for attempt in range(1, attempts + 1):
         try:
             return await call()
-        except TransientError:
+        except TransientError as exc:
             if attempt == attempts:
                 raise
             stats.retries += 1
-            await backoff(attempt)
+            await asyncio.sleep(random.uniform(0, min(RETRY_CAP_S, RETRY_BASE_S * 2 ** (attempt - 1))))
+            if before_retry is not None:
+                await before_retry(exc)
     raise AssertionError("unreachable")
-
-
-async def backoff(attempt: int) -> None:
-    """The wait before retry number `attempt`: bounded exponential, with full jitter."""
-    await asyncio.sleep(random.uniform(0, min(RETRY_CAP_S, RETRY_BASE_S * 2 ** (attempt - 1))))
 
 
 class RateLimiter:
@@ -512,6 +519,23 @@ async def still_in(backend: Backend, source: Address, messages: Sequence[Message
     except SbdlqError:
         return list(messages)
     return [m for m in messages if m.sequence_number in seen]
+
+
+async def complete_or_left(
+    backend: Backend, source: Address, messages: Sequence[Message], stats: LoopStats
+) -> tuple[list[Message], SbdlqError | None]:
+    """Complete messages, retrying transient failures: those still in the queue afterwards, and
+    the error that stopped the complete (None when it went through).
+
+    Still there: their lock was lost, or the complete failed. A message whose complete's
+    answer was lost is gone, and not among them (see still_in).
+    """
+    error: SbdlqError | None = None
+    try:
+        lost = await retrying(lambda: backend.complete(source, messages), stats)
+    except SbdlqError as exc:
+        lost, error = list(messages), exc
+    return await still_in(backend, source, lost, stats), error
 
 
 def report_unreceived(selected: int, accounted: int, source: Address, note: Callable[[str], None]) -> None:

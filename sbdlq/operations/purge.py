@@ -13,7 +13,7 @@ from sbdlq.errors import BadInput, SbdlqError, TransientError
 from sbdlq.models import EntityInfo, Message, PurgeResult
 from sbdlq.operations.browse import queue_word
 from sbdlq.operations.export import Exporter, check_export_target
-from sbdlq.operations.move import EMPTY_RETRIES, RETRY_ATTEMPTS, Plan, backoff, dlq_left, retrying, still_in
+from sbdlq.operations.move import EMPTY_RETRIES, Plan, complete_or_left, dlq_left, retrying
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
@@ -177,25 +177,21 @@ class Purge(MovingRun[PurgeResult]):
         count cannot say (no start count, or it fails too), the error stops the run.
         """
         stats = self.stats
-        for attempt in range(1, RETRY_ATTEMPTS + 1):
-            if stats.handled >= limit:
-                return 0
-            try:
-                return await call(limit - stats.handled)
-            except TransientError:
-                if attempt == RETRY_ATTEMPTS:
-                    raise
-                stats.retries += 1
-                await backoff(attempt)
-                left = await dlq_left(self.backend, self.source, stats)
-                if start is None or left is None:
-                    raise
-                went = min(start - left, limit)
-                if went > stats.handled:
-                    if tick:
-                        tick(went - stats.handled)
-                    stats.handled = went
-        raise AssertionError("unreachable")
+
+        async def count_what_went(error: TransientError) -> None:
+            left = await dlq_left(self.backend, self.source, stats)
+            if start is None or left is None:
+                raise error
+            went = min(start - left, limit)
+            if went > stats.handled:
+                if tick:
+                    tick(went - stats.handled)
+                stats.handled = went
+
+        async def the_rest() -> int | None:
+            return await call(limit - stats.handled) if stats.handled < limit else 0
+
+        return await retrying(the_rest, stats, before_retry=count_what_went)
 
     async def settle(self, chunk: list[Message]) -> list[Message]:
         """Export (when asked) then complete; returns what it left in the DLQ."""
@@ -209,22 +205,15 @@ class Purge(MovingRun[PurgeResult]):
                 stats.abort(exc.message)
                 return chunk
             self.result.exported += len(chunk)
-        try:
-            lost = await retrying(lambda: self.backend.complete(self.source, chunk), stats)
-        except SbdlqError as exc:
-            # Some of the chunk may be deleted all the same: count what is still there.
-            left = await still_in(self.backend, self.source, chunk, stats)
-            stats.handled += len(chunk) - len(left)
+        left, error = await complete_or_left(self.backend, self.source, chunk, stats)
+        stats.handled += len(chunk) - len(left)
+        if error is not None:
             stats.failed += len(left)
-            stats.abort(f"delete failed: {exc.message}")
-            return left
-        if lost:
-            lost = await still_in(self.backend, self.source, lost, stats)
-        stats.handled += len(chunk) - len(lost)
-        if lost:
-            stats.lock_lost += len(lost)
-            stats.error(f"{len(lost)} message(s) stayed in the {queue_word(self.source)} (lock lost before delete)")
-        return lost
+            stats.abort(f"delete failed: {error.message}")
+        elif left:
+            stats.lock_lost += len(left)
+            stats.error(f"{len(left)} message(s) stayed in the {queue_word(self.source)} (lock lost before delete)")
+        return left
 
 
 def _only_older_than(selection: Selection) -> datetime | None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput, SbdlqError
+from sbdlq.errors import BadInput
 from sbdlq.models import (
     DEAD_LETTER_DESCRIPTION,
     DEAD_LETTER_REASON,
@@ -21,7 +21,7 @@ from sbdlq.models import (
 )
 from sbdlq.operations.browse import iter_messages, queue_word
 from sbdlq.operations.edits import CopyEdits, copy_example
-from sbdlq.operations.move import RateLimiter, retrying, still_in
+from sbdlq.operations.move import RateLimiter, complete_or_left
 from sbdlq.operations.routing import Destination, RoutingCheck, check_destination
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.operations.sending import CopySender, check_rate
@@ -291,16 +291,11 @@ class Resubmit(MovingRun[ResubmitResult]):
         if not sent:
             return refused
         stats = self.stats
-        try:
-            lost = await retrying(lambda: self.backend.complete(self.source, sent), stats)
-        except SbdlqError as exc:
-            lost = sent
+        lost, error = await complete_or_left(self.backend, self.source, sent, stats)
+        if error is not None:
             # Stop: each further chunk would leave up to a chunk of duplicates (a full store
             # doesn't get better), and the bound is --concurrency per run, not per chunk.
-            stats.abort(f"complete failed after the copy was sent: {exc.message}")
-        # An original whose complete's answer was lost is gone all the same: only those still
-        # in the DLQ are left over.
-        lost = await still_in(self.backend, self.source, lost, stats)
+            stats.abort(f"complete failed after the copy was sent: {error.message}")
         # Only what was both sent and completed is resubmitted; the rest is reported as left over.
         stats.handled += len(sent) - len(lost)
         if lost:
