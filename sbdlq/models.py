@@ -149,6 +149,18 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+@dataclass(frozen=True, slots=True)
+class MovedBatch:
+    """What one unlocked move did (Backend.move_available)."""
+
+    #: available messages read after the cursor
+    read: int
+    #: of those, moved: copy sent, original gone
+    moved: int
+    #: the last sequence number read: the next call's cursor
+    last_sequence: int
+
+
 @dataclass(slots=True)
 class Counts:
     entity: str

@@ -11,12 +11,12 @@ TransientError), LockLost, InvalidOperation, BadInput, OperationFailed.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from types import TracebackType
 
 from sbdlq.errors import ServiceUnavailable
-from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, SubscriptionRules
+from sbdlq.models import Counts, EntityInfo, Message, MovedBatch, OutboundMessage, SubscriptionRules
 from sbdlq.models import ReceiveMode as ReceiveMode  # re-exported: it moved to sbdlq.models
 from sbdlq.paths import Address, EntityPath
 
@@ -147,6 +147,24 @@ class Backend(ABC):
         """
         await self.send(target, copies)
         return await self.complete(source, originals)
+
+    async def move_available(
+        self,
+        source: Address,
+        target: EntityPath,
+        *,
+        after_sequence: int,
+        max_count: int,
+        choose: Callable[[list[Message]], list[tuple[Message, OutboundMessage]]],
+    ) -> MovedBatch | None:
+        """Read up to max_count available messages of a DLQ after `after_sequence`, without
+        locking them, and move the ones `choose` pairs with a copy: copies sent to target,
+        originals gone, in one transaction (on an error, or a kill, neither happened).
+
+        None where moving without a lock is impossible (a namespace: there a move is a send
+        under lock and then a complete); the caller then runs the locked loop.
+        """
+        return None
 
     @abstractmethod
     async def close(self) -> None:

@@ -13,7 +13,15 @@ from sbdlq.emulator.admin import EmulatorAdmin
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import EntityNotFound
 from sbdlq.loopless import pause
-from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, SubscriptionRule, SubscriptionRules
+from sbdlq.models import (
+    Counts,
+    EntityInfo,
+    Message,
+    MovedBatch,
+    OutboundMessage,
+    SubscriptionRule,
+    SubscriptionRules,
+)
 from sbdlq.paths import Address, EntityPath
 
 
@@ -138,6 +146,22 @@ class EmulatorBackend(Backend):
         pairs = [(c, m.lock_token) for c, m in zip(copies, originals, strict=True) if m.lock_token is not None]
         lost = self.engine.send_and_complete(target, [c for c, _ in pairs], source, [t for _, t in pairs])
         return unlocked + _lost(originals, lost)
+
+    async def move_available(
+        self,
+        source: Address,
+        target: EntityPath,
+        *,
+        after_sequence: int,
+        max_count: int,
+        choose: Callable[[list[Message]], list[tuple[Message, OutboundMessage]]],
+    ) -> MovedBatch | None:
+        if not self.moves_atomically:
+            return None  # standing in for a namespace: moves go under lock there
+        await self._round_trip()
+        return self.engine.move_available(
+            source, target, after_sequence=after_sequence, max_count=max_count, choose=choose
+        )
 
     async def close(self) -> None:
         self.engine.close()

@@ -6,7 +6,7 @@ import asyncio
 import math
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput
@@ -21,10 +21,11 @@ from sbdlq.models import (
 )
 from sbdlq.operations.browse import iter_messages, queue_word
 from sbdlq.operations.edits import CopyEdits, copy_example
-from sbdlq.operations.move import RateLimiter, complete_or_left
+from sbdlq.operations.move import Plan, RateLimiter, complete_or_left
 from sbdlq.operations.routing import Destination, RoutingCheck, check_destination
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.operations.sending import CopySender, check_rate
+from sbdlq.operations.unlocked import UnlockedMove
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
@@ -256,12 +257,38 @@ class Resubmit(MovingRun[ResubmitResult]):
         """The copy resubmit sends for a message."""
         return self.copying.copy_of(m, self.source_path)
 
+    async def move(self, plan: Plan, info: EntityInfo, tick: Callable[[int], None] | None) -> None:
+        """Without locks where the backend moves in one transaction and nothing needs a chunk
+        of its own (no --rate, every copy routable); else, or from a batch that failed on, locked."""
+        if self.atomic and self.copying.rate is None and self.routes_all():
+            unlocked = UnlockedMove(
+                self.backend,
+                self.source,
+                self.target,
+                selection=self.selection,
+                copy_of=self.copy_of,
+                stats=self.stats,
+                batch_size=self.options.batch_size,
+                large_bodies=self.options.concurrency,
+                on_done=tick,
+            )
+            if await unlocked.run(plan.selected, plan.last_sequence):
+                return
+            plan = replace(plan, selected=plan.selected - unlocked.taken)
+        await super().move(plan, info, tick)
+
+    def routes_all(self) -> bool:
+        """Whether the target takes every copy (a queue, or a topic whose rules take everything)."""
+        routing, sub = self.routing, self.must_reach
+        return routing is None or (routing.takes_everything(sub) if sub else routing.takes_all)
+
     def route(self, chunk: list[Message]) -> tuple[list[Message], list[Message]]:
         """The messages whose copy the target topic delivers (to the source subscription when
         there is one), and those whose copy it would drop: not sent, their originals stay."""
-        routing, sub = self.routing, self.must_reach
-        if routing is None or (routing.takes_everything(sub) if sub else routing.takes_all):
+        if self.routes_all():
             return chunk, []
+        routing, sub = self.routing, self.must_reach
+        assert routing is not None
         going: list[Message] = []
         staying: list[Message] = []
         for m in chunk:

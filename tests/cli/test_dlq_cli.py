@@ -542,30 +542,26 @@ def ctrl_c_delivered() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+# The emulator moves a batch in one call: without locks (move_available), or, where a run
+# needs chunks of its own (--rate), sends each chunk's copies and completes its originals in one call.
+@pytest.mark.parametrize(("moving_call", "extra"), [("move_available", []), ("send_and_complete", ["--rate", "1000"])])
 @pytest.mark.usefixtures("ctrl_c_delivered")
 def test_resubmit_interrupted_exits_130_and_loses_nothing(
-    orders: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch
+    orders: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch, moving_call: str, extra: list[str]
 ) -> None:
-    # The emulator sends each chunk's copies and completes its originals in one call.
-    real_move = EmulatorBackend.send_and_complete
-    sends = 0
+    real_move = getattr(EmulatorBackend, moving_call)
+    calls = 0
 
-    async def send_then_ctrl_c(
-        self: EmulatorBackend,
-        entity: EntityPath,
-        messages: Sequence[OutboundMessage],
-        source: Address,
-        originals: Sequence[Message],
-    ) -> list[Message]:
-        nonlocal sends
-        sends += 1
-        if sends == 2:
+    async def move_then_ctrl_c(self: EmulatorBackend, *args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
             os.kill(os.getpid(), signal.SIGINT)
             await asyncio.sleep(0.05)  # the round trip the Ctrl-C lands in
-        return await real_move(self, entity, messages, source, originals)
+        return await real_move(self, *args, **kwargs)
 
-    monkeypatch.setattr(EmulatorBackend, "send_and_complete", send_then_ctrl_c)
-    r = sbdlq("resubmit", "orders", "--concurrency", "1", "--batch-size", "1")
+    monkeypatch.setattr(EmulatorBackend, moving_call, move_then_ctrl_c)
+    r = sbdlq("resubmit", "orders", "--concurrency", "1", "--batch-size", "1", *extra)
     assert r.exit_code == 130
     assert r.stderr.splitlines()[-1] == "sbdlq: interrupted; messages not yet settled stay in their queue"
     moved = [m.message_id or "" for m in orders.active("orders")]

@@ -1,7 +1,8 @@
-"""send_and_complete: copies sent and their locked originals completed in one transaction.
+"""send_and_complete and move_available: the emulator's two moves in one transaction.
 
 What resubmit on the emulator rests on (issue 17): both happen or neither; the copies go
-through every rule of a send; the copy of an original whose lock was lost is not sent.
+through every rule of a send; the copy of an original whose lock was lost is not sent; a
+move without locks takes only what a receive could, leaves what it did not choose untouched.
 Also: peek pages in sequence order across states, and the row → Message mapping.
 """
 
@@ -97,6 +98,84 @@ def test_copies_take_the_targets_ttl_ceiling(q: Engine, h: Helpers) -> None:
     q.send_and_complete("short", _copies(got, time_to_live_s=3600), DLQ, _tokens(got))
     (copy,) = h.active("short")
     assert copy.time_to_live_s == 60
+
+
+def _all(batch: list[Message]) -> list[tuple[Message, OutboundMessage]]:
+    return list(zip(batch, _copies(batch), strict=True))
+
+
+def test_move_available_moves_what_is_chosen_and_leaves_the_rest_untouched(q: Engine, h: Helpers) -> None:
+    before = {m.message_id: m.delivery_count for m in h.dlq("q")}
+    seen: list[tuple[str | None, int]] = []
+
+    def only_m1(batch: list[Message]) -> list[tuple[Message, OutboundMessage]]:
+        seen.extend((m.message_id, m.delivery_count) for m in batch)
+        return [p for p in _all(batch) if p[0].message_id == "m1"]
+
+    moved = q.move_available(DLQ, "retry", after_sequence=-1, max_count=10, choose=only_m1)
+    # Seen as a receive sees them (this delivery counted), but only m1 moved.
+    assert seen == [(i, before[i] + 1) for i in ("m0", "m1", "m2")]
+    assert (moved.read, moved.moved) == (3, 1)
+    assert moved.last_sequence == h.dlq("q")[-1].sequence_number
+    assert h.ids(h.active("retry")) == ["m1"]
+    # The others were never locked, and their delivery count is what it was.
+    assert [(m.message_id, m.delivery_count, m.locked_until) for m in h.dlq("q")] == [
+        ("m0", before["m0"], None),
+        ("m2", before["m2"], None),
+    ]
+    assert h.ids(q.receive(DLQ, 10)) == ["m0", "m2"]
+
+
+def test_move_available_reads_after_the_cursor_and_up_to_max_count(q: Engine, h: Helpers) -> None:
+    first = h.dlq("q")[0].sequence_number
+    moved = q.move_available(DLQ, "retry", after_sequence=first, max_count=1, choose=_all)
+    assert (moved.read, moved.moved) == (1, 1)
+    assert h.ids(h.active("retry")) == ["m1"]
+    empty = q.move_available(DLQ, "retry", after_sequence=10**9, max_count=10, choose=_all)
+    assert (empty.read, empty.moved, empty.last_sequence) == (0, 0, 10**9)
+
+
+def test_move_available_skips_messages_another_receiver_holds(q: Engine, h: Helpers, clock: Clock) -> None:
+    held = q.receive(DLQ, 1)  # m0, locked by someone else
+    moved = q.move_available(DLQ, "retry", after_sequence=-1, max_count=10, choose=_all)
+    assert moved.moved == 2
+    assert h.ids(h.active("retry")) == ["m1", "m2"]
+    assert h.ids(h.dlq("q")) == ["m0"]
+    # Once that lock lapses, m0 is available to a move again.
+    clock.advance(31)
+    assert q.move_available(DLQ, "retry", after_sequence=-1, max_count=10, choose=_all).moved == 1
+    assert held[0].message_id == "m0"
+    assert h.ids(h.active("retry")) == ["m1", "m2", "m0"]
+
+
+def test_move_available_refused_copy_moves_nothing(q: Engine, h: Helpers) -> None:
+    q.create_queue("small", max_message_size_kb=1)
+    before = [(m.message_id, m.delivery_count, m.locked_until) for m in h.dlq("q")]
+
+    def one_too_big(batch: list[Message]) -> list[tuple[Message, OutboundMessage]]:
+        pairs = _all(batch)
+        pairs[1][1].body = b"x" * 2048
+        return pairs
+
+    with pytest.raises(MessageTooLarge):
+        q.move_available(DLQ, "small", after_sequence=-1, max_count=10, choose=one_too_big)
+    assert h.active("small") == []
+    assert [(m.message_id, m.delivery_count, m.locked_until) for m in h.dlq("q")] == before
+
+
+def test_move_available_choose_raising_moves_nothing(q: Engine, h: Helpers) -> None:
+    def broken(batch: list[Message]) -> list[tuple[Message, OutboundMessage]]:
+        raise RuntimeError("edit failed")
+
+    with pytest.raises(RuntimeError):
+        q.move_available(DLQ, "retry", after_sequence=-1, max_count=10, choose=broken)
+    assert h.active("retry") == []
+    assert h.ids(h.dlq("q")) == ["m0", "m1", "m2"]
+
+
+def test_move_available_refuses_a_main_queue(q: Engine) -> None:
+    with pytest.raises(ValueError, match="expire"):
+        q.move_available(A("q"), "retry", after_sequence=-1, max_count=10, choose=_all)
 
 
 def test_peek_pages_through_every_state_in_sequence_order(engine: Engine, h: Helpers, clock: Clock) -> None:

@@ -5,8 +5,9 @@ with SIGKILL at a seeded random moment, checks that every message id is still in
 DLQ, the target or the export file, and that a kill added no more duplicates than its
 bound; then runs again. With SBDLQ_EMULATOR_LATENCY the emulator behaves as a namespace
 (send, then complete: at most --concurrency duplicates per kill); without it a resubmit moves
-each batch in one transaction (none). The emulator clock is moved past the lock duration
-between runs (SBDLQ_EMULATOR_CLOCK_SKEW), as if the killed process's locks had lapsed.
+each batch in one transaction (none): without locks, or under lock where --rate paces it.
+The emulator clock is moved past the lock duration between runs (SBDLQ_EMULATOR_CLOCK_SKEW),
+as if the killed process's locks had lapsed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import json
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from support import dead_letter_all, stored_ids
@@ -33,15 +36,25 @@ LOCK_S = 60.0
 # Without latency a resubmit of 3,000 takes well under a second: --rate keeps each run long
 # enough for the kills to land mid-way in every one of the 20.
 ATOMIC_RATE = 200
+# Without --rate nothing paces the unlocked loop (a transaction per message at --batch-size 1,
+# a few thousand a second): a DLQ this big outlasts the 20 kills.
+UNLOCKED_N = 30_000
 
 
-def _seed_dlq(store: Path) -> None:
+def _seed_dlq(store: Path, n: int = N) -> None:
     eng = Engine(store)
     eng.create_queue("orders", lock_duration_s=LOCK_S)
     eng.create_queue("retry")
-    messages = [OutboundMessage(body=f"order {i}".encode(), message_id=f"m-{i}") for i in range(N)]
-    dead_letter_all(eng, "orders", messages, "Crash", "test")
+    for start in range(0, n, 5000):
+        messages = [
+            OutboundMessage(body=f"order {i}".encode(), message_id=f"m-{i}") for i in range(start, min(n, start + 5000))
+        ]
+        dead_letter_all(eng, "orders", messages, "Crash", "test")
     eng.close()
+
+
+def _seed_big_dlq(store: Path) -> None:
+    _seed_dlq(store, UNLOCKED_N)
 
 
 def _seed_transfer_dlq(store: Path) -> None:
@@ -72,25 +85,47 @@ def _run(argv: list[str], store: Path, skew: float, kill_after: float | None, la
     return run_or_kill(argv, env, kill_after)
 
 
+class Scenario(NamedTuple):
+    seed: Callable[[Path], None]
+    argv: list[str]
+    #: the queue the messages are moved from
+    source: str
+    #: SBDLQ_EMULATOR_LATENCY ("": none)
+    latency: str
+    #: new duplicates a kill may leave
+    bound: int
+    messages: int = N
+    #: seconds after its start a run is killed, drawn between these
+    window: tuple[float, float] = (0.4, 1.0)
+
+
 RESUBMIT = ["resubmit", "orders", "--to", "retry", "--batch-size", "20", "--concurrency", str(CONCURRENCY)]
-# name: (seed, argv, the queue read, SBDLQ_EMULATOR_LATENCY, new duplicates a kill may leave)
 SCENARIOS = {
-    "resubmit": (_seed_dlq, RESUBMIT, "orders/$DeadLetterQueue", "10ms", CONCURRENCY),
-    "resubmit-one-transaction": (
+    "resubmit": Scenario(_seed_dlq, RESUBMIT, "orders/$DeadLetterQueue", "10ms", CONCURRENCY),
+    "resubmit-one-transaction": Scenario(
         _seed_dlq,
         ["resubmit", "orders", "--to", "retry", "--batch-size", "5", "--rate", str(ATOMIC_RATE)],
         "orders/$DeadLetterQueue",
         "",
         0,
     ),
-    "purge-export": (
+    "resubmit-unlocked": Scenario(
+        _seed_big_dlq,
+        ["resubmit", "orders", "--to", "retry", "--batch-size", "1"],
+        "orders/$DeadLetterQueue",
+        "",
+        0,
+        messages=UNLOCKED_N,
+        window=(0.3, 0.8),
+    ),
+    "purge-export": Scenario(
         _seed_dlq,
         ["purge", "orders", "--yes", "--batch-size", "5", "--export", "{export}"],
         "orders/$DeadLetterQueue",
         "10ms",
         5,
     ),
-    "transfer-dlq-resubmit": (
+    "transfer-dlq-resubmit": Scenario(
         _seed_transfer_dlq,
         ["transfer-dlq", *RESUBMIT],
         "orders/$Transfer/$DeadLetterQueue",
@@ -102,25 +137,25 @@ SCENARIOS = {
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_sigkill_never_loses_a_message(tmp_path: Path, scenario: str) -> None:
-    seed, argv, source, latency, bound = SCENARIOS[scenario]
+    seed, argv, source, latency, bound, n, window = SCENARIOS[scenario]
     store = tmp_path / "store.db"
     export = tmp_path / "export.jsonl"
     seed(store)
     argv = [a.replace("{export}", str(export)) for a in argv]
     rng = random.Random(f"sbdlq-{scenario}")
-    all_ids = {f"m-{i}" for i in range(N)}
+    all_ids = {f"m-{i}" for i in range(n)}
     previous_dups = 0
     killed = 0
     for k in range(KILLS):
         skew = k * (LOCK_S + 1)
-        rc = _run(argv, store, skew, kill_after=rng.uniform(0.4, 1.0), latency=latency)
+        rc = _run(argv, store, skew, kill_after=rng.uniform(*window), latency=latency)
         killed += rc is None
         seen = Counter(_ids(store, source, skew + LOCK_S + 1))
         seen.update(_ids(store, "retry", skew + LOCK_S + 1))
         seen.update(_export_ids(export))
         missing = all_ids - set(seen)
         assert not missing, f"kill {k}: lost {sorted(missing)[:5]}"
-        dups = sum(seen.values()) - N
+        dups = sum(seen.values()) - n
         new_dups = dups - previous_dups
         assert new_dups <= bound, f"kill {k}: {new_dups} new duplicates, more than {bound}"
         previous_dups = dups

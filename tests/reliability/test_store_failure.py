@@ -1,9 +1,10 @@
 """A store (or broker) that fails mid-resubmit: the bound holds and the summary tells the truth (issue 12 item 6).
 
 The emulator store answers a full disk with `OperationFailed("... disk full")` (sqlite's
-SQLITE_FULL, renamed at the edge). The fault is injected at that edge, after the first
-successful call, on the operation that fails: moving a chunk (the emulator sends its copies and
-completes its originals in one transaction), or receiving the next batch.
+SQLITE_FULL, renamed at the edge). The fault is injected at that edge on every call that
+writes from some point on, as a full disk does: moving a batch (without locks, or a chunk's
+send-and-complete under lock; each one transaction), and receiving the next batch. Both loops
+are run: the unlocked one (the default) and the locked one (--rate needs chunks of its own).
 """
 
 from __future__ import annotations
@@ -33,29 +34,45 @@ def seeded(engine: Engine) -> Engine:
     return engine
 
 
-def _fail_after(monkeypatch: pytest.MonkeyPatch, method: str, good_calls: int) -> None:
-    real: Callable[..., Any] = getattr(Engine, method)
+def _fail_after(monkeypatch: pytest.MonkeyPatch, methods: list[str], good_calls: int) -> None:
+    """Calls to `methods` fail once `good_calls` of them went through: the disk is full from then on."""
     calls = {"n": 0}
+    for method in methods:
+        real: Callable[..., Any] = getattr(Engine, method)
 
-    def flaky(self: Engine, *args: Any, **kwargs: Any) -> Any:
-        calls["n"] += 1
-        if calls["n"] > good_calls:
-            raise OperationFailed(f"emulator store {self.store.path}: disk full")
-        return real(self, *args, **kwargs)
+        def flaky(self: Engine, *args: Any, _real: Callable[..., Any] = real, **kwargs: Any) -> Any:
+            calls["n"] += 1
+            if calls["n"] > good_calls:
+                raise OperationFailed(f"emulator store {self.store.path}: disk full")
+            return _real(self, *args, **kwargs)
 
-    monkeypatch.setattr(Engine, method, flaky)
+        monkeypatch.setattr(Engine, method, flaky)
+
+
+# The calls that move (each one transaction: a full disk fails it after the copies are
+# written), and the good calls before the disk fills: the first move, or the first two receives.
+FAILING = {
+    "move": (["move_available", "send_and_complete"], 1),
+    "receive": (["move_available", "receive"], 2),
+}
 
 
 @pytest.mark.parametrize("concurrency", [8, 32])
-# The emulator sends a chunk's copies and completes its originals in one transaction
-# (send_and_complete): that is the call a full disk fails after the copies are written.
-@pytest.mark.parametrize("failing", ["send_and_complete", "receive"])
+@pytest.mark.parametrize("failing", sorted(FAILING))
+@pytest.mark.parametrize("loop", [[], ["--rate", "100000"]], ids=["unlocked", "locked"])
 def test_full_store_mid_resubmit_keeps_the_bound_and_an_honest_summary(
-    seeded: Engine, cli: Cli, store: Path, monkeypatch: pytest.MonkeyPatch, concurrency: int, failing: str
+    seeded: Engine,
+    cli: Cli,
+    store: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    concurrency: int,
+    failing: str,
+    loop: list[str],
 ) -> None:
     # The seeding engine is done; faults apply to the CLI's engine only.
-    _fail_after(monkeypatch, failing, 1 if failing == "send_and_complete" else 2)
-    code, out, err = cli("resubmit", "orders", "--batch-size", "40", "--concurrency", str(concurrency), "--to", "retry")
+    _fail_after(monkeypatch, *FAILING[failing])
+    argv = ["resubmit", "orders", "--batch-size", "40", "--concurrency", str(concurrency), "--to", "retry", *loop]
+    code, out, err = cli(*argv)
     monkeypatch.undo()
     assert code == 1, err
     assert "Traceback" not in err

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, ReceiveMode
+from sbdlq.models import Counts, EntityInfo, Message, MovedBatch, OutboundMessage, ReceiveMode
 from sbdlq.paths import Address, EntityPath, SubQueue, parse_address, validate_name
 
 from ..store import Store
@@ -34,7 +34,7 @@ from .errors import (
 )
 from .model import DeadLetterCause, Draft, Entity, EntityKind, Queue, Rule, State, message_ids, message_size
 from .routing import Router
-from .rows import chunks, marks, page_rows, stamp, to_message
+from .rows import chunks, delete_ids, marks, page_rows, stamp, to_message
 from .rules import check_rule, find_rule_id, put_rule, read_rules, store_rules
 from .sessions import AcceptedSession
 from .upkeep import materialize_due, upkeep
@@ -265,6 +265,38 @@ class Engine:
             if messages:
                 self.send(entity, messages)  # joins this transaction
             return lost
+
+    def move_available(
+        self,
+        address: Address,
+        target: EntityPath | str,
+        *,
+        after_sequence: int,
+        max_count: int,
+        choose: Callable[[list[Message]], list[tuple[Message, OutboundMessage]]],
+    ) -> MovedBatch:
+        """Read up to max_count available messages of a dead-letter queue after `after_sequence`
+        (as a receive would see them, delivery counted) and, in the same transaction, send the
+        copies `choose` pairs with some of them and delete those originals.
+
+        Nothing is locked: the transaction is the lock. On any error (a copy `send` refuses, or
+        `choose` raising) neither happened, and a kill leaves both or neither.
+        """
+        now = self._now()
+        with self.store.write() as db:
+            ent = entities.queue_entity(db, address)
+            materialize_due(db, self._router, now)
+            locks.settle_lapsed(db, self._router, ent, now)
+            rows = locks.available_rows(db, ent, Queue.of(address.sub_queue), after_sequence, max_count, now)
+            if not rows:
+                return MovedBatch(0, 0, after_sequence)
+            messages = [to_message(r, delivered=True) for r in rows]
+            pairs = choose(messages)
+            if pairs:
+                row_of = {m.sequence_number: r.id for m, r in zip(messages, rows, strict=True)}
+                delete_ids(db, [row_of[m.sequence_number] for m, _ in pairs])
+                self.send(target, [copy for _, copy in pairs])  # joins this transaction
+            return MovedBatch(len(rows), len(pairs), rows[-1].seq)
 
     def cancel_scheduled(self, entity: EntityPath | str, sequence_numbers: Sequence[int]) -> None:
         """Cancel scheduled messages by sequence number (numbers of other messages are ignored)."""

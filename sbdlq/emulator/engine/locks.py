@@ -85,6 +85,16 @@ def take_available(
     return out
 
 
+def available_rows(
+    db: sqlite3.Connection, ent: Entity, queue: Queue, after: int, max_count: int, now: int
+) -> list[MessageRow]:
+    """Up to max_count rows a receive could take from a dead-letter queue, after a sequence
+    number, in order, without locking them (a DLQ has no expiry to apply on the way)."""
+    if queue == Queue.MAIN:
+        raise ValueError("a main queue's messages expire as they are received: use take_available")
+    return message_rows(db, _AVAILABLE + " ORDER BY seq LIMIT ?", (ent.id, queue, after, now, max_count))
+
+
 def _lock(db: sqlite3.Connection, ent: Entity, rows: list[MessageRow], now: int) -> list[Message]:
     """Lock rows for the entity's lock duration; the messages, with their locks."""
     until = now + ent.lock_duration_ms

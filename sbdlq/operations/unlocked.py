@@ -1,0 +1,115 @@
+"""The move loop that takes no locks: where the backend moves in one transaction (the local emulator).
+
+Each batch is read, chosen from, copied and moved inside one store transaction
+(`Backend.move_available`), so no message is ever locked, between send and complete, or
+anywhere but in one queue or the other: a kill -9 leaves both or neither. It skips a
+receive's lock writes and a second commit per batch, which the locked loop needs only
+because a namespace settles in a second round trip.
+
+It covers the plain path only. The first time a batch fails (a copy the target refuses, a
+busy or full store), that batch rolls back whole and `run` returns False: the locked loop
+takes over the rest of the run, with its per-message retries and its error reporting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sbdlq.backends.base import Backend
+from sbdlq.errors import SbdlqError
+from sbdlq.models import Message, OutboundMessage
+from sbdlq.operations.move import LoopStats
+from sbdlq.operations.sizing import BatchSizer
+from sbdlq.paths import Address, EntityPath
+from sbdlq.selection import Selection
+
+
+class UnlockedMove:
+    """Move up to `limit` matches batch by batch, each batch one transaction."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        source: Address,
+        target: EntityPath,
+        *,
+        selection: Selection,
+        copy_of: Callable[[Message], OutboundMessage],
+        stats: LoopStats,
+        batch_size: int,
+        large_bodies: int,
+        on_done: Callable[[int], None] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.source = source
+        self.target = target
+        self.selection = selection
+        self.copy_of = copy_of
+        self.stats = stats
+        self.on_done = on_done
+        self.sizer = BatchSizer(batch_size, large_bodies)
+        #: matches moved so far: the locked loop that takes over asks only for the rest
+        self.taken = 0
+
+    async def run(self, limit: int, last_sequence: int | None) -> bool:
+        """Move until `limit` matches moved, the DLQ ends or the scan's last match is passed;
+        False when a batch failed and nothing of it moved (the locked loop goes on from there)."""
+        after = -1
+        stats = self.stats
+        while self.taken < limit and stats.aborted is None:
+            want = self.sizer.next_count()
+            if self.selection.is_empty:
+                want = min(want, limit - self.taken)
+            # What a batch decided counts only once its transaction committed.
+            tally = _Tally()
+
+            def choose(batch: list[Message], tally: _Tally = tally) -> list[tuple[Message, OutboundMessage]]:
+                return self._choose(batch, tally, limit, last_sequence)
+
+            try:
+                moved = await self.backend.move_available(
+                    self.source, self.target, after_sequence=after, max_count=want, choose=choose
+                )
+            except SbdlqError:
+                return False
+            if moved is None:
+                return False  # the backend cannot: every batch goes through the locked loop
+            self.sizer.seen(tally.seen)
+            self.taken += moved.moved
+            stats.handled += moved.moved
+            stats.not_matching += tally.not_matching
+            if self.on_done is not None and moved.moved:
+                self.on_done(moved.moved)
+            if moved.read == 0 or tally.past_last:
+                break
+            after = moved.last_sequence
+        return True
+
+    def _choose(
+        self, batch: list[Message], tally: _Tally, limit: int, last_sequence: int | None
+    ) -> list[tuple[Message, OutboundMessage]]:
+        """The matches of a batch with their copies, within the limit and up to the scan's last match."""
+        tally.seen = batch
+        pairs: list[tuple[Message, OutboundMessage]] = []
+        room = limit - self.taken
+        matches, copy_of = self.selection.matches, self.copy_of
+        for m in batch:
+            if last_sequence is not None and m.sequence_number > last_sequence:
+                tally.past_last = True
+                break
+            if len(pairs) < room and matches(m):
+                pairs.append((m, copy_of(m)))
+            else:
+                tally.not_matching += 1
+        return pairs
+
+
+class _Tally:
+    """What choosing one batch saw, kept apart until its transaction commits."""
+
+    __slots__ = ("not_matching", "past_last", "seen")
+
+    def __init__(self) -> None:
+        self.seen: list[Message] = []
+        self.not_matching = 0
+        self.past_last = False
