@@ -53,7 +53,22 @@ class UnlockedMove:
 
     async def run(self, limit: int, last_sequence: int | None) -> bool:
         """Move until `limit` matches moved, the DLQ ends or the scan's last match is passed;
-        False when a batch failed and nothing of it moved (the locked loop goes on from there)."""
+        False when a batch failed and nothing of it moved (the locked loop goes on from there).
+
+        A second sweep from the start takes what another receiver held while the first went
+        by (its lock lapsed, or it was abandoned), as the locked loop would have received it
+        later; it runs only when the first fell short of the limit.
+        """
+        for sweep in (1, 2):
+            if self.taken >= limit or self.stats.aborted is not None:
+                break
+            finished = await self._sweep(limit, last_sequence, count_skipped=sweep == 1)
+            if finished is None:
+                return False
+        return True
+
+    async def _sweep(self, limit: int, last_sequence: int | None, *, count_skipped: bool) -> bool | None:
+        """One pass over the DLQ in sequence order; None when a batch failed."""
         after = -1
         stats = self.stats
         while self.taken < limit and stats.aborted is None:
@@ -71,13 +86,14 @@ class UnlockedMove:
                     self.source, self.target, after_sequence=after, max_count=want, choose=choose
                 )
             except SbdlqError:
-                return False
+                return None
             if moved is None:
-                return False  # the backend cannot: every batch goes through the locked loop
+                return None  # the backend cannot: every batch goes through the locked loop
             self.sizer.seen(tally.seen)
             self.taken += moved.moved
             stats.handled += moved.moved
-            stats.not_matching += tally.not_matching
+            if count_skipped:
+                stats.not_matching += tally.not_matching
             if self.on_done is not None and moved.moved:
                 self.on_done(moved.moved)
             if moved.read == 0 or tally.past_last:

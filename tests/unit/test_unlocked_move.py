@@ -81,3 +81,29 @@ def test_a_failed_batch_hands_the_rest_to_the_locked_loop(tmp_path: Path, monkey
     assert (r.selected, r.resubmitted, r.failed) == (7, 7, 0)
     assert stored_ids(store, "retry") == [f"m-{i}" for i in range(7)]
     assert stored_ids(store, str(DLQ)) == [f"m-{i}" for i in range(7, N)]
+
+
+def test_a_message_another_receiver_held_is_taken_once_its_lock_lapses(tmp_path: Path) -> None:
+    store = dead_lettered_store(tmp_path / "s.db", 5, "Bad")
+    now = [1_000_000.0]
+    with Engine(store, clock=lambda: now[0]) as other:
+        (held,) = other.receive(DLQ, 1)  # m-0, locked by another receiver for the queue's lock duration
+
+    def progress(total: int | None) -> Callable[[int], None]:
+        def tick(done: int) -> None:
+            now[0] += 3600  # the other receiver's lock lapses while the first sweep goes by
+
+        return tick
+
+    async def go() -> ResubmitResult:
+        backend = EmulatorBackend(str(store), clock=lambda: now[0])
+        try:
+            return await resubmit(backend, DLQ, EntityPath("retry"), batch_size=10, progress=progress)
+        finally:
+            await backend.close()
+
+    r = asyncio.run(go())
+    assert held.message_id == "m-0"
+    assert (r.selected, r.resubmitted, r.failed) == (5, 5, 0)
+    assert stored_ids(store, "retry") == ["m-1", "m-2", "m-3", "m-4", "m-0"]
+    assert stored_ids(store, str(DLQ)) == []
