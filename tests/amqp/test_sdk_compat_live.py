@@ -68,3 +68,34 @@ def test_batch_delete_over_the_management_link(emulator: Any) -> None:
 
     assert asyncio.run(scenario()) == (0, 2, 1)
     assert emulator.engine.counts(q).active == 1  # the locked one
+
+
+def test_complete_run_settles_consecutive_deliveries_in_one_disposition(emulator: Any) -> None:
+    from sbdlq.paths import Address, EntityPath
+
+    q = emulator.queue()
+    emulator.seed(q, *"abcdef")
+
+    async def scenario() -> tuple[bool, list[Any]]:
+        async with ServiceBusClient.from_connection_string(emulator.conn_str(), keep_alive=None) as client:
+            receiver = client.get_queue_receiver(q, prefetch_count=0)
+            async with receiver:
+                got: list[Any] = []
+                while len(got) < 6:
+                    got += await receiver.receive_messages(max_message_count=10, max_wait_time=2)
+                assert sdk_compat.completes_runs(receiver)
+                ids = [sdk_compat.run_delivery_id(m) for m in got]
+                assert ids == list(range(ids[0], ids[0] + 6))  # type: ignore[operator]
+                await sdk_compat.complete_run(receiver, got[:3])
+                assert [m._settled for m in got] == [True] * 3 + [False] * 3
+                assert sdk_compat.run_delivery_id(got[0]) is None  # settled: never in a run again
+                # Another receiver's hands on e: the broker refuses its part of the next run.
+                emulator.engine.abandon(Address(EntityPath(q)), [str(got[4].lock_token)])
+                with pytest.raises(Exception) as refused:
+                    await sdk_compat.complete_run(receiver, got[3:])
+                return sdk_compat.error_condition(refused.value) is not None, got
+
+    named, got = asyncio.run(scenario())
+    assert named
+    # d and f were completed all the same; e, whose lock was lost, is the one left.
+    assert [m.message_id for m in emulator.engine.peek(Address(EntityPath(q)), 0, 10)] == [got[4].message_id]

@@ -11,6 +11,7 @@ from support import APPLICATION_PROPERTIES, full_message, ids, producer_fields
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import EntityDisabled, EntityNotFound, InvalidOperation
 from sbdlq.models import OutboundMessage
+from sbdlq.operations.move import LoopStats, still_in
 from sbdlq.paths import Address, EntityPath, SubQueue
 
 if TYPE_CHECKING:
@@ -154,6 +155,23 @@ def test_complete_removes_only_the_completed(backend: Backend, seed: Seeder, aio
     seed.dead_letter("q", 3)
     got = aio(backend.receive(DLQ, 3))
     assert aio(backend.complete(DLQ, got[:2])) == []
+    assert ids(seed.dlq("q")) == ["m2"]
+
+
+def test_a_complete_of_many_where_one_lock_was_lost_leaves_exactly_that_one(
+    backend: Backend, seed: Seeder, aio: Any
+) -> None:
+    # The Service Bus backend completes consecutive deliveries in one disposition: when one
+    # of them is refused it cannot tell which others went, and returns them all. Whatever a
+    # backend returns, the messages still there are exactly the one whose lock was lost.
+    seed.queue("q")
+    seed.dead_letter("q", 6)
+    got = aio(backend.receive(DLQ, 6))
+    assert len(got) == 6
+    seed.engine.abandon(DLQ, [got[2].lock_token or ""])  # its lock ends elsewhere; it stays
+    lost = aio(backend.complete(DLQ, got))
+    assert got[2] in lost
+    assert ids(aio(still_in(backend, DLQ, lost, LoopStats()))) == ["m2"]
     assert ids(seed.dlq("q")) == ["m2"]
 
 

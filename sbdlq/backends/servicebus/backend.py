@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -35,6 +34,7 @@ from sbdlq.backends.servicebus.credentials import (
     is_async_credential,
 )
 from sbdlq.backends.servicebus.errors import VERDICTS, describe, guarded, translate_error
+from sbdlq.backends.servicebus.links import Held, Link, runs_of
 from sbdlq.connstr import ConnectionInfo, parse_connection_string, redact
 from sbdlq.errors import (
     AuthError,
@@ -59,44 +59,6 @@ _HELD_SOFT_LIMIT = 10_000
 _HELD_GRACE = timedelta(seconds=60)
 #: messages per batch-delete request: the Standard tier's limit (Premium takes 4,000)
 BATCH_DELETE_MAX = 500
-#: settlements awaiting their outcome on one receiver at once. azure-servicebus (pyamqp) has
-#: each one poll the connection for its outcome, one frame per poll, waiting the socket
-#: timeout when none is there: hundreds at once starve each other (500 took over 30 s where
-#: 100 take one round trip), so more wait their turn.
-SETTLING_MAX = 100
-
-
-@dataclass(eq=False)
-class _Link:
-    """A cached SDK sender or receiver, and the lock that keeps its requests one at a time.
-
-    azure-servicebus (pyamqp) numbers an outgoing transfer before it awaits the socket and
-    counts it after: two sends, or two `$management` requests (peek, renew), overlapped on
-    one handler can go out with the same delivery-id, and the broker then closes the
-    connection ("sequencing error"); the SDK shuts the handler down and every call sharing
-    it fails. So transfers on one handler never overlap; settlements (dispositions) may.
-    """
-
-    key: Any
-    handler: Any
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    opened: bool = False
-    #: settlements awaiting their outcome on this link (see SETTLING_MAX)
-    settling: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SETTLING_MAX))
-
-
-@dataclass(slots=True)
-class _Held:
-    """A locked SDK message, the receiver its lock token is bound to, and the AMQP link it came on."""
-
-    receiver: _Link
-    sdk_message: Any
-    locked_until: datetime | None
-    # The SDK's link object when the message arrived: a receiver that reopened since (after an
-    # error, inside the SDK's own retries) cannot settle it, as its lock went with the old link.
-    amqp_link: Any = None
-
-
 class ServiceBusBackend(Backend):
     """Broker primitives over a real namespace (or Microsoft's emulator) through the azure SDK."""
 
@@ -155,9 +117,9 @@ class ServiceBusBackend(Backend):
             say=self._say,
         )
         self._said: set[str] = set()
-        self._receivers: dict[tuple[str, ReceiveMode], _Link] = {}
-        self._senders: dict[str, _Link] = {}
-        self._held: dict[str, _Held] = {}
+        self._receivers: dict[tuple[str, ReceiveMode], Link] = {}
+        self._senders: dict[str, Link] = {}
+        self._held: dict[str, Held] = {}
         self._batch_delete_refused = False
 
     # ----------------------------------------------------------------- admin (HTTP) side
@@ -260,7 +222,7 @@ class ServiceBusBackend(Backend):
         for sdk_message in found:
             message = from_sdk_message(sdk_message, locked=locked, received=True)
             if locked and message.lock_token is not None:
-                self._held[message.lock_token] = _Held(link, sdk_message, message.locked_until, amqp_link)
+                self._held[message.lock_token] = Held(link, sdk_message, message.locked_until, amqp_link)
             out.append(message)
         return out
 
@@ -311,8 +273,38 @@ class ServiceBusBackend(Backend):
         return gone
 
     async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
-        """Complete each message on the receiver that locked it."""
-        return await self._settle(address, messages, "complete", lambda r, m: r.complete_message(m))
+        """Complete each message on the receiver that locked it: consecutive deliveries of one
+        receiver in one disposition (a run), the others one by one; returns the lost ones."""
+        keyed: list[tuple[Message, Link | None, int | None]] = []
+        for m in messages:
+            held = self._held.get(m.lock_token) if m.lock_token else None
+            if held is None or not self._usable(held) or not sdk_compat.completes_runs(held.receiver.handler):
+                keyed.append((m, None, None))
+            else:
+                keyed.append((m, held.receiver, sdk_compat.run_delivery_id(held.sdk_message)))
+        singles, runs = runs_of(keyed)
+        parts = await asyncio.gather(
+            self._settle(address, singles, "complete", lambda r, m: r.complete_message(m)),
+            *(self._complete_run(address, link, run) for link, run in runs),
+        )
+        return [m for part in parts for m in part]
+
+    async def _complete_run(self, address: Address, link: Link, run: list[Message]) -> list[Message]:
+        """Complete a run in one disposition; when that fails, all of it is returned as lost: the
+        broker may have completed some, and the caller looks up which are left (move.still_in)."""
+        what = str(address)
+        held = [self._held[m.lock_token] for m in run if m.lock_token]
+        try:
+            async with link.settling:
+                await self._guard(sdk_compat.complete_run(link.handler, [h.sdk_message for h in held]), what)
+        except SbdlqError as exc:
+            self._say(f"a complete of {len(run)} in one disposition failed ({exc.message}): counting what is left")
+            if not sdk_compat.handler_running(link.handler):
+                await self._drop(self._receivers, link)
+            return run
+        for m in run:
+            self._held.pop(m.lock_token or "", None)
+        return []
 
     async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         """Abandon each message on the receiver that locked it."""
@@ -332,7 +324,7 @@ class ServiceBusBackend(Backend):
     async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         """Renew the locks, one request per receiver; updates locked_until."""
         what = str(address)
-        groups: dict[_Link, list[tuple[Message, _Held]]] = {}
+        groups: dict[Link, list[tuple[Message, Held]]] = {}
         lost: set[int] = set()
         for message in messages:
             token = _token(message, "renew", what)
@@ -353,7 +345,7 @@ class ServiceBusBackend(Backend):
                     message.locked_until = held.locked_until = until
         return [m for m in messages if id(m) in lost]
 
-    async def _renew_on(self, link: _Link, sdk_messages: list[Any], what: str) -> list[datetime | None]:
+    async def _renew_on(self, link: Link, sdk_messages: list[Any], what: str) -> list[datetime | None]:
         """New lock expiries (None: lost) of messages held on one receiver; the caller holds its lock."""
         if len(sdk_messages) > 1 and sdk_compat.can_renew_many(link.handler):
             try:
@@ -378,7 +370,7 @@ class ServiceBusBackend(Backend):
         """Settle each message concurrently (dispositions may overlap); lost locks are returned, not raised."""
         what = str(address)
         tokens = [_token(m, verb, what) for m in messages]
-        links: set[_Link] = set()
+        links: set[Link] = set()
 
         async def one(token: str) -> bool:
             # Settling releases the entry whatever happens.
@@ -417,7 +409,7 @@ class ServiceBusBackend(Backend):
             raise first_error
         return lost
 
-    def _usable(self, held: _Held) -> bool:
+    def _usable(self, held: Held) -> bool:
         """Whether the receiver that locked a message can still settle it."""
         link = held.receiver
         return (
@@ -471,7 +463,7 @@ class ServiceBusBackend(Backend):
         while True:
             link = self._senders.get(key)
             if link is None:
-                link = self._senders[key] = _Link(key, self._new_sender(entity))
+                link = self._senders[key] = Link(key, self._new_sender(entity))
             async with link.lock:
                 if self._senders.get(key) is not link:
                     continue  # replaced while we waited for it
@@ -492,7 +484,7 @@ class ServiceBusBackend(Backend):
                 return
 
     async def _on_receiver(
-        self, link: _Link, awaitable: Awaitable[T], what: object, *, timeout: float | None = None
+        self, link: Link, awaitable: Awaitable[T], what: object, *, timeout: float | None = None
     ) -> T:
         """Await a call on a receiver; a receiver the SDK shut down is replaced (its locks went with it)."""
         try:
@@ -502,7 +494,7 @@ class ServiceBusBackend(Backend):
                 await self._drop(self._receivers, link)
             raise
 
-    async def _drop(self, table: dict[Any, _Link], link: _Link) -> None:
+    async def _drop(self, table: dict[Any, Link], link: Link) -> None:
         """Forget a sender or receiver and close it (a receiver releases what it had buffered)."""
         if table.get(link.key) is link:
             del table[link.key]
@@ -545,7 +537,7 @@ class ServiceBusBackend(Backend):
                 self._client = ServiceBusClient(self._host, self._async_credential(), **kwargs)
         return self._client
 
-    async def _live_receiver(self, address: Address, mode: ReceiveMode) -> _Link:
+    async def _live_receiver(self, address: Address, mode: ReceiveMode) -> Link:
         """The cached receiver of an address, replaced first if the SDK shut it down since it last worked."""
         link = self._receivers.get((str(address), mode))
         if (
@@ -559,7 +551,7 @@ class ServiceBusBackend(Backend):
             await self._drop(self._receivers, link)
         return self._receiver(address, mode)
 
-    def _receiver(self, address: Address, mode: ReceiveMode) -> _Link:
+    def _receiver(self, address: Address, mode: ReceiveMode) -> Link:
         """The cached receiver of an address: lock tokens only settle on the link that locked them."""
         key = (str(address), mode)
         link = self._receivers.get(key)
@@ -598,7 +590,7 @@ class ServiceBusBackend(Backend):
             raise
         except Exception as exc:
             raise self._translate(exc, str(address)) from exc
-        link = self._receivers[key] = _Link(key, receiver)
+        link = self._receivers[key] = Link(key, receiver)
         return link
 
     def _new_sender(self, entity: EntityPath) -> Any:

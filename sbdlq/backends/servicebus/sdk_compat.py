@@ -152,6 +152,54 @@ async def renew_many(receiver: Any, sdk_messages: list[Any]) -> list[datetime]:
     return untils
 
 
+def completes_runs(receiver: Any) -> bool:
+    """Whether the receiver can complete a run of consecutive deliveries in one disposition and
+    learn every outcome: pyamqp, peek-lock awaiting settlement outcomes, no session."""
+    handler = getattr(receiver, "_handler", None)
+    link = getattr(handler, "_link", None)
+    return (
+        getattr(receiver, "_await_settlement_outcome", False) is True
+        and not getattr(receiver, "_session", None)
+        and inspect.iscoroutinefunction(getattr(handler, "settle_messages_async", None))
+        and isinstance(getattr(link, "_received_delivery_tags", None), set)
+    )
+
+
+def run_delivery_id(sdk_message: Any) -> int | None:
+    """The delivery id a message can be completed by in a run; None: complete it alone (the
+    checks `complete_message` makes first: settled, deferred, peeked, lock expired)."""
+    m = sdk_message
+    if m._settled or m._is_deferred_message or m._is_peeked_message or m._lock_expired:
+        return None
+    delivery_id = getattr(m, "_delivery_id", None)
+    return delivery_id if type(delivery_id) is int and getattr(m, "_delivery_tag", None) else None
+
+
+async def complete_run(receiver: Any, sdk_messages: list[Any]) -> None:
+    """Complete messages whose delivery ids are consecutive (in that order) with one disposition,
+    awaiting every outcome; raises when any was not accepted, and then which were is unknown.
+
+    `complete_message` sends one disposition per message and awaits each: for a chunk that is a
+    frame, a waiter and a read loop per message. pyamqp takes a range (`settle_messages_async`
+    with a (first, last) id) and awaits every delivery in it; the link's bookkeeping of received
+    tags drops only the first one, so the others are dropped here.
+    """
+    handler = receiver._handler
+    first, last = sdk_messages[0]._delivery_id, sdk_messages[-1]._delivery_id
+    if last - first + 1 != len(sdk_messages):
+        raise ValueError("a run's delivery ids must be consecutive")
+    await handler.settle_messages_async(
+        (first, last),
+        sdk_messages[0]._delivery_tag,
+        "accepted",
+        await_outcome=True,
+        outcome_timeout=receiver._config.timeout,
+    )
+    handler._link._received_delivery_tags.difference_update(m._delivery_tag for m in sdk_messages[1:])
+    for m in sdk_messages:
+        m._settled = True
+
+
 def encode_amqp_body(*, value: Any = None, sequence: list[Any] | None = None) -> bytes:
     """amqp-value / amqp-sequence sections encoded by the SDK's own `_pyamqp._encode.encode_payload`."""
     # The SDK's encoder, so a copy is encoded the way the SDK sends it.
