@@ -70,32 +70,35 @@ def test_batch_delete_over_the_management_link(emulator: Any) -> None:
     assert emulator.engine.counts(q).active == 1  # the locked one
 
 
-def test_complete_run_settles_consecutive_deliveries_in_one_disposition(emulator: Any) -> None:
+def test_settle_run_settles_consecutive_deliveries_in_one_disposition(emulator: Any) -> None:
     from sbdlq.paths import Address, EntityPath
 
     q = emulator.queue()
-    emulator.seed(q, *"abcdef")
+    emulator.seed(q, *"abcdefgh")
 
     async def scenario() -> tuple[bool, list[Any]]:
         async with ServiceBusClient.from_connection_string(emulator.conn_str(), keep_alive=None) as client:
             receiver = client.get_queue_receiver(q, prefetch_count=0)
             async with receiver:
                 got: list[Any] = []
-                while len(got) < 6:
+                while len(got) < 8:
                     got += await receiver.receive_messages(max_message_count=10, max_wait_time=2)
                 assert sdk_compat.completes_runs(receiver)
                 ids = [sdk_compat.run_delivery_id(m) for m in got]
-                assert ids == list(range(ids[0], ids[0] + 6))  # type: ignore[operator]
-                await sdk_compat.complete_run(receiver, got[:3])
-                assert [m._settled for m in got] == [True] * 3 + [False] * 3
+                assert ids == list(range(ids[0], ids[0] + 8))  # type: ignore[operator]
+                await sdk_compat.settle_run(receiver, got[:3], "complete")
+                await sdk_compat.settle_run(receiver, got[6:], "abandon")  # g and h: available again
+                assert [m._settled for m in got] == [True] * 3 + [False] * 3 + [True] * 2
                 assert sdk_compat.run_delivery_id(got[0]) is None  # settled: never in a run again
                 # Another receiver's hands on e: the broker refuses its part of the next run.
                 emulator.engine.abandon(Address(EntityPath(q)), [str(got[4].lock_token)])
                 with pytest.raises(Exception) as refused:
-                    await sdk_compat.complete_run(receiver, got[3:])
+                    await sdk_compat.settle_run(receiver, got[3:6], "complete")
                 return sdk_compat.error_condition(refused.value) is not None, got
 
     named, got = asyncio.run(scenario())
     assert named
-    # d and f were completed all the same; e, whose lock was lost, is the one left.
-    assert [m.message_id for m in emulator.engine.peek(Address(EntityPath(q)), 0, 10)] == [got[4].message_id]
+    # d and f were completed all the same; e, whose lock was lost, is left, and g and h were abandoned.
+    left = emulator.engine.peek(Address(EntityPath(q)), 0, 10)
+    assert [m.message_id for m in left] == [got[i].message_id for i in (4, 6, 7)]
+    assert [m.delivery_count for m in left[1:]] == [1, 1]  # an abandon counts the delivery

@@ -273,8 +273,18 @@ class ServiceBusBackend(Backend):
         return gone
 
     async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
-        """Complete each message on the receiver that locked it: consecutive deliveries of one
-        receiver in one disposition (a run), the others one by one; returns the lost ones."""
+        """Complete each message on the receiver that locked it (runs in one disposition each)."""
+        return await self._settle_in_runs(address, messages, "complete", lambda r, m: r.complete_message(m))
+
+    async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Abandon each message on the receiver that locked it (runs in one disposition each)."""
+        return await self._settle_in_runs(address, messages, "abandon", lambda r, m: r.abandon_message(m))
+
+    async def _settle_in_runs(
+        self, address: Address, messages: Sequence[Message], verb: str, action: Callable[[Any, Any], Awaitable[Any]]
+    ) -> list[Message]:
+        """Consecutive deliveries of one receiver in one disposition (a run), the others one by
+        one (`action`); returns the messages it cannot say were settled."""
         keyed: list[tuple[Message, Link | None, int | None]] = []
         for m in messages:
             held = self._held.get(m.lock_token) if m.lock_token else None
@@ -284,31 +294,27 @@ class ServiceBusBackend(Backend):
                 keyed.append((m, held.receiver, sdk_compat.run_delivery_id(held.sdk_message)))
         singles, runs = runs_of(keyed)
         parts = await asyncio.gather(
-            self._settle(address, singles, "complete", lambda r, m: r.complete_message(m)),
-            *(self._complete_run(address, link, run) for link, run in runs),
+            self._settle(address, singles, verb, action),
+            *(self._settle_run(address, link, run, verb) for link, run in runs),
         )
         return [m for part in parts for m in part]
 
-    async def _complete_run(self, address: Address, link: Link, run: list[Message]) -> list[Message]:
-        """Complete a run in one disposition; when that fails, all of it is returned as lost: the
-        broker may have completed some, and the caller looks up which are left (move.still_in)."""
+    async def _settle_run(self, address: Address, link: Link, run: list[Message], verb: str) -> list[Message]:
+        """Settle a run in one disposition; when that fails, all of it is returned as not settled:
+        the broker may have settled some, and a caller that must know looks (move.still_in)."""
         what = str(address)
         held = [self._held[m.lock_token] for m in run if m.lock_token]
         try:
             async with link.settling:
-                await self._guard(sdk_compat.complete_run(link.handler, [h.sdk_message for h in held]), what)
+                await self._guard(sdk_compat.settle_run(link.handler, [h.sdk_message for h in held], verb), what)
         except SbdlqError as exc:
-            self._say(f"a complete of {len(run)} in one disposition failed ({exc.message}): counting what is left")
+            self._say(f"{verb} of {len(run)} in one disposition failed ({exc.message}): counting what is left")
             if not sdk_compat.handler_running(link.handler):
                 await self._drop(self._receivers, link)
             return run
         for m in run:
             self._held.pop(m.lock_token or "", None)
         return []
-
-    async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:
-        """Abandon each message on the receiver that locked it."""
-        return await self._settle(address, messages, "abandon", lambda r, m: r.abandon_message(m))
 
     async def dead_letter(
         self, address: Address, messages: Sequence[Message], reason: str, description: str

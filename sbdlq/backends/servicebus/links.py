@@ -1,5 +1,5 @@
 """The SDK handlers the backend keeps, the messages it holds locked on them, and how a
-complete of many is cut into runs of consecutive deliveries (see sdk_compat.complete_run)."""
+complete of many is cut into runs of consecutive deliveries (see sdk_compat.settle_run)."""
 
 from __future__ import annotations
 

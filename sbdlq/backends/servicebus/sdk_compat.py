@@ -175,15 +175,23 @@ def run_delivery_id(sdk_message: Any) -> int | None:
     return delivery_id if type(delivery_id) is int and getattr(m, "_delivery_tag", None) else None
 
 
-async def complete_run(receiver: Any, sdk_messages: list[Any]) -> None:
-    """Complete messages whose delivery ids are consecutive (in that order) with one disposition,
-    awaiting every outcome; raises when any was not accepted, and then which were is unknown.
+#: what settle_run may do to a run: complete it, or abandon it (the SDK's `modified`, as abandon_message sends)
+RUN_OUTCOMES: dict[str, tuple[str, dict[str, bool]]] = {
+    "complete": ("accepted", {}),
+    "abandon": ("modified", {"delivery_failed": True, "undeliverable_here": False}),
+}
+
+
+async def settle_run(receiver: Any, sdk_messages: list[Any], verb: str) -> None:
+    """Complete or abandon messages whose delivery ids are consecutive (in that order) with one
+    disposition, awaiting every outcome; raises when any was refused, and then which went is unknown.
 
     `complete_message` sends one disposition per message and awaits each: for a chunk that is a
     frame, a waiter and a read loop per message. pyamqp takes a range (`settle_messages_async`
     with a (first, last) id) and awaits every delivery in it; the link's bookkeeping of received
     tags drops only the first one, so the others are dropped here.
     """
+    outcome, options = RUN_OUTCOMES[verb]
     handler = receiver._handler
     first, last = sdk_messages[0]._delivery_id, sdk_messages[-1]._delivery_id
     if last - first + 1 != len(sdk_messages):
@@ -191,7 +199,8 @@ async def complete_run(receiver: Any, sdk_messages: list[Any]) -> None:
     await handler.settle_messages_async(
         (first, last),
         sdk_messages[0]._delivery_tag,
-        "accepted",
+        outcome,
+        **options,
         await_outcome=True,
         outcome_timeout=receiver._config.timeout,
     )
