@@ -158,6 +158,14 @@ def test_complete_removes_only_the_completed(backend: Backend, seed: Seeder, aio
     assert ids(seed.dlq("q")) == ["m2"]
 
 
+def test_a_message_given_twice_to_complete_is_completed_once(backend: Backend, seed: Seeder, aio: Any) -> None:
+    seed.queue("q")
+    seed.dead_letter("q", 3)
+    got = aio(backend.receive(DLQ, 3))
+    aio(backend.complete(DLQ, [got[0], got[1], got[1], got[2]]))
+    assert ids(seed.dlq("q")) == []
+
+
 def test_a_complete_of_many_where_one_lock_was_lost_leaves_exactly_that_one(
     backend: Backend, seed: Seeder, aio: Any
 ) -> None:

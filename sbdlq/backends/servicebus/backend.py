@@ -285,34 +285,42 @@ class ServiceBusBackend(Backend):
     ) -> list[Message]:
         """Consecutive deliveries of one receiver in one disposition (a run), the others one by
         one (`action`); returns the messages it cannot say were settled."""
-        keyed: list[tuple[Message, Link | None, int | None]] = []
+        keyed: list[tuple[tuple[Message, Held | None], Link | None, int | None]] = []
+        seen: set[str] = set()
         for m in messages:
-            held = self._held.get(m.lock_token) if m.lock_token else None
+            token = m.lock_token or ""
+            if token in seen:
+                continue  # given twice: settled once
+            held = self._held.get(token)
             if held is None or not self._usable(held) or not sdk_compat.completes_runs(held.receiver.handler):
-                keyed.append((m, None, None))
+                keyed.append(((m, None), None, None))
             else:
-                keyed.append((m, held.receiver, sdk_compat.run_delivery_id(held.sdk_message)))
+                seen.add(token)
+                keyed.append(((m, held), held.receiver, sdk_compat.run_delivery_id(held.sdk_message)))
         singles, runs = runs_of(keyed)
         parts = await asyncio.gather(
-            self._settle(address, singles, verb, action),
+            self._settle(address, [m for m, _ in singles], verb, action),
             *(self._settle_run(address, link, run, verb) for link, run in runs),
         )
         return [m for part in parts for m in part]
 
-    async def _settle_run(self, address: Address, link: Link, run: list[Message], verb: str) -> list[Message]:
+    async def _settle_run(
+        self, address: Address, link: Link, run: list[tuple[Message, Held | None]], verb: str
+    ) -> list[Message]:
         """Settle a run in one disposition; when that fails, all of it is returned as not settled:
         the broker may have settled some, and a caller that must know looks (move.still_in)."""
         what = str(address)
-        held = [self._held[m.lock_token] for m in run if m.lock_token]
+        messages = [m for m, _ in run]
+        held = [h for _, h in run if h is not None]
         try:
             async with link.settling:
                 await self._guard(sdk_compat.settle_run(link.handler, [h.sdk_message for h in held], verb), what)
         except SbdlqError as exc:
-            self._say(f"{verb} of {len(run)} in one disposition failed ({exc.message}): counting what is left")
+            self._say(f"{verb} of {len(messages)} in one disposition failed ({exc.message}): counting what is left")
             if not sdk_compat.handler_running(link.handler):
                 await self._drop(self._receivers, link)
-            return run
-        for m in run:
+            return messages
+        for m in messages:
             self._held.pop(m.lock_token or "", None)
         return []
 
