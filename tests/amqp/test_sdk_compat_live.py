@@ -15,6 +15,14 @@ from azure.servicebus.aio import ServiceBusClient
 from sbdlq.backends.servicebus import sdk_compat
 
 
+async def _receive(receiver: Any, n: int) -> list[Any]:
+    """n messages from a receiver, however many receives that takes."""
+    got: list[Any] = []
+    while len(got) < n:
+        got += await receiver.receive_messages(max_message_count=10, max_wait_time=2)
+    return got
+
+
 def test_link_shims_on_an_open_receiver(emulator: Any) -> None:
     q = emulator.queue()
     emulator.seed(q, "a", "b")
@@ -23,9 +31,7 @@ def test_link_shims_on_an_open_receiver(emulator: Any) -> None:
         async with ServiceBusClient.from_connection_string(emulator.conn_str(), keep_alive=None) as client:
             receiver = client.get_queue_receiver(q, prefetch_count=0)
             async with receiver:
-                got: list[Any] = []
-                while len(got) < 2:
-                    got += await receiver.receive_messages(max_message_count=10, max_wait_time=2)
+                got = await _receive(receiver, 2)
                 assert sdk_compat.handler_running(receiver) and not sdk_compat.half_torn(receiver)
                 client_of = sdk_compat.amqp_client_of(receiver)
                 assert client_of is not None
@@ -80,9 +86,7 @@ def test_settle_run_settles_consecutive_deliveries_in_one_disposition(emulator: 
         async with ServiceBusClient.from_connection_string(emulator.conn_str(), keep_alive=None) as client:
             receiver = client.get_queue_receiver(q, prefetch_count=0)
             async with receiver:
-                got: list[Any] = []
-                while len(got) < 8:
-                    got += await receiver.receive_messages(max_message_count=10, max_wait_time=2)
+                got = await _receive(receiver, 8)
                 assert sdk_compat.completes_runs(receiver)
                 ids = [sdk_compat.run_delivery_id(m) for m in got]
                 assert ids == list(range(ids[0], ids[0] + 8))  # type: ignore[operator]
