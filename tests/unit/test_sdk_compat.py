@@ -246,3 +246,22 @@ def test_stop_keep_alive_cancels_and_forgets_the_task() -> None:
         return task.cancelled(), handler._handler._keep_alive_thread
 
     assert asyncio.run(scenario()) == (True, None)
+
+
+def test_run_refused_tells_a_refusal_from_no_answer() -> None:
+    from azure.servicebus._pyamqp.error import ErrorCondition, MessageException, MessageSettlementUnconfirmed
+
+    assert sdk_compat.run_refused(MessageException(condition=b"com.microsoft:message-lock-lost"))
+    assert not sdk_compat.run_refused(MessageSettlementUnconfirmed(condition=ErrorCondition.ClientError))
+    assert not sdk_compat.run_refused(TimeoutError("no outcome"))
+
+
+def test_settle_run_relies_on_pyamqp_range_settlement() -> None:
+    from azure.servicebus._pyamqp.aio._client_async import ReceiveClientAsync
+
+    settle = ReceiveClientAsync.settle_messages_async
+    assert inspect.iscoroutinefunction(settle)
+    assert tuple(inspect.signature(settle).parameters)[1:4] == ("delivery_id", "delivery_tag", "outcome")
+    assert "await_outcome" in inspect.getsource(settle)  # taken through **kwargs
+    for name in ("_delivery_id", "_delivery_tag", "_settled", "_is_deferred_message", "_is_peeked_message"):
+        assert name in inspect.getsource(ServiceBusReceivedMessage), name

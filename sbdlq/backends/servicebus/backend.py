@@ -34,13 +34,12 @@ from sbdlq.backends.servicebus.credentials import (
     is_async_credential,
 )
 from sbdlq.backends.servicebus.errors import VERDICTS, describe, guarded, translate_error
-from sbdlq.backends.servicebus.links import Held, Link, runs_of
+from sbdlq.backends.servicebus.links import Held, Link, lock_token, runs_of
 from sbdlq.connstr import ConnectionInfo, parse_connection_string, redact
 from sbdlq.errors import (
     AuthError,
     BadInput,
     EntityNotFound,
-    InvalidOperation,
     LockLost,
     SbdlqError,
     ServiceUnavailable,
@@ -121,6 +120,8 @@ class ServiceBusBackend(Backend):
         self._senders: dict[str, Link] = {}
         self._held: dict[str, Held] = {}
         self._batch_delete_refused = False
+        #: a run of settlements went unanswered (not refused): settle one by one from then on
+        self._runs_unanswered = False
 
     # ----------------------------------------------------------------- admin (HTTP) side
 
@@ -292,7 +293,12 @@ class ServiceBusBackend(Backend):
             if token in seen:
                 continue  # given twice: settled once
             held = self._held.get(token)
-            if held is None or not self._usable(held) or not sdk_compat.completes_runs(held.receiver.handler):
+            if (
+                held is None
+                or self._runs_unanswered
+                or not self._usable(held)
+                or not sdk_compat.completes_runs(held.receiver.handler)
+            ):
                 keyed.append(((m, None), None, None))
             else:
                 seen.add(token)
@@ -317,6 +323,10 @@ class ServiceBusBackend(Backend):
                 await self._guard(sdk_compat.settle_run(link.handler, [h.sdk_message for h in held], verb), what)
         except SbdlqError as exc:
             self._say(f"{verb} of {len(messages)} in one disposition failed ({exc.message}): counting what is left")
+            if not sdk_compat.run_refused(exc.__cause__ or exc):
+                # A refusal (a lock lost in the run) means the broker answers runs; no answer
+                # may mean it does not take ranges: one by one for the rest of this backend's life.
+                self._runs_unanswered = True
             if not sdk_compat.handler_running(link.handler):
                 await self._drop(self._receivers, link)
             return messages
@@ -341,7 +351,7 @@ class ServiceBusBackend(Backend):
         groups: dict[Link, list[tuple[Message, Held]]] = {}
         lost: set[int] = set()
         for message in messages:
-            token = _token(message, "renew", what)
+            token = lock_token(message, "renew", what)
             held = self._held.get(token)
             if held is None or not self._usable(held):
                 self._held.pop(token, None)
@@ -383,7 +393,7 @@ class ServiceBusBackend(Backend):
     ) -> list[Message]:
         """Settle each message concurrently (dispositions may overlap); lost locks are returned, not raised."""
         what = str(address)
-        tokens = [_token(m, verb, what) for m in messages]
+        tokens = [lock_token(m, verb, what) for m in messages]
         links: set[Link] = set()
 
         async def one(token: str) -> bool:
@@ -669,16 +679,6 @@ class ServiceBusBackend(Backend):
 
 
 # ---------------------------------------------------------------------- SDK handlers
-
-
-def _token(message: Message, verb: str, what: str) -> str:
-    """A message's lock token; InvalidOperation for one that was never locked."""
-    if message.lock_token is None:
-        raise InvalidOperation(
-            f"cannot {verb} message {message.sequence_number} of {what}: it is not locked "
-            "(peeked or received and deleted)"
-        )
-    return message.lock_token
 
 
 def _sender_broken(sender: Any, exc: BaseException) -> bool:

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+from sbdlq.errors import InvalidOperation
+from sbdlq.models import Message
+
 T = TypeVar("T")
 
 #: settlements awaiting their outcome on one receiver at once. azure-servicebus (pyamqp) has
@@ -47,6 +50,16 @@ class Held:
     # The SDK's link object when the message arrived: a receiver that reopened since (after an
     # error, inside the SDK's own retries) cannot settle it, as its lock went with the old link.
     amqp_link: Any = None
+
+
+def lock_token(message: Message, verb: str, what: str) -> str:
+    """A message's lock token; InvalidOperation for one that was never locked."""
+    if message.lock_token is None:
+        raise InvalidOperation(
+            f"cannot {verb} message {message.sequence_number} of {what}: it is not locked "
+            "(peeked or received and deleted)"
+        )
+    return message.lock_token
 
 
 #: the fewest messages worth a disposition of their own range; fewer are settled one by one

@@ -209,6 +209,14 @@ async def settle_run(receiver: Any, sdk_messages: list[Any], verb: str) -> None:
         m._settled = True
 
 
+def run_refused(exc: BaseException) -> bool:
+    """Whether a settle_run failure is an outcome the broker reported (it refused some of the run,
+    a lost lock say), rather than none coming back (no answer, the link gone)."""
+    from azure.servicebus._pyamqp.error import MessageException, MessageSettlementUnconfirmed
+
+    return isinstance(exc, MessageException) and not isinstance(exc, MessageSettlementUnconfirmed)
+
+
 def encode_amqp_body(*, value: Any = None, sequence: list[Any] | None = None) -> bytes:
     """amqp-value / amqp-sequence sections encoded by the SDK's own `_pyamqp._encode.encode_payload`."""
     # The SDK's encoder, so a copy is encoded the way the SDK sends it.
