@@ -306,15 +306,20 @@ class ServiceBusBackend(Backend):
         singles, runs = runs_of(keyed)
         parts = await asyncio.gather(
             self._settle(address, [m for m, _ in singles], verb, action),
-            *(self._settle_run(address, link, run, verb) for link, run in runs),
+            *(self._settle_run(address, link, run, verb, action) for link, run in runs),
         )
         return [m for part in parts for m in part]
 
     async def _settle_run(
-        self, address: Address, link: Link, run: list[tuple[Message, Held | None]], verb: str
+        self,
+        address: Address,
+        link: Link,
+        run: list[tuple[Message, Held | None]],
+        verb: str,
+        action: Callable[[Any, Any], Awaitable[Any]],
     ) -> list[Message]:
-        """Settle a run in one disposition; when that fails, all of it is returned as not settled:
-        the broker may have settled some, and a caller that must know looks (move.still_in)."""
+        """One disposition; refused in part (a lost lock): all returned, move.still_in tells which
+        went. No answer: one by one (`action`), and so is every later settlement here."""
         what = str(address)
         messages = [m for m, _ in run]
         held = [h for _, h in run if h is not None]
@@ -322,17 +327,18 @@ class ServiceBusBackend(Backend):
             async with link.settling:
                 await self._guard(sdk_compat.settle_run(link.handler, [h.sdk_message for h in held], verb), what)
         except SbdlqError as exc:
-            self._say(f"{verb} of {len(messages)} in one disposition failed ({exc.message}): counting what is left")
+            self._say(f"{verb} of {len(messages)} in one disposition failed ({exc.message})")
             if not sdk_compat.run_refused(exc.__cause__ or exc):
-                # A refusal (a lock lost in the run) means the broker answers runs; no answer
-                # may mean it does not take ranges: one by one for the rest of this backend's life.
+                # No outcome may mean a broker that does not take ranges.
                 self._runs_unanswered = True
+                return await self._settle(address, messages, verb, action)
             if not sdk_compat.handler_running(link.handler):
                 await self._drop(self._receivers, link)
-            return messages
-        for m in messages:
-            self._held.pop(m.lock_token or "", None)
-        return []
+        else:
+            messages = []
+        for m in run:
+            self._held.pop(m[0].lock_token or "", None)  # settled, or answered for: not again
+        return messages
 
     async def dead_letter(
         self, address: Address, messages: Sequence[Message], reason: str, description: str

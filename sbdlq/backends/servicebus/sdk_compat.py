@@ -184,7 +184,9 @@ RUN_OUTCOMES: dict[str, tuple[str, dict[str, bool]]] = {
 
 async def settle_run(receiver: Any, sdk_messages: list[Any], verb: str) -> None:
     """Complete or abandon messages whose delivery ids are consecutive (in that order) with one
-    disposition, awaiting every outcome; raises when any was refused, and then which went is unknown.
+    disposition, awaiting every outcome. Raises when any was refused (then which went is unknown,
+    move.still_in looks, and none is settled again) or when no answer came (then each is as
+    unsettled as before, to be settled alone).
 
     `complete_message` sends one disposition per message and awaits each: for a chunk that is a
     frame, a waiter and a read loop per message. pyamqp takes a range (`settle_messages_async`
@@ -196,17 +198,30 @@ async def settle_run(receiver: Any, sdk_messages: list[Any], verb: str) -> None:
     first, last = sdk_messages[0]._delivery_id, sdk_messages[-1]._delivery_id
     if last - first + 1 != len(sdk_messages):
         raise ValueError("a run's delivery ids must be consecutive")
-    await handler.settle_messages_async(
-        (first, last),
-        sdk_messages[0]._delivery_tag,
-        outcome,
-        **options,
-        await_outcome=True,
-        outcome_timeout=receiver._config.timeout,
-    )
-    handler._link._received_delivery_tags.difference_update(m._delivery_tag for m in sdk_messages[1:])
+    tags = handler._link._received_delivery_tags
+    refused: BaseException | None = None
+    try:
+        await handler.settle_messages_async(
+            (first, last),
+            sdk_messages[0]._delivery_tag,
+            outcome,
+            **options,
+            await_outcome=True,
+            outcome_timeout=receiver._config.timeout,
+        )
+    except BaseException as exc:
+        if not run_refused(exc):
+            # No answer: unsettled as far as the SDK knows, so each can be settled alone.
+            tags.add(sdk_messages[0]._delivery_tag)
+            raise
+        refused = exc
+    # Done with: the broker answered for each delivery (done, or refused for a lost lock).
+    # Settling one again would wait out the outcome timeout for a delivery it has forgotten.
+    tags.difference_update(m._delivery_tag for m in sdk_messages[1:])
     for m in sdk_messages:
         m._settled = True
+    if refused is not None:
+        raise refused
 
 
 def run_refused(exc: BaseException) -> bool:
