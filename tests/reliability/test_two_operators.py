@@ -21,25 +21,29 @@ def store(tmp_path: Path) -> Path:
     return dead_lettered_store(tmp_path / "store.db", N, "Twice")
 
 
-def _start(store: Path, args: list[str]) -> subprocess.Popen[str]:
-    return start_sbdlq(args, sbdlq_env(store, SBDLQ_EMULATOR_LATENCY="2ms"))
+def _start(store: Path, args: list[str], latency: str = "2ms") -> subprocess.Popen[str]:
+    env = sbdlq_env(store, SBDLQ_EMULATOR_LATENCY=latency) if latency else sbdlq_env(store)
+    return start_sbdlq(args, env)
 
 
-def test_two_resubmits_move_each_message_once(store: Path) -> None:
-    # Small batches: the emulator moves a batch per transaction, and with batches of 50 the first
-    # process was done before the second had started.
-    args = ["resubmit", "orders", "--to", "retry", "--batch-size", "5", "-o", "json"]
-    a, b = _start(store, args), _start(store, args)
-    out_a, err_a = a.communicate(timeout=120)
-    out_b, err_b = b.communicate(timeout=120)
+# With latency the emulator stands in for a namespace: the locked loop, a batch of 5 per
+# receive. Without it a resubmit moves without locks, a transaction per batch: --batch-size 1
+# and a DLQ 20 times bigger keep both processes at work at once.
+@pytest.mark.parametrize(("latency", "messages"), [("2ms", N), ("", 20 * N)], ids=["locked", "unlocked"])
+def test_two_resubmits_move_each_message_once(tmp_path: Path, latency: str, messages: int) -> None:
+    store = dead_lettered_store(tmp_path / "store.db", messages, "Twice")
+    args = ["resubmit", "orders", "--to", "retry", "--batch-size", "5" if latency else "1", "-o", "json"]
+    a, b = _start(store, args, latency), _start(store, args, latency)
+    out_a, err_a = a.communicate(timeout=300)
+    out_b, err_b = b.communicate(timeout=300)
     assert a.returncode == 0, err_a
     assert b.returncode == 0, err_b
     moved = Counter(stored_ids(store, "retry"))
     assert stored_ids(store, "orders/$DeadLetterQueue") == []
-    assert set(moved) == {f"m-{i}" for i in range(N)}
+    assert set(moved) == {f"m-{i}" for i in range(messages)}
     assert max(moved.values()) == 1, "a message was resubmitted twice"
     total = json.loads(out_a)["resubmitted"] + json.loads(out_b)["resubmitted"]
-    assert total == N
+    assert total == messages
     assert json.loads(out_a)["resubmitted"] > 0 and json.loads(out_b)["resubmitted"] > 0, "one operator did all"
 
 
