@@ -50,6 +50,8 @@ class UnlockedMove:
         self.sizer = BatchSizer(batch_size, large_bodies)
         #: matches moved so far: the locked loop that takes over asks only for the rest
         self.taken = 0
+        #: messages passed over (counted in stats.not_matching)
+        self.skipped = 0
 
     async def run(self, limit: int, last_sequence: int | None) -> bool:
         """Move until `limit` matches moved, the DLQ ends or the scan's last match is passed;
@@ -62,13 +64,14 @@ class UnlockedMove:
         for sweep in (1, 2):
             if self.taken >= limit or self.stats.aborted is not None:
                 break
-            finished = await self._sweep(limit, last_sequence, count_skipped=sweep == 1)
-            if finished is None:
+            if not await self._sweep(limit, last_sequence, count_skipped=sweep == 1):
+                # The locked loop reads from the head again and counts what it passes over itself.
+                self.stats.not_matching -= self.skipped
                 return False
         return True
 
-    async def _sweep(self, limit: int, last_sequence: int | None, *, count_skipped: bool) -> bool | None:
-        """One pass over the DLQ in sequence order; None when a batch failed."""
+    async def _sweep(self, limit: int, last_sequence: int | None, *, count_skipped: bool) -> bool:
+        """One pass over the DLQ in sequence order; False when a batch failed."""
         after = -1
         stats = self.stats
         while self.taken < limit and stats.aborted is None:
@@ -86,14 +89,15 @@ class UnlockedMove:
                     self.source, self.target, after_sequence=after, max_count=want, choose=choose
                 )
             except SbdlqError:
-                return None
+                return False
             if moved is None:
-                return None  # the backend cannot: every batch goes through the locked loop
+                return False  # the backend cannot: every batch goes through the locked loop
             self.sizer.seen(tally.seen)
             self.taken += moved.moved
             stats.handled += moved.moved
             if count_skipped:
                 stats.not_matching += tally.not_matching
+                self.skipped += tally.not_matching
             if self.on_done is not None and moved.moved:
                 self.on_done(moved.moved)
             if moved.read == 0 or tally.past_last:

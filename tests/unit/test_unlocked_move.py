@@ -70,6 +70,17 @@ def test_a_selection_and_max_count_exactly(tmp_path: Path) -> None:
     assert stored_ids(store, str(DLQ)) == [f"m-{i}" for i in range(4, N)]
 
 
+def test_after_a_failed_batch_what_was_passed_over_is_counted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = dead_lettered_store(tmp_path / "s.db", N, "Bad")
+    _count_calls(monkeypatch, "move_available", fail_on={2})
+    odd = Selection(sequences=[(seq, seq) for seq in range(1, N + 1, 2)])  # every other message
+    r = _resubmit(store, batch_size=4, selection=odd)
+    # 2, 4, 6 and 8 passed over, once each; 10 is past the last match, not read as one.
+    assert (r.selected, r.resubmitted, r.failed, r.not_matching) == (5, 5, 0, 4)
+
+
 def test_a_failed_batch_hands_the_rest_to_the_locked_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = dead_lettered_store(tmp_path / "s.db", N, "Bad")
     moves = _count_calls(monkeypatch, "move_available", fail_on={2})
