@@ -28,8 +28,8 @@ def _report() -> None:
 
 atexit.register(_report)
 sys.argv[0] = "sbdlq"
-from sbdlq.cli.main import run
-run()
+from sbdlq.entry import main
+main()
 """
 
 

@@ -28,9 +28,9 @@ TARGETS = {"count_ratio": 8, "help_ratio": 10}
 
 _SCRIPT = """#!{python}
 import sys
-from sbdlq.cli.main import run
+from sbdlq.entry import main
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(main())
 """
 
 
@@ -72,7 +72,7 @@ def median_seconds(argv: list[str], repeat: int, env: dict[str, str]) -> tuple[f
 
 def heavy_imports(python: Path, argv: list[str], env: dict[str, str]) -> list[str]:
     """Modules from HEAVY that a command imports (read from -X importtime)."""
-    code = "import sys; from sbdlq.cli.main import run; sys.argv = ['sbdlq'] + sys.argv[1:]; run()"
+    code = "import sys; from sbdlq.entry import main; sys.argv = ['sbdlq'] + sys.argv[1:]; main()"
     proc = subprocess.run([str(python), "-X", "importtime", "-c", code, *argv], capture_output=True, text=True, env=env)
     imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if "|" in line}
     return sorted(h for h in HEAVY if any(name == h or name.startswith(h + ".") for name in imported))

@@ -1,3 +1,3 @@
-from sbdlq.cli.main import run
+from sbdlq.entry import main
 
-run()
+main()

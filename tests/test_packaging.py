@@ -126,7 +126,7 @@ def test_wheel_holds_the_package_the_script_and_the_metadata(built: dict[str, Pa
     names, meta, entry_points = wheel_metadata(wheel)
     assert source_modules() <= names, sorted(source_modules() - names)
     assert {n.split("/")[0] for n in names} == {"sbdlq", f"sbdlq-{VERSION}.dist-info"}
-    assert "[console_scripts]\nsbdlq = sbdlq.cli.main:run\n" in entry_points
+    assert "[console_scripts]\nsbdlq = sbdlq.entry:main\n" in entry_points
     assert meta["Name"] == "sbdlq"
     assert meta["Version"] == VERSION
     assert meta["License-Expression"] == "MIT"

@@ -17,7 +17,7 @@ from tests.support.process import sbdlq_env
 from tests.support.seeding import Seeder, msgs
 
 # The console script's entry point, and the whole app as Typer builds it (every command).
-SCRIPT = "import sys; from sbdlq.cli.main import run; sys.argv[0] = 'sbdlq'; run()"
+SCRIPT = "import sys; from sbdlq.entry import main; sys.argv[0] = 'sbdlq'; main()"
 WHOLE_APP = "import sys; from sbdlq.cli.main import app; sys.argv[0] = 'sbdlq'; app()"
 
 

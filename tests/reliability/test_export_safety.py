@@ -116,7 +116,9 @@ def test_two_runs_at_once_lose_nothing(seeded: Engine, store: Path, tmp_path: Pa
         **os.environ,
         "SBDLQ_EMULATOR": str(store),
         "SBDLQ_CONFIG": str(tmp_path / "none.yaml"),
-        "SBDLQ_EMULATOR_LATENCY": "20ms",
+        # Slow enough (about 8 s) that the second run starts while the first still writes,
+        # even when a busy machine takes seconds to start a process.
+        "SBDLQ_EMULATOR_LATENCY": "100ms",
     }
     argv = [sys.executable, "-m", "sbdlq", "purge", "orders", "--yes", "--batch-size", "5", "--export", str(path)]
     first = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -126,7 +128,9 @@ def test_two_runs_at_once_lose_nothing(seeded: Engine, store: Path, tmp_path: Pa
             break
         time.sleep(0.02)
     second = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    overlapped = first.poll() is None
     _, first_err = first.communicate(timeout=120)
+    assert overlapped, "the first run ended before the second ran: nothing was tested"
     assert first.returncode == 0, first_err
     assert second.returncode == 1, second.stderr
     assert "is being written by another sbdlq run" in second.stderr

@@ -87,3 +87,32 @@ def test_purge_export_stops_cleanly_on_sigterm(store: Path, tmp_path: Path) -> N
     left = stored_ids(store, "orders/$DeadLetterQueue")
     assert sorted(exported + left) == sorted(f"m-{i}" for i in range(N))
     assert doc["purged"] == len(exported) == doc["exported"]
+
+
+# The console script's start, with a Ctrl-C landing while the CLI is being imported (on a busy
+# machine that takes long enough for an operator's Ctrl-C, or a CI step's SIGINT, to land there).
+_CTRL_C_IN_IMPORT = """
+import builtins, os, signal, sys
+real_import = builtins.__import__
+def importing(name, *args, **kwargs):
+    if name == "sbdlq.cli.main":
+        os.kill(os.getpid(), signal.SIGINT)
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = importing
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.argv = ["sbdlq", "count", "orders"]
+from sbdlq.entry import main
+main()
+"""
+
+
+def test_ctrl_c_while_the_cli_is_imported_is_one_line_and_130(store: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_IN_IMPORT], env=sbdlq_env(store), capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == "sbdlq: interrupted\n"
+    assert proc.stdout == ""
