@@ -7,9 +7,6 @@ imported here before the guard but sys.
 
 import sys
 
-#: DESIGN §4's status for an interrupted command (sbdlq.errors.ExitStatus.INTERRUPTED)
-INTERRUPTED = 130
-
 
 def main() -> None:
     """Run `sbdlq`; a Ctrl-C before a command's own handling starts is one line and 130."""
@@ -18,5 +15,7 @@ def main() -> None:
 
         run()
     except KeyboardInterrupt:
+        from sbdlq.errors import ExitStatus
+
         sys.stderr.write("sbdlq: interrupted\n")
-        raise SystemExit(INTERRUPTED) from None
+        raise SystemExit(int(ExitStatus.INTERRUPTED)) from None

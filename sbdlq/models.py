@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -147,6 +148,11 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)
+
+
+#: What Backend.move_available asks of its caller, inside the move's transaction: of the
+#: messages read, those to move, each with its copy.
+Choose = Callable[[list[Message]], list[tuple[Message, OutboundMessage]]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,12 +11,12 @@ TransientError), LockLost, InvalidOperation, BadInput, OperationFailed.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 
 from sbdlq.errors import ServiceUnavailable
-from sbdlq.models import Counts, EntityInfo, Message, MovedBatch, OutboundMessage, SubscriptionRules
+from sbdlq.models import Choose, Counts, EntityInfo, Message, MovedBatch, OutboundMessage, SubscriptionRules
 from sbdlq.models import ReceiveMode as ReceiveMode  # re-exported: it moved to sbdlq.models
 from sbdlq.paths import Address, EntityPath
 
@@ -157,7 +157,7 @@ class Backend(ABC):
         *,
         after_sequence: int,
         max_count: int,
-        choose: Callable[[list[Message]], list[tuple[Message, OutboundMessage]]],
+        choose: Choose,
     ) -> MovedBatch | None:
         """Read up to max_count available messages of a DLQ after `after_sequence`, without
         locking them, and move the ones `choose` pairs with a copy: copies sent to target,

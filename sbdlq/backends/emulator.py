@@ -14,6 +14,7 @@ from sbdlq.emulator.engine import Engine
 from sbdlq.errors import EntityNotFound
 from sbdlq.loopless import pause
 from sbdlq.models import (
+    Choose,
     Counts,
     EntityInfo,
     Message,
@@ -154,7 +155,7 @@ class EmulatorBackend(Backend):
         *,
         after_sequence: int,
         max_count: int,
-        choose: Callable[[list[Message]], list[tuple[Message, OutboundMessage]]],
+        choose: Choose,
     ) -> MovedBatch | None:
         if not self.moves_atomically:
             return None  # standing in for a namespace: moves go under lock there

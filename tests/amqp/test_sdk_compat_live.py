@@ -87,7 +87,7 @@ def test_settle_run_settles_consecutive_deliveries_in_one_disposition(emulator: 
             receiver = client.get_queue_receiver(q, prefetch_count=0)
             async with receiver:
                 got = await _receive(receiver, 8)
-                assert sdk_compat.completes_runs(receiver)
+                assert sdk_compat.settles_runs(receiver)
                 ids = [sdk_compat.run_delivery_id(m) for m in got]
                 assert ids == list(range(ids[0], ids[0] + 8))  # type: ignore[operator]
                 await sdk_compat.settle_run(receiver, got[:3], "complete")

@@ -288,21 +288,20 @@ class ServiceBusBackend(Backend):
         one (`action`); returns the messages it cannot say were settled."""
         keyed: list[tuple[tuple[Message, Held | None], Link | None, int | None]] = []
         seen: set[str] = set()
+        in_runs: dict[Link, bool] = {}  # asked once per receiver: a complete carries up to 500
         for m in messages:
             token = m.lock_token or ""
             if token in seen:
                 continue  # given twice: settled once
             held = self._held.get(token)
-            if (
-                held is None
-                or self._runs_unanswered
-                or not self._usable(held)
-                or not sdk_compat.completes_runs(held.receiver.handler)
-            ):
+            link = None if held is None or self._runs_unanswered or not self._usable(held) else held.receiver
+            if link is not None and link not in in_runs:
+                in_runs[link] = sdk_compat.settles_runs(link.handler)
+            if held is None or link is None or not in_runs[link]:
                 keyed.append(((m, None), None, None))
-            else:
-                seen.add(token)
-                keyed.append(((m, held), held.receiver, sdk_compat.run_delivery_id(held.sdk_message)))
+                continue
+            seen.add(token)
+            keyed.append(((m, held), link, sdk_compat.run_delivery_id(held.sdk_message)))
         singles, runs = runs_of(keyed)
         parts = await asyncio.gather(
             self._settle(address, [m for m, _ in singles], verb, action),
@@ -320,12 +319,11 @@ class ServiceBusBackend(Backend):
     ) -> list[Message]:
         """One disposition; refused in part (a lost lock): all returned, move.still_in tells which
         went. No answer: one by one (`action`), and so is every later settlement here."""
-        what = str(address)
         messages = [m for m, _ in run]
-        held = [h for _, h in run if h is not None]
+        sdk_messages = [h.sdk_message for _, h in run if h is not None]  # (never None in a run)
         try:
             async with link.settling:
-                await self._guard(sdk_compat.settle_run(link.handler, [h.sdk_message for h in held], verb), what)
+                await self._guard(sdk_compat.settle_run(link.handler, sdk_messages, verb), str(address))
         except SbdlqError as exc:
             self._say(f"{verb} of {len(messages)} in one disposition failed ({exc.message})")
             if not sdk_compat.run_refused(exc.__cause__ or exc):

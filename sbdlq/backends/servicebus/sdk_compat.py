@@ -152,9 +152,9 @@ async def renew_many(receiver: Any, sdk_messages: list[Any]) -> list[datetime]:
     return untils
 
 
-def completes_runs(receiver: Any) -> bool:
-    """Whether the receiver can complete a run of consecutive deliveries in one disposition and
-    learn every outcome: pyamqp, peek-lock awaiting settlement outcomes, no session."""
+def settles_runs(receiver: Any) -> bool:
+    """Whether the receiver can settle (complete, abandon) a run of consecutive deliveries in one
+    disposition and learn every outcome: pyamqp, peek-lock awaiting settlement outcomes, no session."""
     handler = getattr(receiver, "_handler", None)
     link = getattr(handler, "_link", None)
     return (
@@ -166,8 +166,8 @@ def completes_runs(receiver: Any) -> bool:
 
 
 def run_delivery_id(sdk_message: Any) -> int | None:
-    """The delivery id a message can be completed by in a run; None: complete it alone (the
-    checks `complete_message` makes first: settled, deferred, peeked, lock expired)."""
+    """The delivery id a message can be settled by in a run; None: settle it alone (the checks
+    `complete_message` makes first: settled, deferred, peeked, lock expired)."""
     m = sdk_message
     if m._settled or m._is_deferred_message or m._is_peeked_message or m._lock_expired:
         return None

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sbdlq.models import Counts, EntityInfo, Message, MovedBatch, OutboundMessage, ReceiveMode
+from sbdlq.models import Choose, Counts, EntityInfo, Message, MovedBatch, OutboundMessage, ReceiveMode
 from sbdlq.paths import Address, EntityPath, SubQueue, parse_address, validate_name
 
 from ..store import Store
@@ -273,7 +273,7 @@ class Engine:
         *,
         after_sequence: int,
         max_count: int,
-        choose: Callable[[list[Message]], list[tuple[Message, OutboundMessage]]],
+        choose: Choose,
     ) -> MovedBatch:
         """Read up to max_count available messages of a dead-letter queue after `after_sequence`
         (as a receive would see them, delivery counted) and, in the same transaction, send the
