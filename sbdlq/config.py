@@ -22,7 +22,10 @@ from sbdlq.errors import BadInput
 # Target keys in the order a profile is read; a profile sets at most one of them.
 TARGET_KEYS = ("connection_string", "connection_string_env", "namespace", "emulator")
 # Per-profile defaults for command options.
-OPTION_KEYS = ("output", "timeout", "concurrency", "batch_size", "transport", "proxy")
+OPTION_KEYS = ("output", "timeout", "concurrency", "batch_size", "transport", "proxy", "sdk_shortcuts")
+#: the values of SBDLQ_SDK_SHORTCUTS and a profile's sdk_shortcuts (backends/servicebus/shortcuts.py)
+SDK_SHORTCUT_MODES = ("auto", "on", "off")
+SDK_SHORTCUTS_ENV = "SBDLQ_SDK_SHORTCUTS"
 # Targets that come from options and environment variables (a profile adds connection_string_env).
 TARGET_OPTIONS = ("connection_string", "namespace", "emulator")
 TOP_LEVEL_KEYS = ("default_profile", "profiles")
@@ -204,6 +207,8 @@ def _check_profile(p: Path, name: str, values: Any) -> dict[str, Any]:
             else:  # parsed now: a bad URL is named early, and its password registered with redact()
                 parse_proxy(value, f"{where}.proxy")
                 out[key] = value.strip()
+        elif key == "sdk_shortcuts":
+            out[key] = check_shortcut_mode(value, f"{where}.sdk_shortcuts")
         else:  # concurrency, batch_size
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise BadInput(f"{where}.{key} must be a whole number of at least 1")
@@ -225,6 +230,14 @@ def _check_profile(p: Path, name: str, values: Any) -> dict[str, Any]:
         except BadInput as exc:
             raise BadInput(f"{where}.connection_string: {exc.message}", hint=exc.hint)
     return out
+
+
+def check_shortcut_mode(value: object, where: str) -> str:
+    """auto, on or off (YAML's booleans for on and off too); BadInput names where a bad value came from."""
+    text = ("on" if value else "off") if isinstance(value, bool) else str(value).strip().lower()
+    if text not in SDK_SHORTCUT_MODES:
+        raise BadInput(f"{where} must be one of {', '.join(SDK_SHORTCUT_MODES)}, not {value!r}")
+    return text
 
 
 def _suggest(key: str, known: tuple[str, ...]) -> str:

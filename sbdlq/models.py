@@ -281,6 +281,8 @@ class RunResult:
     errors: list[str] = field(default_factory=list)
     #: A dry run with edits: one message and its copy, before and after (see operations/edits.py).
     example: dict[str, Any] | None = None
+    #: Private SDK shortcuts the backend gave up during the run, for the public SDK API (Service Bus).
+    sdk_fallbacks: list[str] = field(default_factory=list)
 
     @property
     def skipped(self) -> int:
@@ -303,6 +305,7 @@ class RunResult:
             **{name: getattr(self, name) for name in self.JSON_COUNTS},
             "dry_run": self.dry_run,
             "elapsed_s": round(self.elapsed_s, 3),
+            "sdk_fallbacks": list(self.sdk_fallbacks),
         }
         if self.example is not None:
             doc["example"] = self.example

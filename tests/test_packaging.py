@@ -18,6 +18,7 @@ import tarfile
 import tomllib
 import zipfile
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -43,8 +44,11 @@ def test_version_has_one_source() -> None:
 
 
 def test_version_option() -> None:
+    from sbdlq.backends.servicebus.shortcuts import describe
+
     result = CliRunner().invoke(app, ["--version"])
-    assert (result.exit_code, result.stdout, result.stderr) == (0, f"sbdlq {VERSION}\n", "")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, f"sbdlq {VERSION}\n{describe()}\n", "")
+    assert describe().startswith(f"azure-servicebus {version('azure-servicebus')}, shortcuts ")
 
 
 def test_license_is_an_spdx_expression() -> None:
@@ -153,7 +157,7 @@ def test_the_wheel_runs_on_its_own(built: dict[str, Path]) -> None:
     where = run([sys.executable, "-c", "import sbdlq; print(sbdlq.__file__)"], cwd=site.parent, env=env).stdout
     assert Path(where.strip()).is_relative_to(site)
     result = run([sys.executable, "-m", "sbdlq", "--version"], cwd=site.parent, env=env)
-    assert result.stdout == f"sbdlq {VERSION}\n"
+    assert result.stdout.startswith(f"sbdlq {VERSION}\nazure-servicebus ")
     result = run(
         [sys.executable, "-m", "sbdlq", "config", "path"], cwd=site.parent, env={**env, "SBDLQ_CONFIG": "/x.yaml"}
     )

@@ -29,6 +29,7 @@ def open_backend(
     verbose: Callable[[str], None] | None = None,
     create: bool = False,
     network: Network | None = None,
+    sdk_shortcuts: str | None = None,
 ) -> Backend:
     """The backend for a target; azure is imported only for real namespaces."""
     if target.kind == "emulator":
@@ -60,5 +61,8 @@ def open_backend(
             # Where `sbdlq emulator serve --http-port` answers, for UseDevelopmentEmulator strings.
             admin_port=int(raw_port) if raw_port else None,
             network=network,
+            sdk_shortcuts=sdk_shortcuts,
         )
-    return ServiceBusBackend(namespace=target.value, timeout_s=timeout_s, verbose=verbose, network=network)
+    return ServiceBusBackend(
+        namespace=target.value, timeout_s=timeout_s, verbose=verbose, network=network, sdk_shortcuts=sdk_shortcuts
+    )

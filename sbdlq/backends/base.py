@@ -32,6 +32,11 @@ class Backend(ABC):
     #: latency): there is nothing to overlap, so callers need not ask ahead
     answers_at_once: bool = False
 
+    @property
+    def sdk_fallbacks(self) -> list[str]:
+        """The private SDK shortcuts given up so far (the Service Bus backend's; none elsewhere)."""
+        return []
+
     async def __aenter__(self) -> Backend:
         return self
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
@@ -12,7 +13,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 import typer
 
-from sbdlq.config import Setting, Source, Target, resolve_target
+from sbdlq.config import SDK_SHORTCUTS_ENV, Setting, Source, Target, resolve_target
 from sbdlq.errors import BadInput, ExitStatus, SbdlqError
 
 T = TypeVar("T")
@@ -207,7 +208,11 @@ def open_target(s: Settings, *, create: bool = False) -> Any:
     network = s.network() if target.kind != "emulator" else None
     if network is not None:
         s.log(f"network: {network.describe()}")
-    backend = open_backend(target, timeout_s=s.timeout_s, verbose=s.log, create=create, network=network)
+    # SBDLQ_SDK_SHORTCUTS is read by the backend itself; a profile's sdk_shortcuts stands in for it.
+    shortcuts = None if os.environ.get(SDK_SHORTCUTS_ENV) else s.profile_default("sdk_shortcuts")
+    backend = open_backend(
+        target, timeout_s=s.timeout_s, verbose=s.log, create=create, network=network, sdk_shortcuts=shortcuts
+    )
     if backend.description:
         s.log(f"backend: {backend.description}")
     return backend

@@ -33,7 +33,10 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from sbdlq.backends.servicebus.shortcuts import describe
+
         typer.echo(f"sbdlq {__version__}")
+        typer.echo(describe())
         raise typer.Exit(0)
 
 

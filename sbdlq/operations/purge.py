@@ -112,7 +112,8 @@ class Purge(MovingRun[PurgeResult]):
             return
         if self.export is not None and self.exporter is None:
             self.exporter = Exporter(self.export, follow_symlinks=self.follow_symlinks)
-        await super().move(plan, info, tick)
+        # What a batch delete took before it was given up counts against --max.
+        await super().move(dataclasses.replace(plan, selected=plan.selected - self.stats.handled), info, tick)
 
     async def delete_on_broker(
         self, limit: int, before: datetime | None, counted: int | None, tick: Callable[[int], None] | None
@@ -126,7 +127,8 @@ class Purge(MovingRun[PurgeResult]):
         while stats.handled < limit and stats.aborted is None:
             gone = await self.deleting(lambda n: backend.delete_messages(source, n, before=before), limit, start, tick)
             if gone is None:
-                return stats.handled > 0  # refused: the broker has no batch delete
+                # Refused or given up, perhaps after some went: the public path takes the rest.
+                return False
             if not gone:
                 break  # what is left is locked by another receiver, or newer than the cutoff
             stats.handled += gone
@@ -143,7 +145,7 @@ class Purge(MovingRun[PurgeResult]):
         stats, backend, source = self.stats, self.backend, self.source
         batch = self.options.batch_size
         await backend.open_links(source, ReceiveMode.RECEIVE_AND_DELETE)
-        before = await dlq_left(backend, source, stats)
+        before, earlier = await dlq_left(backend, source, stats), stats.handled
         empty = 0
         while stats.handled < limit and stats.aborted is None:
             gone = await self.deleting(lambda n: backend.discard(source, min(batch, n)), limit, before, tick)
@@ -155,11 +157,11 @@ class Purge(MovingRun[PurgeResult]):
                 continue
             empty += 1
             left = await dlq_left(backend, source, stats)
-            if empty > EMPTY_RETRIES or not left or (before is not None and before - left >= limit):
+            if empty > EMPTY_RETRIES or not left or (before is not None and earlier + before - left >= limit):
                 break
         after = await dlq_left(backend, source, stats)
         counted = before - after if before is not None and after is not None else 0
-        stats.handled = max(stats.handled, min(limit, counted))
+        stats.handled = max(stats.handled, min(limit, earlier + counted))
 
     async def deleting(
         self,

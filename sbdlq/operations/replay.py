@@ -274,6 +274,7 @@ class Replay:
             r.failed = max(stats.failed, r.selected - stats.handled - r.unroutable)
         r.retries = stats.retries
         r.errors = stats.errors
+        r.sdk_fallbacks = self.backend.sdk_fallbacks
 
     def _finished(self) -> bool:
         r = self.result

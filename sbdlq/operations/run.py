@@ -229,4 +229,5 @@ class MovingRun(ABC, Generic[R]):
         r.retries = stats.retries
         r.lock_lost = stats.lock_lost
         r.errors = stats.errors
+        r.sdk_fallbacks = self.backend.sdk_fallbacks
         report_unreceived(r.selected, r.done + r.failed + left_behind, self.source, self.note)

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("proton")
 
-from proton import Data, Described, symbol, ulong
+from proton import Data, Described, symbol, uint, ulong
 
 from sbdlq.emulator.amqp.wire import DeliveryIdRepair
 
@@ -64,7 +64,24 @@ def test_in_sequence_traffic_passes_byte_for_byte() -> None:
     stream = b"AMQP\x00\x01\x00\x00" + _transfer(5) + _transfer(6, more=True) + _transfer(6) + _transfer(7)
     # split mid-frame: frames are reassembled before they are looked at
     assert wire.inbound(stream[:13]) + wire.inbound(stream[13:]) == stream
-    assert wire.outbound(_disposition(5, 7)) == _disposition(5, 7)
+    written_out = _frame(Described(ulong(0x15), [True, uint(5), uint(7), True, Described(ulong(0x24), []), False]))
+    assert wire.outbound(written_out) == written_out
+
+
+def test_outbound_performatives_are_written_out_in_full() -> None:
+    """azure-servicebus 7.14 reads fields by position: proton's shortened Open, Attach and
+    transfers reach it with every field, defaults written out (explicit nulls too)."""
+    wire = DeliveryIdRepair()
+    opened = _fields(wire.outbound(_frame(Described(ulong(0x10), ["container", None, None]), channel=0)))
+    assert opened == ["container", None, 4294967295, 65535, None, None, None, None, None, None]
+    attach = _fields(wire.outbound(_frame(Described(ulong(0x12), ["link", uint(0), True]))))
+    assert attach[3:5] == [2, 0] and attach[8] is False and len(attach) == 14
+    frame = wire.outbound(_frame(Described(ulong(0x14), [uint(0), uint(9), b"t"]), payload=b"\x00Sw\xa1\x02hi"))
+    fields = _fields(frame)
+    assert (fields[:2], fields[3:6], len(fields)) == ([0, 9], [0, None, False], 11)
+    assert frame.endswith(b"\x00Sw\xa1\x02hi")
+    big = "x" * 300  # past a list8: rewritten as a list32
+    assert _fields(wire.outbound(_frame(Described(ulong(0x10), [big]), channel=0)))[:3] == [big, None, 4294967295]
 
 
 def test_close_error_without_info_gets_one() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from sbdlq.backends.servicebus.shortcuts import Shortcuts, sdk_version
 from sbdlq.config import Setting, Source, resolve_target
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import BadInput
@@ -185,10 +186,27 @@ def test_config_list_rejects_a_bad_output(run: Run, config: Path) -> None:
 
 # ------------------------------------------------------------------ config show
 
+#: the last row of every `config show`: the SDK release and whether sbdlq takes its private shortcuts
+SDK_ROW = (f"azure-servicebus {sdk_version()}, shortcuts {Shortcuts.resolve('auto').why}", "default")
+
+
+def test_config_show_says_when_the_sdk_shortcuts_are_off(run: Run, config: Path) -> None:
+    write(config, "profiles:\n  p:\n    emulator: x.db\n    sdk_shortcuts: off\n")
+    assert rows(run("config", "show", "-o", "json", env={"SBDLQ_SDK_SHORTCUTS": "off"}))["sdk"] == (
+        f"azure-servicebus {sdk_version()}, shortcuts off (SBDLQ_SDK_SHORTCUTS)",
+        "env SBDLQ_SDK_SHORTCUTS",
+    )
+    assert rows(run("config", "show", "p", "-o", "json"))["sdk"] == (
+        f"azure-servicebus {sdk_version()}, shortcuts off (mode 'off')",
+        "profile p",
+    )
+    bad = run("config", "show", "-o", "json", env={"SBDLQ_SDK_SHORTCUTS": "maybe"})
+    assert bad.exit_code == 2 and "SBDLQ_SDK_SHORTCUTS must be one of auto, on, off" in bad.stderr
+
 
 def test_config_show_with_nothing_configured(run: Run, config: Path, data_dir: Path) -> None:
     store = default_store(data_dir)
-    w = max(len(str(config)), len(store))
+    w = max(len(str(config)), len(store), len(SDK_ROW[0]))
     assert run("config", "show") == (
         0,
         f"setting      {'value'.ljust(w)}  source\n"
@@ -196,7 +214,8 @@ def test_config_show_with_nothing_configured(run: Run, config: Path, data_dir: P
         f"profile      {'-'.ljust(w)}  default\n"
         f"emulator     {store.ljust(w)}  default\n"
         f"timeout      {'30s'.ljust(w)}  default\n"
-        f"output       {'table'.ljust(w)}  default\n",
+        f"output       {'table'.ljust(w)}  default\n"
+        f"sdk          {SDK_ROW[0].ljust(w)}  default\n",
         "",
     )
 
@@ -204,7 +223,7 @@ def test_config_show_with_nothing_configured(run: Run, config: Path, data_dir: P
 def test_config_show_a_profile_with_the_key_masked(run: Run, config: Path) -> None:
     write(config, LISTED)
     result = run("--profile", "keyed", "config", "show")
-    w = max(len(CONN_MASKED), len(str(config)))
+    w = max(len(CONN_MASKED), len(str(config)), len(SDK_ROW[0]))
     assert result == (
         0,
         f"setting            {'value'.ljust(w)}  source\n"
@@ -213,7 +232,8 @@ def test_config_show_a_profile_with_the_key_masked(run: Run, config: Path) -> No
         f"connection_string  {CONN_MASKED.ljust(w)}  profile keyed\n"
         f"timeout            {'30s'.ljust(w)}  default\n"
         f"output             {'table'.ljust(w)}  default\n"
-        f"concurrency        {'8'.ljust(w)}  profile keyed\n",
+        f"concurrency        {'8'.ljust(w)}  profile keyed\n"
+        f"sdk                {SDK_ROW[0].ljust(w)}  default\n",
         "",
     )
     assert KEY not in result.stdout + result.stderr
@@ -227,6 +247,7 @@ def test_config_show_sources_of_every_value(run: Run, config: Path) -> None:
         "namespace": ("contoso.servicebus.windows.net", "profile prod"),
         "timeout": ("5s", "option --timeout"),
         "output": ("json", "profile prod"),
+        "sdk": SDK_ROW,
     }
     assert rows(run("config", "show", "-o", "json", env={"SBDLQ_TIMEOUT": "2m"})) == {
         "config_file": (str(config), "env SBDLQ_CONFIG"),
@@ -234,6 +255,7 @@ def test_config_show_sources_of_every_value(run: Run, config: Path) -> None:
         "emulator": (str(config.parent / "stores" / "local.db"), "profile local"),
         "timeout": ("2m", "env SBDLQ_TIMEOUT"),
         "output": ("table", "default"),
+        "sdk": SDK_ROW,
     }
 
 
@@ -247,6 +269,7 @@ def test_config_show_name_is_the_profile_alone(run: Run, config: Path) -> None:
         "namespace": ("contoso.servicebus.windows.net", "profile prod"),
         "timeout": ("1m", "profile prod"),
         "output": ("json", "profile prod"),
+        "sdk": SDK_ROW,
     }
 
 
@@ -259,6 +282,7 @@ def test_config_show_connection_string_env(run: Run, config: Path) -> None:
         "connection_string": (CONN2_MASKED, "profile staging ($STAGING_SB_CONN)"),
         "timeout": ("30s", "default"),
         "output": ("table", "default"),
+        "sdk": SDK_ROW,
     }
     assert KEY2 not in result.stdout + result.stderr
 
@@ -539,7 +563,7 @@ BAD_FILES = [
         "unknown-key",
         "profiles:\n  prod:\n    colour: blue\n",
         "profiles.prod: unknown field 'colour' (known: connection_string, connection_string_env, namespace, "
-        "emulator, output, timeout, concurrency, batch_size, transport, proxy)",
+        "emulator, output, timeout, concurrency, batch_size, transport, proxy, sdk_shortcuts)",
     ),
     (
         # A bare number is seconds (`timeout: 30`); a boolean is no duration.

@@ -397,6 +397,7 @@ def test_resubmit_json_result(orders: Store, sbdlq: Any) -> None:
         "unroutable": 0,
         "dry_run": False,
         "elapsed_s": 0,
+        "sdk_fallbacks": [],
     }
 
 
@@ -594,6 +595,7 @@ def test_purge_dry_run_changes_nothing(orders: Store, sbdlq: Any, tmp_path: Path
         "exported": 0,
         "dry_run": True,
         "elapsed_s": 0,
+        "sdk_fallbacks": [],
     }
     assert orders.snapshot("orders") == before
     assert not (tmp_path / "x.jsonl").exists()

@@ -217,6 +217,7 @@ def test_replay_a_peek_jsonl_file_with_a_selection_as_json(cli: Cli, orders: See
             "skipped": 1,
             "unroutable": 0,
             "dry_run": False,
+            "sdk_fallbacks": [],
         },
     )
     assert [m.message_id for m in orders.active("retry")] == ["m1"]

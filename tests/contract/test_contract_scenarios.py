@@ -73,6 +73,7 @@ def test_dry_run_resubmit_changes_nothing(backend: Backend, mixed: list[str], se
         "unroutable": 0,
         "dry_run": True,
         "elapsed_s": 0,
+        "sdk_fallbacks": [],
     }
     r = aio(resubmit(backend, DLQ, Q, dry_run=True, selection=build_selection(reasons=["poison"])))
     assert r.selected == 3

@@ -43,22 +43,36 @@ def _satisfies(installed: str, clause: str) -> bool:
     return {">=": have >= want, "<": have < want, "<=": have <= want, ">": have > want, "==": have == want}[op]
 
 
-def test_installed_sdk_is_in_the_range_the_shims_were_checked_on() -> None:
-    installed = version("azure-servicebus")
-    outside = [c for c in sdk_compat.CHECKED_ON if not _satisfies(installed, c)]
-    assert not outside, (
-        f"azure-servicebus {installed} is outside {','.join(sdk_compat.CHECKED_ON)}, the range the private-SDK "
-        "shims in sbdlq/backends/servicebus/sdk_compat.py were checked on: re-check each shim (this file "
-        "and tests/amqp/test_sdk_compat_live.py), then widen CHECKED_ON and the pin in pyproject.toml together"
-    )
+def test_pyproject_pins_the_tested_range() -> None:
+    """The pin admits the tested releases and their patch releases of the highest minor, no more."""
+    from sbdlq.backends.servicebus.shortcuts import TESTED_HIGHEST, TESTED_LOWEST
 
-
-def test_pyproject_pins_the_checked_range() -> None:
     deps = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
     pin = next(d for d in deps if d.startswith("azure-servicebus"))
-    assert pin == "azure-servicebus" + ",".join(sdk_compat.CHECKED_ON), (
-        f"pyproject.toml pins {pin!r} but sdk_compat.CHECKED_ON says {sdk_compat.CHECKED_ON}: keep them equal"
+    lowest = ".".join(map(str, TESTED_LOWEST))
+    above = f"{TESTED_HIGHEST[0]}.{TESTED_HIGHEST[1] + 1}"
+    assert pin == f"azure-servicebus>={lowest},<{above}", (
+        f"pyproject.toml pins {pin!r}; shortcuts.TESTED_LOWEST/TESTED_HIGHEST say {lowest} to "
+        f"{'.'.join(map(str, TESTED_HIGHEST))}.x: widen both together"
     )
+
+
+def test_the_tested_range_is_the_lowest_release_to_the_highest_minor() -> None:
+    from sbdlq.backends.servicebus.shortcuts import tested
+
+    assert [tested(v) for v in ("7.14.3", "7.15.0", "7.15.2", "7.16.0", "7.15.0b1", "8.0.0")] == [
+        False, True, True, False, False, False,
+    ]
+
+
+def test_installed_sdk_is_tested_or_runs_public_only() -> None:
+    from sbdlq.backends.servicebus.shortcuts import Shortcuts, tested
+
+    installed = version("azure-servicebus")
+    policy = Shortcuts.resolve("auto")
+    assert policy.enabled == tested(installed)
+    if not policy.enabled:
+        assert f"azure-servicebus {installed} is outside the tested" in policy.why
 
 
 @pytest.fixture
@@ -183,6 +197,7 @@ def test_stop_credit_takes_the_credit_back() -> None:
 
         async def flow(self, *, link_credit: int) -> None:
             flows.append(link_credit)
+            self.current_link_credit = link_credit
 
     class Handler:
         _link = FakeLink()
@@ -192,6 +207,27 @@ def test_stop_credit_takes_the_credit_back() -> None:
 
     asyncio.run(sdk_compat.stop_credit(Receiver()))
     assert flows == [0]
+
+
+def test_stop_credit_fails_closed_where_flow_counts_credit_another_way() -> None:
+    """7.14's flow(link_credit=0) sends nothing and records a negative credit: undone, and Unavailable."""
+
+    class FakeLink:
+        current_link_credit = 5
+        total_link_credit = 13
+
+        async def flow(self, *, link_credit: int) -> None:
+            self.current_link_credit = link_credit - self.total_link_credit
+
+    class Handler:
+        _link = FakeLink()
+
+    class Receiver:
+        _handler = Handler()
+
+    with pytest.raises(sdk_compat.Unavailable):
+        asyncio.run(sdk_compat.stop_credit(Receiver()))
+    assert Handler._link.current_link_credit == 5
 
 
 def as_text(value: Any) -> Any:

@@ -34,7 +34,9 @@ from sbdlq.backends.servicebus.credentials import (
     is_async_credential,
 )
 from sbdlq.backends.servicebus.errors import VERDICTS, describe, guarded, translate_error
-from sbdlq.backends.servicebus.links import Held, Link, lock_token, runs_of
+from sbdlq.backends.servicebus.links import Held, Link, lock_token
+from sbdlq.backends.servicebus.runs import PEEK_PAGE, RunSettlement
+from sbdlq.backends.servicebus.shortcuts import LinkShims, Shortcuts, sdk_version
 from sbdlq.connstr import ConnectionInfo, parse_connection_string, redact
 from sbdlq.errors import (
     AuthError,
@@ -43,6 +45,7 @@ from sbdlq.errors import (
     LockLost,
     SbdlqError,
     ServiceUnavailable,
+    TransientError,
 )
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, SubscriptionRules
 from sbdlq.network import Network
@@ -50,15 +53,13 @@ from sbdlq.paths import Address, EntityPath, SubQueue
 
 T = TypeVar("T")
 
-#: messages per peek request when counting without the admin endpoint
-PEEK_PAGE = 250
 # Past this many messages held for settlement, drop those whose lock has long expired, so an
 # operation that never settles some messages cannot grow the map over a 1M-message run.
 _HELD_SOFT_LIMIT = 10_000
 _HELD_GRACE = timedelta(seconds=60)
 #: messages per batch-delete request: the Standard tier's limit (Premium takes 4,000)
 BATCH_DELETE_MAX = 500
-class ServiceBusBackend(Backend):
+class ServiceBusBackend(RunSettlement, Backend):
     """Broker primitives over a real namespace (or Microsoft's emulator) through the azure SDK."""
 
     name = "servicebus"
@@ -73,6 +74,7 @@ class ServiceBusBackend(Backend):
         verbose: Callable[[str], None] | None = None,
         admin_port: int | None = None,
         network: Network | None = None,
+        sdk_shortcuts: str | None = None,
     ) -> None:
         if (connection_string is None) == (namespace is None):
             raise BadInput("give exactly one of a connection string or a namespace")
@@ -82,6 +84,11 @@ class ServiceBusBackend(Backend):
             raise BadInput("a credential is only used with a namespace, not with a connection string")
         self._timeout_s = float(timeout_s)
         self._verbose = verbose
+        self._said: set[str] = set()
+        #: which private SDK shortcuts this backend may take (sdk_shortcuts: on, off, auto; None: the env's)
+        self._shortcuts = Shortcuts.resolve(sdk_shortcuts, say=self._say)
+        self._sdk = LinkShims(self._shortcuts)
+        self._say(f"sdk: azure-servicebus {sdk_version() or 'unknown'}, shortcuts {self._shortcuts.why}")
         self._info: ConnectionInfo | None = None
         if connection_string is not None:
             self._info = parse_connection_string(connection_string)
@@ -115,13 +122,17 @@ class ServiceBusBackend(Backend):
             credential=self._sync_credential,
             say=self._say,
         )
-        self._said: set[str] = set()
         self._receivers: dict[tuple[str, ReceiveMode], Link] = {}
         self._senders: dict[str, Link] = {}
         self._held: dict[str, Held] = {}
         self._batch_delete_refused = False
         #: a run of settlements went unanswered (not refused): settle one by one from then on
         self._runs_unanswered = False
+
+    @property
+    def sdk_fallbacks(self) -> list[str]:
+        """The private SDK shortcuts this backend gave up (shortcuts.Shortcuts.fallbacks)."""
+        return list(self._shortcuts.fallbacks)
 
     # ----------------------------------------------------------------- admin (HTTP) side
 
@@ -215,10 +226,10 @@ class ServiceBusBackend(Backend):
         found = await self._on_receiver(link, receiving, address, timeout=self._timeout_s + wait)
         link.opened = True
         async with link.lock:
-            await sdk_compat.stop_credit(link.handler)
+            await self._sdk.stop_credit(link.handler)
         self._prune_held()
         locked = mode is ReceiveMode.PEEK_LOCK
-        amqp_link = sdk_compat.amqp_client_of(link.handler)
+        amqp_link = self._sdk.client_of(link.handler)
         out: list[Message] = []
         for sdk_message in found:
             message = from_sdk_message(sdk_message, locked=locked, received=True)
@@ -251,8 +262,10 @@ class ServiceBusBackend(Backend):
                 raise outcome
 
     async def delete_messages(self, address: Address, max_count: int, *, before: datetime | None = None) -> int | None:
-        """Server-side batch delete (`$management` batch-delete-messages); None where the namespace refuses it."""
-        if self._batch_delete_refused:
+        """Server-side batch delete (`$management` batch-delete-messages); None where the namespace
+        refuses it or the shortcut is off. A delete whose reply cannot be read raises TransientError:
+        the broker may have deleted, so the caller counts before it goes on (never a blind repeat)."""
+        if self._batch_delete_refused or not self._shortcuts.use("batch_delete"):
             return None
         if max_count <= 0:
             return 0
@@ -263,6 +276,13 @@ class ServiceBusBackend(Backend):
                 gone = await self._on_receiver(
                     link, sdk_compat.batch_delete(link.handler, count, before, self._timeout_s), address
                 )
+        except sdk_compat.OutcomeUnknown as exc:
+            self._shortcuts.fall_back("batch_delete", exc)
+            raise TransientError(f"batch delete on {address}: its outcome is unknown ({exc})", hint="count it") from exc
+        except sdk_compat.Unavailable as exc:
+            # Nothing was deleted: the private is missing, or the broker refused the operation.
+            self._shortcuts.fall_back("batch_delete", exc)
+            return None
         except (AuthError, ServiceUnavailable, EntityNotFound):
             raise
         except SbdlqError as exc:
@@ -280,63 +300,6 @@ class ServiceBusBackend(Backend):
     async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         """Abandon each message on the receiver that locked it (runs in one disposition each)."""
         return await self._settle_in_runs(address, messages, "abandon", lambda r, m: r.abandon_message(m))
-
-    async def _settle_in_runs(
-        self, address: Address, messages: Sequence[Message], verb: str, action: Callable[[Any, Any], Awaitable[Any]]
-    ) -> list[Message]:
-        """Consecutive deliveries of one receiver in one disposition (a run), the others one by
-        one (`action`); returns the messages it cannot say were settled."""
-        keyed: list[tuple[tuple[Message, Held | None], Link | None, int | None]] = []
-        seen: set[str] = set()
-        in_runs: dict[Link, bool] = {}  # asked once per receiver: a complete carries up to 500
-        for m in messages:
-            token = m.lock_token or ""
-            if token in seen:
-                continue  # given twice: settled once
-            held = self._held.get(token)
-            link = None if held is None or self._runs_unanswered or not self._usable(held) else held.receiver
-            if link is not None and link not in in_runs:
-                in_runs[link] = sdk_compat.settles_runs(link.handler)
-            if held is None or link is None or not in_runs[link]:
-                keyed.append(((m, None), None, None))
-                continue
-            seen.add(token)
-            keyed.append(((m, held), link, sdk_compat.run_delivery_id(held.sdk_message)))
-        singles, runs = runs_of(keyed)
-        parts = await asyncio.gather(
-            self._settle(address, [m for m, _ in singles], verb, action),
-            *(self._settle_run(address, link, run, verb, action) for link, run in runs),
-        )
-        return [m for part in parts for m in part]
-
-    async def _settle_run(
-        self,
-        address: Address,
-        link: Link,
-        run: list[tuple[Message, Held | None]],
-        verb: str,
-        action: Callable[[Any, Any], Awaitable[Any]],
-    ) -> list[Message]:
-        """One disposition; refused in part (a lost lock): all returned, move.still_in tells which
-        went. No answer: one by one (`action`), and so is every later settlement here."""
-        messages = [m for m, _ in run]
-        sdk_messages = [h.sdk_message for _, h in run if h is not None]  # (never None in a run)
-        try:
-            async with link.settling:
-                await self._guard(sdk_compat.settle_run(link.handler, sdk_messages, verb), str(address))
-        except SbdlqError as exc:
-            self._say(f"{verb} of {len(messages)} in one disposition failed ({exc.message})")
-            if not sdk_compat.run_refused(exc.__cause__ or exc):
-                # No outcome may mean a broker that does not take ranges.
-                self._runs_unanswered = True
-                return await self._settle(address, messages, verb, action)
-            if not sdk_compat.handler_running(link.handler):
-                await self._drop(self._receivers, link)
-        else:
-            messages = []
-        for m in run:
-            self._held.pop(m[0].lock_token or "", None)  # settled, or answered for: not again
-        return messages
 
     async def dead_letter(
         self, address: Address, messages: Sequence[Message], reason: str, description: str
@@ -375,9 +338,11 @@ class ServiceBusBackend(Backend):
 
     async def _renew_on(self, link: Link, sdk_messages: list[Any], what: str) -> list[datetime | None]:
         """New lock expiries (None: lost) of messages held on one receiver; the caller holds its lock."""
-        if len(sdk_messages) > 1 and sdk_compat.can_renew_many(link.handler):
+        if len(sdk_messages) > 1 and self._shortcuts.use("renew_many") and sdk_compat.can_renew_many(link.handler):
             try:
                 return list(await self._on_receiver(link, sdk_compat.renew_many(link.handler, sdk_messages), what))
+            except sdk_compat.Unavailable as exc:
+                self._shortcuts.fall_back("renew_many", exc)  # renewing again is harmless
             except LockLost:
                 pass  # one lost lock fails the whole request: renew one by one to tell them apart
         untils: list[datetime | None] = []
@@ -424,7 +389,7 @@ class ServiceBusBackend(Backend):
 
         outcomes = await self._guard(asyncio.gather(*(one(t) for t in tokens), return_exceptions=True), what)
         for link in links:
-            if not sdk_compat.handler_running(link.handler):
+            if not self._sdk.running(link.handler):
                 await self._drop(self._receivers, link)
         lost: list[Message] = []
         first_error: BaseException | None = None
@@ -442,8 +407,8 @@ class ServiceBusBackend(Backend):
         link = held.receiver
         return (
             self._receivers.get(link.key) is link
-            and sdk_compat.handler_running(link.handler)
-            and sdk_compat.amqp_client_of(link.handler) is held.amqp_link
+            and self._sdk.running(link.handler)
+            and self._sdk.client_of(link.handler) is held.amqp_link
         )
 
     async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
@@ -495,7 +460,7 @@ class ServiceBusBackend(Backend):
             async with link.lock:
                 if self._senders.get(key) is not link:
                     continue  # replaced while we waited for it
-                if sdk_compat.half_torn(link.handler):
+                if self._sdk.half_torn(link.handler):
                     await self._drop(self._senders, link)
                     continue
                 try:
@@ -506,7 +471,7 @@ class ServiceBusBackend(Backend):
                     if sdk_messages is not None:
                         await self._send_batches(link.handler, sdk_messages, what)
                 except BaseException as exc:
-                    if _sender_broken(link.handler, exc):
+                    if _sender_broken(self._sdk.running(link.handler), exc):
                         await self._drop(self._senders, link)
                     raise
                 return
@@ -518,7 +483,7 @@ class ServiceBusBackend(Backend):
         try:
             return await self._guard(awaitable, str(what), timeout=timeout)
         except BaseException:
-            if not sdk_compat.handler_running(link.handler):
+            if not self._sdk.running(link.handler):
                 await self._drop(self._receivers, link)
             raise
 
@@ -526,7 +491,7 @@ class ServiceBusBackend(Backend):
         """Forget a sender or receiver and close it (a receiver releases what it had buffered)."""
         if table.get(link.key) is link:
             del table[link.key]
-            sdk_compat.stop_keep_alive(link.handler)
+            self._sdk.stop_keep_alive(link.handler)
             await self._quietly(link.handler.close())
 
     async def close(self) -> None:
@@ -538,7 +503,7 @@ class ServiceBusBackend(Backend):
         # Together: each handler has a connection of its own, and closing one waits for the
         # broker's detach, end and close replies.
         for link in links:
-            sdk_compat.stop_keep_alive(link.handler)
+            self._sdk.stop_keep_alive(link.handler)
         await asyncio.gather(*(self._quietly(link.handler.close()) for link in links))
         if self._client is not None:
             await self._quietly(self._client.close())
@@ -571,7 +536,7 @@ class ServiceBusBackend(Backend):
         if (
             link is not None
             and link.opened
-            and (not sdk_compat.handler_running(link.handler) or sdk_compat.half_torn(link.handler))
+            and (not self._sdk.running(link.handler) or self._sdk.half_torn(link.handler))
         ):
             # Reopening it in place would serve new messages on a link its held messages
             # cannot settle on; and a handler marked running without its AMQP client fails
@@ -613,7 +578,7 @@ class ServiceBusBackend(Backend):
                 receiver = client.get_queue_receiver(entity.name, **kwargs)
             else:
                 receiver = client.get_subscription_receiver(entity.name, entity.subscription, **kwargs)
-            sdk_compat.prompt_open(sdk_compat.no_retry_on_refusal(receiver))
+            self._sdk.prepared(receiver)
         except SbdlqError:
             raise
         except Exception as exc:
@@ -625,7 +590,7 @@ class ServiceBusBackend(Backend):
         try:
             # A queue sender and a topic sender differ only in name: both target the entity path.
             sender = self._sb_client().get_queue_sender(entity.name, socket_timeout=SOCKET_TIMEOUT_S)
-            return sdk_compat.prompt_open(sdk_compat.no_retry_on_refusal(sender))
+            return self._sdk.prepared(sender)
         except SbdlqError:
             raise
         except Exception as exc:
@@ -685,7 +650,7 @@ class ServiceBusBackend(Backend):
 # ---------------------------------------------------------------------- SDK handlers
 
 
-def _sender_broken(sender: Any, exc: BaseException) -> bool:
+def _sender_broken(running: bool, exc: BaseException) -> bool:
     """Whether a sender must be replaced after exc: the SDK shut it down, or a send was cut short.
 
     A send cancelled inside its socket write may have gone out without the SDK counting its
@@ -695,4 +660,4 @@ def _sender_broken(sender: Any, exc: BaseException) -> bool:
     cause = exc.__cause__ if isinstance(exc, SbdlqError) else exc
     if isinstance(exc, asyncio.CancelledError) or isinstance(cause, (TimeoutError, asyncio.CancelledError)):
         return True
-    return not sdk_compat.handler_running(sender)
+    return not running

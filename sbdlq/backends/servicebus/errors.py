@@ -12,7 +12,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from sbdlq.backends.servicebus.sdk_compat import error_condition
+from sbdlq.backends.servicebus.sdk_compat import ShortcutFailed, error_condition
 from sbdlq.connstr import redact
 from sbdlq.errors import (
     AuthError,
@@ -34,12 +34,13 @@ T = TypeVar("T")
 
 
 async def guarded(awaitable: Awaitable[T], limit: float, translate: Callable[[Exception], SbdlqError]) -> T:
-    """Await an SDK call within limit seconds (inf: no limit), translating whatever it raises."""
+    """Await an SDK call within limit seconds (inf: no limit), translating whatever it raises
+    (a shortcut's own failure goes up as it is, for the backend to give the shortcut up)."""
     try:
         if math.isinf(limit):
             return await awaitable
         return await asyncio.wait_for(awaitable, limit)
-    except SbdlqError:
+    except (SbdlqError, ShortcutFailed):
         raise
     except Exception as exc:
         raise translate(exc) from exc

@@ -2,9 +2,12 @@
 
 The rest of the backend calls these and never reaches into the SDK's privates itself, so an SDK
 upgrade that moves one of them breaks here, and `tests/unit/test_sdk_compat.py` (which runs each
-shim against the installed SDK) says which. The shims were checked on the versions in
-`CHECKED_ON`; the project's dependency pin in pyproject.toml must say the same. The SDK is
-imported inside the functions only: importing this module costs nothing.
+shim against the installed SDK) says which. Each shim fails closed: a private that is missing
+or answers in a shape it does not know raises Unavailable (nothing was asked of the broker) or
+OutcomeUnknown (the broker may have acted: the caller recounts, never repeats blindly), and the
+backend gives the shortcut up for the public SDK API (shortcuts.py, which also says on which
+releases the shortcuts are taken at all). The SDK is imported inside the functions only:
+importing this module costs nothing.
 """
 
 from __future__ import annotations
@@ -15,11 +18,23 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-#: azure-servicebus versions these shims were checked on (pyproject.toml pins the same range)
-CHECKED_ON = (">=7.12", "<8")
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _LOGGER = logging.getLogger(__name__)
+
+#: what a private that moved, or answers in a new shape, raises when it is read or called
+SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError, ImportError)
+
+
+class ShortcutFailed(Exception):
+    """A shortcut could not be taken; the backend gives it up (shortcuts.Shortcuts.fall_back)."""
+
+
+class Unavailable(ShortcutFailed):
+    """A private the shortcut needs is missing or of another shape: nothing was asked of the broker."""
+
+
+class OutcomeUnknown(ShortcutFailed):
+    """The shortcut failed after its request may have reached the broker: what it did is unknown."""
 
 
 def handler_running(handler: Any) -> bool:
@@ -100,7 +115,12 @@ def prompt_open(handler: Any) -> Any:
 
 
 async def stop_credit(receiver: Any) -> None:
-    """Take back unused link credit; relies on pyamqp's link at `receiver._handler._link` and its `flow()`."""
+    """Take back unused link credit; relies on pyamqp's link at `receiver._handler._link` and its `flow()`.
+
+    Raises Unavailable where `flow(link_credit=0)` does not leave the credit at 0 (7.14's
+    link counts it against what is already on the wire, and sends nothing): the link's
+    record is put back as it was.
+    """
     # With prefetch 0 the SDK grants max_message_count for each call and leaves what was not
     # used: the broker would go on locking (and counting deliveries of) messages nobody asked
     # for, abandoned ones included, until the receiver closes. The link is pyamqp's own.
@@ -110,8 +130,13 @@ async def stop_credit(receiver: Any) -> None:
         return
     try:
         await link.flow(link_credit=0)
+    except SHAPE_ERRORS as exc:
+        raise Unavailable(f"taking back link credit: {exc}") from exc
     except Exception:
-        pass  # the next receive call sets the credit again anyway
+        return  # the next receive call sets the credit again anyway
+    if link.current_link_credit != 0:
+        link.current_link_credit = credit
+        raise Unavailable("taking back link credit: this SDK's flow() does not set the credit it is given")
 
 
 def stop_keep_alive(handler: Any) -> None:
@@ -135,44 +160,72 @@ def can_renew_many(receiver: Any) -> bool:
 
 
 async def renew_many(receiver: Any, sdk_messages: list[Any]) -> list[datetime]:
-    """Renew several locks in one `$management` request; relies on `_renew_locks` and sets `message._expiry`."""
+    """Renew several locks in one `$management` request; relies on `_renew_locks` and sets `message._expiry`.
+
+    Raises Unavailable when the reply or the message's lock record is of a shape it does not
+    know (a renewal is harmless to repeat: the caller renews one by one the public way).
+    """
     # renew_message_lock sends one request per message; its private batch form takes every
     # token at once: one round trip instead of hundreds.
     if not handler_running(receiver):
         raise ValueError("Failed to renew the locks as the handler has already been shutdown.")
-    response = await receiver._renew_locks(*[m.lock_token for m in sdk_messages])
-    stamps = list(response[b"expirations"])
-    if len(stamps) != len(sdk_messages):
-        raise ValueError(f"renew-lock answered {len(stamps)} expiries for {len(sdk_messages)} locks")
-    untils = [_EPOCH + timedelta(milliseconds=int(ms)) for ms in stamps]
-    for sdk_message, until in zip(sdk_messages, untils, strict=True):
-        # What renew_message_lock records: the SDK refuses to settle a message whose lock it
-        # believes expired, and goes by this.
-        sdk_message._expiry = until
+    try:
+        tokens = [m.lock_token for m in sdk_messages]
+        renew = receiver._renew_locks
+    except SHAPE_ERRORS as exc:
+        raise Unavailable(f"batch renewal: {exc}") from exc
+    response = await renew(*tokens)
+    try:
+        stamps = list(response[b"expirations"])
+        if len(stamps) != len(sdk_messages):
+            raise ValueError(f"renew-lock answered {len(stamps)} expiries for {len(sdk_messages)} locks")
+        untils = [_EPOCH + timedelta(milliseconds=int(ms)) for ms in stamps]
+        for sdk_message, until in zip(sdk_messages, untils, strict=True):
+            # What renew_message_lock records: the SDK refuses to settle a message whose lock it
+            # believes expired, and goes by this.
+            sdk_message._expiry = until
+            if sdk_message.locked_until_utc != until:
+                raise ValueError("the SDK no longer reads a message's lock expiry from _expiry")
+    except SHAPE_ERRORS as exc:
+        raise Unavailable(f"batch renewal answered in a shape sbdlq does not know: {exc}") from exc
     return untils
 
 
 def settles_runs(receiver: Any) -> bool:
     """Whether the receiver can settle (complete, abandon) a run of consecutive deliveries in one
-    disposition and learn every outcome: pyamqp, peek-lock awaiting settlement outcomes, no session."""
-    handler = getattr(receiver, "_handler", None)
-    link = getattr(handler, "_link", None)
-    return (
-        getattr(receiver, "_await_settlement_outcome", False) is True
-        and not getattr(receiver, "_session", None)
-        and inspect.iscoroutinefunction(getattr(handler, "settle_messages_async", None))
-        and isinstance(getattr(link, "_received_delivery_tags", None), set)
-    )
+    disposition and learn every outcome: pyamqp, peek-lock awaiting settlement outcomes, no session.
+
+    Raises Unavailable when a private the runs need is missing (a session receiver, or one
+    that does not await outcomes, simply answers False).
+    """
+    if getattr(receiver, "_session", None) or getattr(receiver, "_await_settlement_outcome", False) is not True:
+        return False
+    try:
+        handler = receiver._handler
+        link = handler._link
+        receiver._config.timeout  # noqa: B018 - settle_run's outcome timeout
+        _settlement_errors()
+    except SHAPE_ERRORS as exc:
+        raise Unavailable(f"settlement runs: {exc}") from exc
+    if not inspect.iscoroutinefunction(getattr(handler, "settle_messages_async", None)) or not isinstance(
+        getattr(link, "_received_delivery_tags", None), set
+    ):
+        raise Unavailable("settlement runs: pyamqp's settle_messages_async or its delivery tags moved")
+    return True
 
 
 def run_delivery_id(sdk_message: Any) -> int | None:
     """The delivery id a message can be settled by in a run; None: settle it alone (the checks
-    `complete_message` makes first: settled, deferred, peeked, lock expired)."""
+    `complete_message` makes first: settled, deferred, peeked, lock expired). Raises Unavailable
+    when the message lacks a private the check reads."""
     m = sdk_message
-    if m._settled or m._is_deferred_message or m._is_peeked_message or m._lock_expired:
-        return None
-    delivery_id = getattr(m, "_delivery_id", None)
-    return delivery_id if type(delivery_id) is int and getattr(m, "_delivery_tag", None) else None
+    try:
+        if m._settled or m._is_deferred_message or m._is_peeked_message or m._lock_expired:
+            return None
+        delivery_id, tag = m._delivery_id, m._delivery_tag
+    except SHAPE_ERRORS as exc:
+        raise Unavailable(f"settlement runs: a received message has no {getattr(exc, 'name', None) or exc}") from exc
+    return delivery_id if type(delivery_id) is int and tag else None
 
 
 #: what settle_run may do to a run: complete it, or abandon it (the SDK's `modified`, as abandon_message sends)
@@ -186,7 +239,9 @@ async def settle_run(receiver: Any, sdk_messages: list[Any], verb: str) -> None:
     """Complete or abandon messages whose delivery ids are consecutive (in that order) with one
     disposition, awaiting every outcome. Raises when any was refused (then which went is unknown,
     move.still_in looks, and none is settled again) or when no answer came (then each is as
-    unsettled as before, to be settled alone).
+    unsettled as before, to be settled alone). Raises Unavailable when a private it needs is
+    missing before anything was sent, OutcomeUnknown when the disposition may have gone out but
+    failed in a way the SDK of today does not fail.
 
     `complete_message` sends one disposition per message and awaits each: for a chunk that is a
     frame, a waiter and a read loop per message. pyamqp takes a range (`settle_messages_async`
@@ -194,25 +249,25 @@ async def settle_run(receiver: Any, sdk_messages: list[Any], verb: str) -> None:
     tags drops only the first one, so the others are dropped here.
     """
     outcome, options = RUN_OUTCOMES[verb]
-    handler = receiver._handler
-    first, last = sdk_messages[0]._delivery_id, sdk_messages[-1]._delivery_id
+    try:
+        handler = receiver._handler
+        first, last = sdk_messages[0]._delivery_id, sdk_messages[-1]._delivery_id
+        tags = handler._link._received_delivery_tags
+        tag, timeout = sdk_messages[0]._delivery_tag, receiver._config.timeout
+        settle = handler.settle_messages_async
+    except SHAPE_ERRORS as exc:
+        raise Unavailable(f"settlement runs: {exc}") from exc
     if last - first + 1 != len(sdk_messages):
         raise ValueError("a run's delivery ids must be consecutive")
-    tags = handler._link._received_delivery_tags
     refused: BaseException | None = None
     try:
-        await handler.settle_messages_async(
-            (first, last),
-            sdk_messages[0]._delivery_tag,
-            outcome,
-            **options,
-            await_outcome=True,
-            outcome_timeout=receiver._config.timeout,
-        )
+        await settle((first, last), tag, outcome, **options, await_outcome=True, outcome_timeout=timeout)
+    except SHAPE_ERRORS as exc:
+        raise OutcomeUnknown(f"settlement run: {type(exc).__name__}: {exc}") from exc
     except BaseException as exc:
         if not run_refused(exc):
             # No answer: unsettled as far as the SDK knows, so each can be settled alone.
-            tags.add(sdk_messages[0]._delivery_tag)
+            tags.add(tag)
             raise
         refused = exc
     # Done with: the broker answered for each delivery (done, or refused for a lost lock).
@@ -224,12 +279,22 @@ async def settle_run(receiver: Any, sdk_messages: list[Any], verb: str) -> None:
         raise refused
 
 
-def run_refused(exc: BaseException) -> bool:
-    """Whether a settle_run failure is an outcome the broker reported (it refused some of the run,
-    a lost lock say), rather than none coming back (no answer, the link gone)."""
+def _settlement_errors() -> tuple[type[BaseException], type[BaseException]]:
+    """pyamqp's MessageException and MessageSettlementUnconfirmed (ImportError where they moved)."""
     from azure.servicebus._pyamqp.error import MessageException, MessageSettlementUnconfirmed
 
-    return isinstance(exc, MessageException) and not isinstance(exc, MessageSettlementUnconfirmed)
+    return MessageException, MessageSettlementUnconfirmed
+
+
+def run_refused(exc: BaseException) -> bool:
+    """Whether a settle_run failure is an outcome the broker reported (it refused some of the run,
+    a lost lock say), rather than none coming back (no answer, the link gone). Raises
+    OutcomeUnknown when pyamqp's error classes moved (then nobody can tell)."""
+    try:
+        message_exception, unconfirmed = _settlement_errors()
+    except ImportError as error:
+        raise OutcomeUnknown(f"settlement run: {error}") from exc
+    return isinstance(exc, message_exception) and not isinstance(exc, unconfirmed)
 
 
 def encode_amqp_body(*, value: Any = None, sequence: list[Any] | None = None) -> bytes:
@@ -268,19 +333,40 @@ BATCH_DELETE_OPERATION = b"com.microsoft:batch-delete-messages"
 _MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 
-def _batch_delete_reply(status_code: int, message: Any, description: Any, amqp_transport: Any) -> int:
-    """How many messages a batch-delete reply says went: 200 with `message-count`, 204 for none."""
-    if status_code == 204:
-        return 0
-    if status_code == 200:
-        body = message.value or {}
-        count = body.get(b"message-count", body.get("message-count", 0))
-        return int(count or 0)
-    from azure.servicebus._common.constants import MGMT_RESPONSE_MESSAGE_ERROR_CONDITION
+class BatchDeleteRefused(Unavailable):
+    """The broker answered a batch delete with an error status: it deleted nothing."""
 
-    condition = message.application_properties.get(MGMT_RESPONSE_MESSAGE_ERROR_CONDITION)
-    amqp_transport.handle_amqp_mgmt_error(_LOGGER, "Batch delete failed.", condition, description, status_code)
-    raise AssertionError("unreachable: handle_amqp_mgmt_error raises")  # pragma: no cover
+    def __init__(self, status_code: int, description: Any) -> None:
+        super().__init__(f"batch delete refused ({status_code}): {description}")
+        self.status_code = status_code
+
+
+def _batch_delete_reply(answered: list[int]) -> Any:
+    """The reply callback: how many messages a reply says went (200 with `message-count`, 204 for
+    none); an error status raises the SDK's error for it. Positional, so a renamed keyword
+    argument of the SDK's call does not break it; `answered` records each status seen."""
+
+    def reply(status_code: Any, message: Any, description: Any = None, *_: Any, **kwargs: Any) -> int:
+        answered.append(int(status_code))
+        if status_code == 204:
+            return 0
+        if status_code == 200:
+            body = message.value
+            count = body.get(b"message-count", body.get("message-count")) if isinstance(body, dict) else None
+            if type(count) is not int or count < 0:
+                raise ValueError(f"batch delete answered 200 without a message count: {body!r}")
+            return count
+        try:
+            from azure.servicebus._common.constants import MGMT_RESPONSE_MESSAGE_ERROR_CONDITION
+
+            condition = message.application_properties.get(MGMT_RESPONSE_MESSAGE_ERROR_CONDITION)
+            transport = kwargs.get("amqp_transport") or next(iter(kwargs.values()))
+            transport.handle_amqp_mgmt_error(_LOGGER, "Batch delete failed.", condition, description, status_code)
+        except (*SHAPE_ERRORS, StopIteration):
+            pass  # the SDK's own error for it moved: the status says enough
+        raise BatchDeleteRefused(int(status_code), description)
+
+    return reply
 
 
 async def batch_delete(receiver: Any, max_count: int, before: datetime | None, timeout: float) -> int:
@@ -289,15 +375,29 @@ async def batch_delete(receiver: Any, max_count: int, before: datetime | None, t
     azure-servicebus 7.x has no public call for it: the request goes through the receiver's
     private `_mgmt_request_response` (the `$management` link peek and renew use), with the
     `_amqp_transport` value wrappers for the AMQP types .NET sends (int count, timestamp cutoff).
+    Raises Unavailable when a private is missing before the request goes out, and
+    OutcomeUnknown when the request may have reached the broker but its reply could not be
+    read: then the broker may have deleted, and only a recount can tell how many.
     """
-    transport = receiver._amqp_transport
-    # No cutoff: .NET's DateTime.MaxValue, not the client's now, which a skewed clock would
-    # put before messages the broker enqueued a moment ago.
-    cutoff: datetime | int = before if before is not None else _MAX_TIMESTAMP_MS
-    body = {
-        "message-count": transport.AMQP_INT_VALUE(int(max_count)),
-        "enqueued-time-utc": transport.AMQP_TIMESTAMP_VALUE(cutoff),
-    }
-    return int(
-        await receiver._mgmt_request_response(BATCH_DELETE_OPERATION, body, _batch_delete_reply, timeout=timeout)
-    )
+    try:
+        transport = receiver._amqp_transport
+        request = receiver._mgmt_request_response
+        # No cutoff: .NET's DateTime.MaxValue, not the client's now, which a skewed clock would
+        # put before messages the broker enqueued a moment ago.
+        cutoff: datetime | int = before if before is not None else _MAX_TIMESTAMP_MS
+        body = {
+            "message-count": transport.AMQP_INT_VALUE(int(max_count)),
+            "enqueued-time-utc": transport.AMQP_TIMESTAMP_VALUE(cutoff),
+        }
+    except SHAPE_ERRORS as exc:
+        raise Unavailable(f"batch delete: {exc}") from exc
+    if not inspect.iscoroutinefunction(request):
+        raise Unavailable("batch delete: the receiver's _mgmt_request_response is not a coroutine")
+    answered: list[int] = []
+    try:
+        gone = await request(BATCH_DELETE_OPERATION, body, _batch_delete_reply(answered), timeout=timeout)
+    except SHAPE_ERRORS as exc:
+        raise OutcomeUnknown(f"batch delete: {type(exc).__name__}: {exc}") from exc
+    if type(gone) is not int:
+        raise OutcomeUnknown(f"batch delete: the SDK returned {type(gone).__name__}, not the reply's count")
+    return gone

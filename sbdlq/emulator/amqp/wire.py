@@ -9,8 +9,9 @@ while Service Bus tolerates it. So, before proton sees a frame, a new delivery w
 not the next one is given the next one; proton's later dispositions for such an id are
 translated back to the id the client used, so the client still matches its outcome.
 
-Only transfer frames (inbound) and receiver dispositions (outbound) are ever rewritten;
-every other byte passes through unchanged.
+Inbound, only transfer frames are ever rewritten. Outbound, receiver dispositions are
+translated back, and every performative is written out in full (padding.py) for clients
+that read frames by position.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 import logging
 import struct
 from dataclasses import dataclass, field
+
+from .padding import Unparsed, written_out
 
 log = logging.getLogger(__name__)
 
@@ -256,9 +259,12 @@ class DeliveryIdRepair:
     # ------------------------------------------------------------------ outbound
 
     def _outbound_frame(self, frame: bytes) -> bytes:
-        if len(frame) < 8 or frame[:4] == b"AMQP" or frame[5] != 0:
+        if len(frame) < 8 or frame[:4] == b"AMQP" or frame[5] not in (0, 1):
             return frame
         doff = frame[4] * 4
+        frame = _written_out(frame, doff)
+        if frame[5] != 0:
+            return frame  # SASL
         body = frame[doff:]
         if body[:3] in (_CLOSE_HEAD, _END_HEAD):
             return _with_error_info(frame, doff)
@@ -299,6 +305,21 @@ class DeliveryIdRepair:
             struct.pack_into(">I", frame_header, 0, len(header) + len(one))
             frames.append(bytes(frame_header) + one)
         return b"".join(frames)
+
+
+def _written_out(frame: bytes, doff: int) -> bytes:
+    """The frame with its performative's fields all written out (padding.py), else unchanged."""
+    body = frame[doff:]
+    try:
+        new_body = written_out(body)
+    except (Unparsed, IndexError, struct.error) as exc:
+        log.debug("emulator: outbound frame passed through unpadded: %s", exc)
+        return frame
+    if new_body is body:
+        return frame
+    header = bytearray(frame[:doff])
+    struct.pack_into(">I", header, 0, doff + len(new_body))
+    return bytes(header) + new_body
 
 
 def _with_error_info(frame: bytes, doff: int) -> bytes:

@@ -1,0 +1,216 @@
+"""A future azure-servicebus, simulated: every private shortcut fails closed.
+
+One private name at a time is hidden from sbdlq's code only (support.hiding; the SDK's own
+code keeps it), or made to answer in another shape, and `resubmit` and `purge --max` run
+against `emulator serve` through the CLI. Each run must move every message exactly once,
+leave the DLQ's exact remainder, report exact counts and exit 0, and name the shortcut it
+gave up in `sdk_fallbacks`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("proton")
+
+from support.cli import Cli
+from support.hiding import hidden, swapped
+from support.seeding import Seeder
+
+from sbdlq.paths import Address, EntityPath, SubQueue
+
+N = 60
+PURGE_MAX = 25
+
+
+def _receiver_class() -> Any:
+    from azure.servicebus.aio import ServiceBusReceiver
+
+    return ServiceBusReceiver
+
+
+def _message_class() -> Any:
+    from azure.servicebus._common.message import ServiceBusReceivedMessage
+
+    return ServiceBusReceivedMessage
+
+
+def _client_class() -> Any:
+    from azure.servicebus._pyamqp.aio import ReceiveClientAsync
+
+    return ReceiveClientAsync
+
+
+def _module(name: str) -> Any:
+    import importlib
+
+    return importlib.import_module(name)
+
+
+def _renamed_expirations(renew: Any) -> Any:
+    async def renew_locks(*tokens: Any, **kwargs: Any) -> Any:
+        reply = await renew(*tokens, **kwargs)
+        return {b"expiration-times": reply[b"expirations"]}
+
+    return renew_locks
+
+
+def _count_renamed(request: Any) -> Any:
+    """`_mgmt_request_response` whose reply body names the count another way (after the broker acted)."""
+
+    class Renamed:
+        def __init__(self, message: Any) -> None:
+            self.application_properties = message.application_properties
+            value = message.value or {}
+            renamed = {b"message-count": b"deleted-count", "message-count": "deleted-count"}
+            self.value = {renamed.get(k, k): v for k, v in value.items()}
+
+    async def mgmt(operation: Any, body: Any, callback: Callable[..., Any], **kwargs: Any) -> Any:
+        def reply(status: Any, message: Any, description: Any, **kw: Any) -> Any:
+            return callback(status, Renamed(message), description, **kw)
+
+        return await request(operation, body, reply, **kwargs)
+
+    return mgmt
+
+
+def _keyword_renamed(request: Any) -> Any:
+    """`_mgmt_request_response` that calls the reply callback with a renamed keyword argument."""
+
+    async def mgmt(operation: Any, body: Any, callback: Callable[..., Any], **kwargs: Any) -> Any:
+        def reply(status: Any, message: Any, description: Any, **kw: Any) -> Any:
+            return callback(status, message, description, transport=kw.get("amqp_transport"))
+
+        return await request(operation, body, reply, **kwargs)
+
+    return mgmt
+
+
+def _fails_after_settling(settle: Any) -> Any:
+    """`settle_messages_async` that settles, then fails as a changed signature would."""
+
+    async def settle_then_fail(*args: Any, **kwargs: Any) -> Any:
+        await settle(*args, **kwargs)
+        raise TypeError("settle_messages_async() got an unexpected keyword argument 'outcome_timeout'")
+
+    return settle_then_fail
+
+
+#: (id, what sbdlq no longer sees as today, the shortcut it must give up: None where today's
+#: SDK has a public answer the shim already takes, so nothing is given up)
+SIMULATIONS: list[tuple[str, Callable[[], Any], str | None]] = [
+    ("renew_locks hidden", lambda: hidden(_receiver_class(), "_renew_locks"), None),
+    ("mgmt_request_response hidden", lambda: hidden(_receiver_class(), "_mgmt_request_response"), "batch_delete"),
+    ("amqp_transport hidden", lambda: hidden(_receiver_class(), "_amqp_transport"), "batch_delete"),
+    ("await_settlement_outcome hidden", lambda: hidden(_receiver_class(), "_await_settlement_outcome"), None),
+    ("running hidden", lambda: hidden(_receiver_class(), "_running"), None),
+    ("handler hidden", lambda: hidden(_receiver_class(), "_handler"), "settle_runs"),
+    ("create_handler hidden", lambda: hidden(_receiver_class(), "_create_handler"), None),
+    ("handle_exception hidden", lambda: hidden(_receiver_class(), "_handle_exception"), None),
+    ("delivery_id hidden", lambda: hidden(_message_class(), "_delivery_id"), "settle_runs"),
+    ("settled hidden", lambda: hidden(_message_class(), "_settled"), "settle_runs"),
+    ("lock_expired hidden", lambda: hidden(_message_class(), "_lock_expired"), "settle_runs"),
+    ("settle_messages_async hidden", lambda: hidden(_client_class(), "settle_messages_async"), "settle_runs"),
+    ("link hidden", lambda: hidden(_client_class(), "_link"), "settle_runs"),
+    ("keep_alive_thread hidden", lambda: hidden(_client_class(), "_keep_alive_thread"), None),
+    (
+        "MessageSettlementUnconfirmed moved",
+        lambda: hidden(_module("azure.servicebus._pyamqp.error"), "MessageSettlementUnconfirmed"),
+        "settle_runs",
+    ),
+    ("renew reply reshaped", lambda: swapped(_receiver_class(), "_renew_locks", _renamed_expirations), None),
+    (
+        "batch delete reply reshaped",
+        lambda: swapped(_receiver_class(), "_mgmt_request_response", _count_renamed),
+        "batch_delete",
+    ),
+    (
+        "batch delete callback keyword renamed",
+        lambda: swapped(_receiver_class(), "_mgmt_request_response", _keyword_renamed),
+        None,
+    ),
+    (
+        "settlement run fails after settling",
+        lambda: swapped(_client_class(), "settle_messages_async", _fails_after_settling),
+        "settle_runs",
+    ),
+]
+IDS = [s[0] for s in SIMULATIONS]
+
+
+def _dlq_ids(seed: Seeder, queue: str) -> list[str]:
+    dlq = Address(EntityPath(queue), SubQueue.DEAD_LETTER)
+    return sorted(str(m.message_id) for m in seed.engine.peek(dlq, 0, 10_000))
+
+
+def _run(cli: Cli, emulator: Any, *args: str) -> Any:
+    env = {"SBDLQ_EMULATOR_HTTP_PORT": str(emulator.http_port), "SBDLQ_SDK_SHORTCUTS": "on"}
+    return cli.bare("--connection-string", emulator.conn_str(), "--timeout", "10s", *args, "-o", "json", env=env)
+
+
+@pytest.fixture
+def sbcli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path / "unused.db", tmp_path / "home")
+
+
+@pytest.mark.parametrize(("name", "simulate", "given_up"), SIMULATIONS, ids=IDS)
+def test_resubmit_moves_each_message_once_under_a_changed_sdk(
+    emulator: Any, sbcli: Cli, name: str, simulate: Callable[[], Any], given_up: str | None
+) -> None:
+    seed = Seeder(emulator.engine)
+    queue = emulator.queue()
+    wanted = sorted(f"{queue}-{i}" for i in range(N))
+    seed.dead_letter(queue, seed.msgs(N, prefix=f"{queue}-"))
+    with simulate():
+        result = _run(sbcli, emulator, "resubmit", queue, "--batch-size", "20")
+    assert result.exit_code == 0, result.stderr
+    doc = result.json()
+    assert (doc["selected"], doc["resubmitted"], doc["failed"]) == (N, N, 0)
+    copies = Counter(m.message_id for m in seed.engine.peek(Address(EntityPath(queue)), 0, 10_000))
+    assert sorted(copies) == wanted and set(copies.values()) == {1}
+    assert _dlq_ids(seed, queue) == []
+    if given_up is not None and given_up != "batch_delete":
+        assert given_up in doc["sdk_fallbacks"]
+
+
+@pytest.mark.parametrize(("name", "simulate", "given_up"), SIMULATIONS, ids=IDS)
+def test_purge_max_deletes_exactly_max_under_a_changed_sdk(
+    emulator: Any, sbcli: Cli, name: str, simulate: Callable[[], Any], given_up: str | None
+) -> None:
+    seed = Seeder(emulator.engine)
+    queue = emulator.queue()
+    seed.dead_letter(queue, seed.msgs(N, prefix=f"{queue}-"))
+    with simulate():
+        result = _run(sbcli, emulator, "purge", queue, "--max", str(PURGE_MAX), "--yes")
+    assert result.exit_code == 0, result.stderr
+    doc = result.json()
+    assert (doc["selected"], doc["purged"]) == (PURGE_MAX, PURGE_MAX)
+    assert len(_dlq_ids(seed, queue)) == N - PURGE_MAX
+    if given_up == "batch_delete":
+        assert doc["sdk_fallbacks"] == ["batch_delete"]
+
+
+def test_shortcuts_off_takes_the_public_path_and_gives_nothing_up(emulator: Any, sbcli: Cli) -> None:
+    seed = Seeder(emulator.engine)
+    queue = emulator.queue()
+    seed.dead_letter(queue, seed.msgs(N, prefix=f"{queue}-"))
+    env = {"SBDLQ_EMULATOR_HTTP_PORT": str(emulator.http_port), "SBDLQ_SDK_SHORTCUTS": "off"}
+    # Every private hidden at once: public-only mode must not need any of them.
+    with contextlib.ExitStack() as stack:
+        for sim_name, simulate, _given_up in SIMULATIONS:
+            if sim_name.endswith(("hidden", "moved")):
+                stack.enter_context(simulate())
+        result = sbcli.bare(
+            "--connection-string", emulator.conn_str(), "-v", "purge", queue, "--max", "10", "--yes", "-o", "json",
+            env=env,
+        )
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["purged"] == 10 and result.json()["sdk_fallbacks"] == []
+    assert len(_dlq_ids(seed, queue)) == N - 10
+    assert "shortcuts off (SBDLQ_SDK_SHORTCUTS)" in result.stderr
