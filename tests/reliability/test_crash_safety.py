@@ -116,7 +116,7 @@ SCENARIOS = {
         "",
         0,
         messages=UNLOCKED_N,
-        window=(0.3, 0.8),
+        window=(0.1, 0.4),
     ),
     "purge-export": Scenario(
         _seed_dlq,
