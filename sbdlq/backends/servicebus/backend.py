@@ -36,7 +36,7 @@ from sbdlq.backends.servicebus.credentials import (
 from sbdlq.backends.servicebus.errors import VERDICTS, describe, guarded, translate_error
 from sbdlq.backends.servicebus.links import Held, Link, lock_token
 from sbdlq.backends.servicebus.runs import PEEK_PAGE, RunSettlement
-from sbdlq.backends.servicebus.shortcuts import LinkShims, Shortcuts, sdk_version
+from sbdlq.backends.servicebus.shortcuts import SdkShims, Shortcuts, sdk_version
 from sbdlq.connstr import ConnectionInfo, parse_connection_string, redact
 from sbdlq.errors import (
     AuthError,
@@ -87,7 +87,7 @@ class ServiceBusBackend(RunSettlement, Backend):
         self._said: set[str] = set()
         #: which private SDK shortcuts this backend may take (sdk_shortcuts: on, off, auto; None: the env's)
         self._shortcuts = Shortcuts.resolve(sdk_shortcuts, say=self._say)
-        self._sdk = LinkShims(self._shortcuts)
+        self._sdk = SdkShims(self._shortcuts)
         self._say(f"sdk: azure-servicebus {sdk_version() or 'unknown'}, shortcuts {self._shortcuts.why}")
         self._info: ConnectionInfo | None = None
         if connection_string is not None:
@@ -214,7 +214,7 @@ class ServiceBusBackend(RunSettlement, Backend):
         async with link.lock:
             found = await self._on_receiver(link, link.handler.peek_messages(max_count, sequence_number=start), address)
         link.opened = True
-        return [from_sdk_message(m, locked=False) for m in found]
+        return [from_sdk_message(m, locked=False, shims=self._sdk) for m in found]
 
     async def _receive(self, address: Address, max_count: int, mode: ReceiveMode, max_wait_s: float) -> list[Message]:
         """Receive a batch; locked messages are remembered until settled."""
@@ -232,7 +232,7 @@ class ServiceBusBackend(RunSettlement, Backend):
         amqp_link = self._sdk.client_of(link.handler)
         out: list[Message] = []
         for sdk_message in found:
-            message = from_sdk_message(sdk_message, locked=locked, received=True)
+            message = from_sdk_message(sdk_message, locked=locked, received=True, shims=self._sdk)
             if locked and message.lock_token is not None:
                 self._held[message.lock_token] = Held(link, sdk_message, message.locked_until, amqp_link)
             out.append(message)
@@ -417,7 +417,7 @@ class ServiceBusBackend(RunSettlement, Backend):
             raise BadInput(f"cannot send to subscription {entity}", hint="send to its topic")
         if not messages:
             return
-        sdk_messages = [to_sdk_message(m) for m in messages]
+        sdk_messages = [to_sdk_message(m, self._sdk) for m in messages]
         await self._with_sender(entity, sdk_messages)
 
     async def _send_batches(self, sender: Any, sdk_messages: list[Any], what: str) -> None:

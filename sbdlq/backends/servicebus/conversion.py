@@ -8,7 +8,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from sbdlq.backends.servicebus.errors import first_line
-from sbdlq.backends.servicebus.sdk_compat import decode_amqp_body, encode_amqp_body
+from sbdlq.backends.servicebus.shortcuts import SdkShims, Shortcuts
 from sbdlq.errors import BadInput
 from sbdlq.models import MAX_TTL_S, EntityInfo, Message, OutboundMessage, SubscriptionRule
 from sbdlq.paths import EntityPath
@@ -29,7 +29,13 @@ _SCHEDULED_KEY = b"x-opt-scheduled-enqueue-time"
 _ID_MAX_LENGTH = 128
 
 
-def from_sdk_message(sdk: Any, *, locked: bool = True, received: bool | None = None) -> Message:
+#: the shims of callers that keep no shortcut policy of their own (the backend passes its own)
+_DEFAULT_SHIMS = SdkShims(Shortcuts(True, "on (no policy given)"))
+
+
+def from_sdk_message(
+    sdk: Any, *, locked: bool = True, received: bool | None = None, shims: SdkShims = _DEFAULT_SHIMS
+) -> Message:
     """An SDK ServiceBusReceivedMessage as a plain Message.
 
     received (default: locked) says the message was delivered to us rather than peeked: its
@@ -41,7 +47,7 @@ def from_sdk_message(sdk: Any, *, locked: bool = True, received: bool | None = N
     time, and this runs for every message a run receives.
     """
     raw = sdk.raw_amqp_message
-    body, body_type = _body_of(raw)
+    body, body_type = _body_of(raw, shims)
     props = raw.properties
     annotations = raw.annotations or {}
     header = raw.header
@@ -106,7 +112,7 @@ def _expiry(raw: Any, enqueued: datetime | None) -> tuple[datetime | None, float
     return expires, ttl.total_seconds() if ttl is not None else None
 
 
-def to_sdk_message(out: OutboundMessage) -> Any:
+def to_sdk_message(out: OutboundMessage, shims: SdkShims = _DEFAULT_SHIMS) -> Any:
     """A fresh SDK AmqpAnnotatedMessage carrying everything an OutboundMessage sets.
 
     Built from the SDK's public AMQP classes in one go rather than through ServiceBusMessage,
@@ -150,7 +156,7 @@ def to_sdk_message(out: OutboundMessage) -> Any:
     if out.body_type == "data":
         body = {"data_body": out.body}
     else:
-        value, sequence = _decode_sections(out.body)
+        value, sequence = _decode_sections(out.body, shims)
         body = {"sequence_body": sequence} if out.body_type == "sequence" else {"value_body": value}
     try:
         return AmqpAnnotatedMessage(
@@ -185,15 +191,15 @@ def _label(out: OutboundMessage) -> str:
     return f"message {out.message_id!r}" if out.message_id else "a message"
 
 
-def _body_of(raw: Any) -> tuple[bytes, str]:
+def _body_of(raw: Any, shims: SdkShims) -> tuple[bytes, str]:
     """Body bytes and kind: data sections joined; value/sequence as their AMQP encoding."""
     from azure.servicebus.amqp import AmqpMessageBodyType
 
     kind = raw.body_type
     if kind == AmqpMessageBodyType.VALUE:
-        return encode_amqp_body(value=_texts(raw.body)), "value"
+        return shims.encode_body(value=_texts(raw.body)), "value"
     if kind == AmqpMessageBodyType.SEQUENCE:
-        return encode_amqp_body(sequence=[_texts(s) for s in raw.body]), "sequence"
+        return shims.encode_body(sequence=[_texts(s) for s in raw.body]), "sequence"
     body = raw.body
     if body is None:
         return b"", "data"
@@ -207,12 +213,12 @@ def _body_of(raw: Any) -> tuple[bytes, str]:
     return b"".join(sections), "data"
 
 
-def _decode_sections(body: bytes) -> tuple[Any, list[Any] | None]:
+def _decode_sections(body: bytes, shims: SdkShims) -> tuple[Any, list[Any] | None]:
     """The value and sequences held in encoded AMQP body sections."""
     if not body:
         return None, None
     try:
-        value, sequence = decode_amqp_body(body)
+        value, sequence = shims.decode_body(body)
     except Exception:
         raise BadInput("a value/sequence message body is not a valid AMQP section")
     sections = [_texts(s) for s in sequence] if sequence is not None else None

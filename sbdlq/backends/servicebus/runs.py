@@ -21,7 +21,7 @@ from sbdlq.models import Message
 from sbdlq.paths import Address
 
 if TYPE_CHECKING:
-    from sbdlq.backends.servicebus.shortcuts import LinkShims, Shortcuts
+    from sbdlq.backends.servicebus.shortcuts import SdkShims, Shortcuts
 
 #: messages per peek request (counting without the admin endpoint, looking what a failed run left)
 PEEK_PAGE = 250
@@ -34,7 +34,7 @@ class RunSettlement:
     _receivers: dict[Any, Link]
     _runs_unanswered: bool
     _shortcuts: Shortcuts
-    _sdk: LinkShims
+    _sdk: SdkShims
 
     # The backend's own, declared for the type checker (ServiceBusBackend defines each).
     peek: Callable[[Address, int, int], Awaitable[list[Message]]]

@@ -298,22 +298,34 @@ def run_refused(exc: BaseException) -> bool:
 
 
 def encode_amqp_body(*, value: Any = None, sequence: list[Any] | None = None) -> bytes:
-    """amqp-value / amqp-sequence sections encoded by the SDK's own `_pyamqp._encode.encode_payload`."""
-    # The SDK's encoder, so a copy is encoded the way the SDK sends it.
-    from azure.servicebus._pyamqp._encode import encode_payload
-    from azure.servicebus._pyamqp.message import Message as AmqpMessage
+    """amqp-value / amqp-sequence sections encoded by the SDK's own `_pyamqp._encode.encode_payload`.
 
-    out = bytearray()
-    encode_payload(out, AmqpMessage(value=value, sequence=sequence))
+    Raises Unavailable where the encoder moved (amqp_body.py is the public path) or refuses
+    the value (the public path may take it: a long, say)."""
+    # The SDK's encoder, so a copy is encoded the way the SDK sends it.
+    try:
+        from azure.servicebus._pyamqp._encode import encode_payload
+        from azure.servicebus._pyamqp.message import Message as AmqpMessage
+
+        out = bytearray()
+        encode_payload(out, AmqpMessage(value=value, sequence=sequence))
+    except SHAPE_ERRORS as exc:
+        raise Unavailable(f"body encoder: {type(exc).__name__}: {exc}") from exc
     return bytes(out)
 
 
 def decode_amqp_body(body: bytes) -> tuple[Any, list[Any] | None]:
-    """(value, sequence) of encoded body sections, by `_pyamqp._decode.decode_payload`; raises on bad input."""
-    from azure.servicebus._pyamqp._decode import decode_payload
-
+    """(value, sequence) of encoded body sections, by `_pyamqp._decode.decode_payload`; raises on
+    bad input, and Unavailable where the decoder moved (amqp_body.py is the public path)."""
+    try:
+        from azure.servicebus._pyamqp._decode import decode_payload
+    except ImportError as exc:
+        raise Unavailable(f"body decoder: {exc}") from exc
     decoded = decode_payload(memoryview(body))
-    return decoded.value, decoded.sequence
+    try:
+        return decoded.value, decoded.sequence
+    except AttributeError as exc:
+        raise Unavailable(f"body decoder: {exc}") from exc
 
 
 def error_condition(exc: BaseException) -> str | None:

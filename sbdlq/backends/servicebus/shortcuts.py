@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from sbdlq.backends.servicebus import sdk_compat
+from sbdlq.backends.servicebus import amqp_body, sdk_compat
 from sbdlq.config import SDK_SHORTCUTS_ENV as ENV_VAR
 from sbdlq.config import check_shortcut_mode
 from sbdlq.errors import BadInput
@@ -108,9 +108,9 @@ def describe() -> str:
     return f"azure-servicebus {sdk_version() or 'not installed'}, shortcuts {state}"
 
 
-class LinkShims:
-    """The link shims of sdk_compat.py behind the policy: with shortcuts off (or given up), the
-    public SDK's behaviour. What each gives up is named in `Shortcuts.fallbacks`."""
+class SdkShims:
+    """The shims of sdk_compat.py behind the policy: with shortcuts off (or given up), the public
+    SDK's behaviour (and amqp_body.py for bodies). What each gives up is named in `Shortcuts.fallbacks`."""
 
     def __init__(self, shortcuts: Shortcuts) -> None:
         self.shortcuts = shortcuts
@@ -152,3 +152,21 @@ class LinkShims:
                 sdk_compat.stop_keep_alive(handler)
             except sdk_compat.SHAPE_ERRORS as exc:
                 self.shortcuts.fall_back("fast_close", exc)
+
+    def encode_body(self, *, value: Any = None, sequence: list[Any] | None = None) -> bytes:
+        """amqp-value / amqp-sequence sections: by the SDK's encoder where the shortcut is on, else amqp_body.py."""
+        if self.shortcuts.use("body_codec"):
+            try:
+                return sdk_compat.encode_amqp_body(value=value, sequence=sequence)
+            except sdk_compat.Unavailable as exc:
+                self.shortcuts.fall_back("body_codec", exc)
+        return amqp_body.encode(value=value, sequence=sequence)
+
+    def decode_body(self, body: bytes) -> tuple[Any, list[Any] | None]:
+        """(value, sequence) of encoded sections: by the SDK's decoder where the shortcut is on, else amqp_body.py."""
+        if self.shortcuts.use("body_codec"):
+            try:
+                return sdk_compat.decode_amqp_body(body)
+            except sdk_compat.Unavailable as exc:
+                self.shortcuts.fall_back("body_codec", exc)
+        return amqp_body.decode(body)

@@ -127,5 +127,8 @@ def looks_like_message(payload: bytes) -> bool:
     except MalformedMessage:
         return False
     codes = [s.code for s in sections]
-    # Sections must appear in the order the spec fixes, and a message has a body.
-    return bool(codes) and codes == sorted(codes) and any(c in BODY_CODES for c in codes)
+    # Sections must appear in the order the spec fixes, and a message has a body, or at least
+    # its properties: azure-servicebus sends no body section at all for a value body that is
+    # None, 0, "" or False (a falsy value is left out), and such a message in a batch must not
+    # turn the batch into one message.
+    return bool(codes) and codes == sorted(codes) and any(c in BODY_CODES or c == PROPERTIES for c in codes)
