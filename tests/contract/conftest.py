@@ -102,9 +102,21 @@ class ServiceBusSession:
         self.store = root / "contract.db"
         Engine(self.store).close()
         self._listening = _listener(self.store, SERVICEBUS_KEY)
-        amqp, http = self._listening.__enter__()
+        self.ports = self._listening.__enter__()
         self.loop = asyncio.new_event_loop()
-        self.backend = _servicebus(amqp, http)
+        self.backend = _servicebus(*self.ports)
+        # Without the SDK shortcuts (SBDLQ_SDK_SHORTCUTS=off) a receiver keeps the credit a
+        # receive left unused, so one test's links would take the next test's messages: then
+        # each test gets a backend of its own, as each run of sbdlq has.
+        from sbdlq.backends.servicebus.shortcuts import Shortcuts
+
+        self.shares_links = Shortcuts.resolve(None).enabled
+
+    def next_backend(self) -> None:
+        """After a test: a new backend, where links may not serve the next test."""
+        if not self.shares_links:
+            self.loop.run_until_complete(self.backend.close())
+            self.backend = _servicebus(*self.ports)
 
     def fresh_store(self) -> Path:
         """The store, emptied: no entity, no message, as a new namespace."""
@@ -213,6 +225,7 @@ def backend(
     if request.param == SERVICEBUS:
         session: ServiceBusSession = request.getfixturevalue("servicebus_session")
         yield session.backend  # closed with the session: its links serve the next test too
+        session.next_backend()
         return
     with BACKEND_FACTORIES[request.param](store, clock=broker_clock) as b:
         try:
