@@ -269,3 +269,16 @@ def test_value_and_sequence_bodies_move_intact_under_a_changed_sdk(
         assert copy.body_type == original.body_type
         assert amqp_body.decode(copy.body) == amqp_body.decode(original.body)
     assert _dlq_ids(seed, queue) == []
+
+
+def test_a_shortcut_given_up_is_one_line_with_verbose(emulator: Any, sbcli: Cli) -> None:
+    seed = Seeder(emulator.engine)
+    queue = emulator.queue()
+    seed.dead_letter(queue, seed.msgs(N, prefix=f"{queue}-"))
+    with swapped(_receiver_class(), "_mgmt_request_response", _count_renamed):
+        result = _run(sbcli, emulator, "-v", "purge", queue, "--max", str(PURGE_MAX), "--yes")
+    assert result.exit_code == 0, result.stderr
+    given_up = [line for line in result.stderr.splitlines() if "SDK shortcut" in line]
+    assert len(given_up) == 1 and "batch_delete given up" in given_up[0], result.stderr
+    assert "shortcuts on (SBDLQ_SDK_SHORTCUTS" in result.stderr
+    assert len(_dlq_ids(seed, queue)) == N - PURGE_MAX
