@@ -47,6 +47,12 @@ def _client_class() -> Any:
     return ReceiveClientAsync
 
 
+def _link_class() -> Any:
+    from azure.servicebus._pyamqp.aio._link_async import Link
+
+    return Link
+
+
 def _module(name: str) -> Any:
     import importlib
 
@@ -108,7 +114,9 @@ SIMULATIONS: list[tuple[str, Callable[[], Any], str | None]] = [
     ("renew_locks hidden", lambda: hidden(_receiver_class(), "_renew_locks"), None),
     ("mgmt_request_response hidden", lambda: hidden(_receiver_class(), "_mgmt_request_response"), "batch_delete"),
     ("amqp_transport hidden", lambda: hidden(_receiver_class(), "_amqp_transport"), "batch_delete"),
-    ("await_settlement_outcome hidden", lambda: hidden(_receiver_class(), "_await_settlement_outcome"), None),
+    ("await_settlement_outcome hidden", lambda: hidden(_receiver_class(), "_await_settlement_outcome"), "settle_runs"),
+    ("config hidden", lambda: hidden(_receiver_class(), "_config"), "settle_runs"),
+    ("received_delivery_tags hidden", lambda: hidden(_link_class(), "_received_delivery_tags"), "settle_runs"),
     ("running hidden", lambda: hidden(_receiver_class(), "_running"), None),
     ("handler hidden", lambda: hidden(_receiver_class(), "_handler"), "settle_runs"),
     ("create_handler hidden", lambda: hidden(_receiver_class(), "_create_handler"), None),
@@ -282,3 +290,47 @@ def test_a_shortcut_given_up_is_one_line_with_verbose(emulator: Any, sbcli: Cli)
     assert len(given_up) == 1 and "batch_delete given up" in given_up[0], result.stderr
     assert "shortcuts on (SBDLQ_SDK_SHORTCUTS" in result.stderr
     assert len(_dlq_ids(seed, queue)) == N - PURGE_MAX
+
+
+#: what lock renewal relies on, gone or reshaped: renewal goes one message at a time, the public way
+RENEW_SIMULATIONS: list[tuple[str, Callable[[], Any]]] = [
+    ("renew_locks hidden", lambda: hidden(_receiver_class(), "_renew_locks")),
+    ("renew reply reshaped", lambda: swapped(_receiver_class(), "_renew_locks", _renamed_expirations)),
+    ("expiry hidden", lambda: hidden(_message_class(), "_expiry")),
+]
+
+
+@pytest.mark.parametrize(("name", "simulate"), RENEW_SIMULATIONS, ids=[r[0] for r in RENEW_SIMULATIONS])
+def test_locks_are_renewed_the_public_way_under_a_changed_sdk(
+    emulator: Any, name: str, simulate: Callable[[], Any]
+) -> None:
+    import asyncio
+
+    from sbdlq.backends.servicebus import ServiceBusBackend
+
+    seed = Seeder(emulator.engine)
+    queue = emulator.queue(lock_duration_s=30)
+    seed.dead_letter(queue, seed.msgs(3, prefix=f"{queue}-"))
+    dlq = Address(EntityPath(queue), SubQueue.DEAD_LETTER)
+
+    async def scenario() -> tuple[list[Any], list[Any], list[Any], list[str]]:
+        backend = ServiceBusBackend(
+            connection_string=emulator.conn_str(), admin_port=emulator.http_port, sdk_shortcuts="on"
+        )
+        try:
+            got = await backend.receive(dlq, 3, max_wait_s=2)
+            before = [m.locked_until for m in got]
+            emulator.clock.advance(20)  # the broker's clock: the new expiries come after the old ones
+            with simulate():
+                lost = await backend.renew_locks(dlq, got)
+            after = [m.locked_until for m in got]
+            assert await backend.complete(dlq, got) == []
+            return lost, before, after, backend.sdk_fallbacks
+        finally:
+            await backend.close()
+
+    lost, before, after, fallbacks = asyncio.run(scenario())
+    assert lost == [] and len(after) == 3
+    assert all(b is not None and a is not None and a > b for a, b in zip(after, before, strict=True))
+    assert fallbacks == ["renew_many"]
+    assert _dlq_ids(seed, queue) == []

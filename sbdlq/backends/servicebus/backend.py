@@ -338,7 +338,10 @@ class ServiceBusBackend(RunSettlement, Backend):
 
     async def _renew_on(self, link: Link, sdk_messages: list[Any], what: str) -> list[datetime | None]:
         """New lock expiries (None: lost) of messages held on one receiver; the caller holds its lock."""
-        if len(sdk_messages) > 1 and self._shortcuts.use("renew_many") and sdk_compat.can_renew_many(link.handler):
+        many = len(sdk_messages) > 1
+        if many and self._shortcuts.use("renew_many") and not sdk_compat.can_renew_many(link.handler):
+            self._shortcuts.fall_back("renew_many", "the receiver has no _renew_locks coroutine")
+        if many and self._shortcuts.use("renew_many"):
             try:
                 return list(await self._on_receiver(link, sdk_compat.renew_many(link.handler, sdk_messages), what))
             except sdk_compat.Unavailable as exc:

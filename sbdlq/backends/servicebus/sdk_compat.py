@@ -198,7 +198,10 @@ def settles_runs(receiver: Any) -> bool:
     Raises Unavailable when a private the runs need is missing (a session receiver, or one
     that does not await outcomes, simply answers False).
     """
-    if getattr(receiver, "_session", None) or getattr(receiver, "_await_settlement_outcome", False) is not True:
+    awaits = getattr(receiver, "_await_settlement_outcome", None)
+    if awaits is None:
+        raise Unavailable("settlement runs: the receiver no longer says whether it awaits outcomes")
+    if getattr(receiver, "_session", None) or awaits is not True:
         return False
     try:
         handler = receiver._handler
