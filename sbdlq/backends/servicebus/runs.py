@@ -74,23 +74,11 @@ class RunSettlement:
 
     def _takes_runs(self, link: Link) -> bool:
         """Whether a receiver settles in runs: the shortcut on, and its privates where they were."""
-        if not self._shortcuts.use("settle_runs"):
-            return False
-        try:
-            return sdk_compat.settles_runs(link.handler)
-        except sdk_compat.Unavailable as exc:
-            self._shortcuts.fall_back("settle_runs", exc)
-            return False
+        return self._shortcuts.attempt("settle_runs", lambda: sdk_compat.settles_runs(link.handler), False)
 
     def _run_delivery_id(self, held: Held) -> int | None:
         """A held message's delivery id for a run; None (settled alone) where runs were given up."""
-        if not self._shortcuts.use("settle_runs"):
-            return None
-        try:
-            return sdk_compat.run_delivery_id(held.sdk_message)
-        except sdk_compat.Unavailable as exc:
-            self._shortcuts.fall_back("settle_runs", exc)
-            return None
+        return self._shortcuts.attempt("settle_runs", lambda: sdk_compat.run_delivery_id(held.sdk_message), None)
 
     async def _settle_run(
         self,

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from sbdlq.backends.servicebus import amqp_body, sdk_compat
 from sbdlq.config import SDK_SHORTCUTS_ENV as ENV_VAR
@@ -30,6 +30,8 @@ from sbdlq.errors import BadInput
 #: the azure-servicebus releases `.ci/run` runs the suite on, shortcuts on and off. pyproject.toml
 #: pins from TESTED_LOWEST to below the next minor of TESTED_HIGHEST (tests/unit/test_sdk_compat.py):
 #: a patch release past TESTED_HIGHEST installs, and runs on the public SDK API until it is tested.
+T = TypeVar("T")
+
 TESTED_LOWEST = (7, 15, 0)
 TESTED_HIGHEST = (7, 15, 0)
 
@@ -90,6 +92,17 @@ class Shortcuts:
     def use(self, name: str) -> bool:
         """Whether the shortcut `name` may be taken now."""
         return self.enabled and name not in self.fallbacks
+
+    def attempt(self, name: str, probe: Callable[[], T], default: T) -> T:
+        """probe() where the shortcut `name` may be taken; default where it is off, or (given up
+        here) where the probe finds a private missing (sdk_compat.Unavailable)."""
+        if not self.use(name):
+            return default
+        try:
+            return probe()
+        except sdk_compat.Unavailable as exc:
+            self.fall_back(name, exc)
+            return default
 
     def fall_back(self, name: str, why: object) -> None:
         """Give up a shortcut for the rest of the run, saying so once (with -v)."""

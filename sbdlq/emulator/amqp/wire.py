@@ -37,10 +37,6 @@ _ERROR_HEAD = b"\x00\x53\x1d"
 _INFO = b"\xc1\x23\x02\xa3\x19com.microsoft:tracking-id\xa1\x05sbdlq"
 
 
-class _Unparsed(Exception):
-    """A frame this module does not understand: it is passed through unchanged."""
-
-
 def _uint_at(buf: bytes, pos: int) -> tuple[int | None, int]:
     """An AMQP uint (or null) at pos: its value and the position after it."""
     code = buf[pos]
@@ -52,7 +48,7 @@ def _uint_at(buf: bytes, pos: int) -> tuple[int | None, int]:
         return 0, pos + 1
     if code == 0x40:
         return None, pos + 1
-    raise _Unparsed(f"uint code {code:#x}")
+    raise Unparsed(f"uint code {code:#x}")
 
 
 def _bool_at(buf: bytes, pos: int) -> tuple[bool | None, int]:
@@ -63,7 +59,7 @@ def _bool_at(buf: bytes, pos: int) -> tuple[bool | None, int]:
         return buf[pos + 1] == 1, pos + 2
     if code == 0x40:
         return None, pos + 1
-    raise _Unparsed(f"bool code {code:#x}")
+    raise Unparsed(f"bool code {code:#x}")
 
 
 def _skip_binary(buf: bytes, pos: int) -> int:
@@ -74,7 +70,7 @@ def _skip_binary(buf: bytes, pos: int) -> int:
         return pos + 5 + struct.unpack_from(">I", buf, pos + 1)[0]
     if code == 0x40:
         return pos + 1
-    raise _Unparsed(f"binary code {code:#x}")
+    raise Unparsed(f"binary code {code:#x}")
 
 
 @dataclass(slots=True)
@@ -120,7 +116,7 @@ def _with_field(body: bytes, perf: _Performative, start: int, stop: int, value: 
     else:
         size = head[perf.list_at + 1] + grown
         if size > 0xFF:
-            raise _Unparsed("list8 overflow")
+            raise Unparsed("list8 overflow")
         head[perf.list_at + 1] = size
     return bytes(head) + value + body[stop:]
 
@@ -215,18 +211,14 @@ class DeliveryIdRepair:
             return frame
         try:
             new_body = self._transfer(self._sessions.setdefault(channel, _Session()), body, perf)
-        except (_Unparsed, IndexError, struct.error) as exc:
+        except (Unparsed, IndexError, struct.error) as exc:
             log.debug("emulator: transfer frame passed through unparsed: %s", exc)
             return frame
-        if new_body is body:
-            return frame
-        header = bytearray(frame[:doff])
-        struct.pack_into(">I", header, 0, doff + len(new_body))
-        return bytes(header) + new_body
+        return _with_body(frame, doff, body, new_body)
 
     def _transfer(self, session: _Session, body: bytes, perf: _Performative) -> bytes:
         if perf.count < 2:
-            raise _Unparsed("transfer without delivery-id")
+            raise Unparsed("transfer without delivery-id")
         handle, pos = _uint_at(body, perf.first_field)
         id_at = pos
         client_id, pos = _uint_at(body, pos)
@@ -276,7 +268,7 @@ class DeliveryIdRepair:
             return frame
         try:
             return self._disposition(frame[:doff], body, perf, session)
-        except (_Unparsed, IndexError, struct.error) as exc:
+        except (Unparsed, IndexError, struct.error) as exc:
             log.debug("emulator: disposition passed through unparsed: %s", exc)
             return frame
 
@@ -315,6 +307,11 @@ def _written_out(frame: bytes, doff: int) -> bytes:
     except (Unparsed, IndexError, struct.error) as exc:
         log.debug("emulator: outbound frame passed through unpadded: %s", exc)
         return frame
+    return _with_body(frame, doff, body, new_body)
+
+
+def _with_body(frame: bytes, doff: int, body: bytes, new_body: bytes) -> bytes:
+    """The frame with its body replaced, its size fixed (the frame itself where nothing changed)."""
     if new_body is body:
         return frame
     header = bytearray(frame[:doff])
@@ -344,11 +341,9 @@ def _with_error_info(frame: bytes, doff: int) -> bytes:
     error += _INFO
     try:
         new_body = _with_field(body, outer, error_at, error_at + inner.end, bytes(error))
-    except _Unparsed:
+    except Unparsed:
         return frame
-    header = bytearray(frame[:doff])
-    struct.pack_into(">I", header, 0, doff + len(new_body))
-    return bytes(header) + new_body
+    return _with_body(frame, doff, body, new_body)
 
 
 def pos_after(buf: bytes, pos: int) -> int:
