@@ -157,8 +157,9 @@ _PATTERNS = [
     re.compile(r"(?P<k>\bAuthorization\b['\"]?\s*[:=]\s*['\"]?)(?P<v>" + _LOOSE + ")", re.IGNORECASE),
     # The signature inside any SAS token, also URL-encoded (sig%3D).
     re.compile(r"(?P<k>(?<![A-Za-z0-9_])sig(?:=|%3D))(?P<v>" + _TIGHT + ")", re.IGNORECASE),
-    # user:password in a URL (an HTTP proxy's, `http://user:pass@host:port`): all of the userinfo.
-    re.compile(r"(?P<k>[A-Za-z][A-Za-z0-9+.-]*://)(?P<v>[^/\s@'\"\[\]]+)(?=@)"),
+    # user:password in a URL (an HTTP proxy's, `http://user:pass@host:port`): all of the userinfo,
+    # up to the last @ before the host (a password may hold a raw @ itself).
+    re.compile(r"(?P<k>[A-Za-z][A-Za-z0-9+.-]*://)(?P<v>[^/\s'\"\[\]]+)(?=@[^/\s@'\"]*(?:[/\s'\"]|$))"),
     # password='...' in a repr (aiohttp's BasicAuth for the proxy).
     re.compile(r"(?P<k>\bpassword\b['\"]?\s*[:=]\s*['\"]?)(?P<v>" + _TIGHT + ")", re.IGNORECASE),
 ]

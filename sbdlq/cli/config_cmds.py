@@ -100,7 +100,10 @@ def _profile_record(prof: Any, is_default: bool) -> dict[str, Any]:
         from sbdlq.connstr import parse_connection_string
 
         value = parse_connection_string(str(value)).endpoint
-    options = {k: prof.values[k] for k in OPTION_KEYS if k in prof.values}
+    from sbdlq.connstr import redact
+
+    # A proxy URL's user:password is masked like a key (every string option goes through redact).
+    options = {k: redact(v) if isinstance(v, str) else v for k, v in prof.values.items() if k in OPTION_KEYS}
     return {"name": prof.name, "default": is_default, "target": key, "value": value, "options": options}
 
 

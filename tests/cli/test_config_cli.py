@@ -751,3 +751,36 @@ def test_resolve_warns_only_through_the_callback(config: Path, monkeypatch: pyte
     assert target.kind == "connection_string"
     assert said == [f"sbdlq: warning: {config} holds a secret and is readable by group or others (chmod 600 it)"]
     assert KEY not in target.describe()
+
+
+#: proxy passwords of every shape an operator types: (as written in the URL, the secret parts)
+PROXY_SECRETS = [
+    ("http://ops:plain-secret@proxy.corp:3128", ["plain-secret"]),
+    ("http://ops:p@ss@w0rd@proxy.corp:3128", ["p@ss", "ss@w0rd", "w0rd"]),
+    ("http://ops:with:colons@proxy.corp:3128", ["with:colons", "colons"]),
+    ("http://ops:pct%40encoded@proxy.corp:3128", ["pct%40encoded", "pct@encoded"]),
+    ("https://ops:s3cr3t@[::1]:8443", ["s3cr3t"]),
+    ("ops:bare-host-secret@proxy.corp:3128", ["bare-host-secret"]),
+]
+
+
+@pytest.mark.parametrize(("url", "secrets"), PROXY_SECRETS, ids=[s[0] for s in PROXY_SECRETS])
+def test_no_config_command_prints_a_proxy_password(run: Run, config: Path, url: str, secrets: list[str]) -> None:
+    quoted = url.replace("'", "''")
+    profile = f"    namespace: contoso.servicebus.windows.net\n    proxy: '{quoted}'\n"
+    write(config, f"default_profile: p\nprofiles:\n  p:\n{profile}")
+    outputs = [
+        run("config", "list"),
+        run("config", "list", "-o", "json"),
+        run("-v", "config", "show"),
+        run("config", "show", "-o", "json"),
+        run("config", "show", "p", "-o", "yaml"),
+        run("--proxy", url, "-v", "config", "show"),
+        run("config", "show", "-o", "json", env={"HTTPS_PROXY": url}),
+    ]
+    for result in outputs:
+        assert result.exit_code == 0, result.stderr
+        shown = result.stdout + result.stderr
+        assert "proxy.corp" in shown or "[::1]" in shown  # the proxy is shown, its password is not
+        for secret in secrets:
+            assert secret not in shown, (secret, shown)
