@@ -23,7 +23,7 @@ from sbdlq.models import OutboundMessage, ReplayResult
 from sbdlq.operations.edits import copy_example
 from sbdlq.operations.move import LoopStats, RateLimiter
 from sbdlq.operations.records import Record, RecordFile
-from sbdlq.operations.replay_state import ReplayState
+from sbdlq.operations.replay_state import ReplayState, finished_replay
 from sbdlq.operations.resubmit import CopyOptions
 from sbdlq.operations.routing import RoutingCheck
 from sbdlq.operations.run import Progress
@@ -103,7 +103,9 @@ class Replay:
             self.result.elapsed_s = time.monotonic() - started
             self.records.close()
             if self.state is not None:
-                self.state.close(finished=self._finished())
+                if self._finished():
+                    self.state.finish()
+                self.state.close()
         if stopper.signum is not None:
             raise RunInterrupted(self.result, stopper.signum)
         return self.result
@@ -122,7 +124,9 @@ class Replay:
         destination = await o.destination(self.backend, info, note=self.note, command="replay")
         self.routing = destination.routing
         first = self.scan()
-        if self.done:
+        if self._state_finished():
+            self.note(f"note: {o.state} records a replay of this input that finished: nothing to send (--resume)")
+        elif self.done:
             self.note(f"note: {len(self.done)} line(s) already replayed by an earlier run are skipped (--resume)")
         where = f"topic {self.target}" if info.kind == "topic" else str(self.target)
         self.note(
@@ -151,6 +155,11 @@ class Replay:
                 raise BadInput("--resume needs --state FILE when the records come from stdin")
             return
         if o.state.exists() and not o.resume:
+            if finished_replay(o.state):
+                raise BadInput(
+                    f"{o.state} records a replay of this input that finished",
+                    hint="delete the file to replay everything again",
+                )
             raise BadInput(
                 f"{o.state} exists: an earlier replay of this input did not finish",
                 hint="add --resume to send only the lines it did not, or delete the file to replay everything",
@@ -161,8 +170,13 @@ class Replay:
         path = self.options.state
         if path is None or (self.options.dry_run and not path.exists()):
             return
-        self.state = ReplayState(path)
-        self.done = self.state.load(self.records.digest)
+        state = ReplayState(path)
+        try:
+            self.done = state.load(self.records.digest)
+        except BaseException:
+            state.close()  # not ours, or not a state: left exactly as it was
+            raise
+        self.state = state
 
     def scan(self) -> Record | None:
         """Check every line (a bad one refuses the run), count the selection; returns the first selected."""
@@ -174,7 +188,7 @@ class Replay:
             if chosen and first is None:
                 first = record
         self.open_state()
-        if self.done:
+        if self.done or self._state_finished():
             self.result = ReplayResult(dry_run=self.options.dry_run)
             first = self._recount()
         return first
@@ -189,7 +203,7 @@ class Replay:
 
     def choose(self, record: Record) -> bool:
         """Whether this run sends the record; counts it as selected or not matching."""
-        if record.line in self.done:
+        if record.line in self.done or self._state_finished():
             return False
         o, r = self.options, self.result
         if o.max_count is not None and r.selected >= o.max_count:
@@ -275,6 +289,10 @@ class Replay:
         r.retries = stats.retries
         r.errors = stats.errors
         r.sdk_fallbacks = self.backend.sdk_fallbacks
+
+    def _state_finished(self) -> bool:
+        """Whether the state file records that this input's replay finished (then nothing is sent)."""
+        return self.state is not None and self.state.finished
 
     def _finished(self) -> bool:
         r = self.result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -197,7 +198,8 @@ def test_replay_an_export_with_the_copy_rules_and_edits(cli: Cli, orders: Seeder
         ("m2", b"m2", "again"),
     ]
     assert copies[2].application_properties == {"tenant": "eu", "v": 1, RESUBMITTED_FROM: "dlq.jsonl:3"}
-    assert not export.with_name("dlq.jsonl.replay-state").exists()  # finished: no state left behind
+    # Finished: the state says so, and a second replay of the same export is refused.
+    assert export.with_name("dlq.jsonl.replay-state").read_text().endswith("\n3\nfinished\n")
 
 
 def test_replay_a_peek_jsonl_file_with_a_selection_as_json(cli: Cli, orders: Seeder, tmp_path: Path) -> None:
@@ -278,7 +280,7 @@ def test_a_leftover_state_needs_resume(cli: Cli, orders: Seeder, export: Path) -
     assert (code, out) == (0, "replayed 1 of 1 selected message(s) in 0.00s\n")
     assert "2 line(s) already replayed by an earlier run are skipped (--resume)" in err
     assert [m.message_id for m in orders.active("retry")] == ["m2"]
-    assert not state.exists()
+    assert state.read_text().endswith("\n3\nfinished\n")
 
 
 def test_resume_refuses_a_state_of_other_content(cli: Cli, orders: Seeder, export: Path) -> None:
@@ -317,6 +319,7 @@ def test_replay_refuses_duplicate_detection_and_unroutable_copies(cli: Cli, seed
     )
     code, out, err = cli("replay", str(path), "--to", "t", "--set-property", "tenant=eu", "--max", "1")
     assert (code, out) == (0, "replayed 1 of 1 selected message(s) in 0.00s\n")
+    path.with_name("r.jsonl.replay-state").unlink()  # finished: replaying again is the operator's call
     code, out, err = cli("replay", str(path), "--to", "t")
     assert code == 1
     assert out == "replayed 0 of 2 selected message(s) in 0.00s (2 unroutable)\n"
@@ -324,3 +327,42 @@ def test_replay_refuses_duplicate_detection_and_unroutable_copies(cli: Cli, seed
         "sbdlq: records no subscription of topic t would take were not sent; 2 record(s) were not replayed; "
         "fix the cause and rerun with --resume to send only those"
     )
+
+
+def test_a_finished_replay_is_not_sent_again(cli: Cli, orders: Seeder, export: Path) -> None:
+    state = export.with_name("dlq.jsonl.replay-state")
+    assert cli("replay", str(export), "--to", "retry")[0] == 0
+    code, out, err = cli("replay", str(export), "--to", "retry", "--resume")
+    assert (code, out) == (0, "replayed 0 of 0 selected message(s) in 0.00s\n")
+    assert f"sbdlq: note: {state} records a replay of this input that finished: nothing to send (--resume)" in err
+    code, _, err = cli("replay", str(export), "--to", "retry")
+    assert (code, err.splitlines()) == (
+        2,
+        [f"sbdlq: {state} records a replay of this input that finished (delete the file to replay everything again)"],
+    )
+    assert [m.message_id for m in orders.active("retry")] == ["m0", "m1", "m2"]  # each sent once
+
+
+def _foreign_state(kind: str, path: Path, export: Path) -> None:
+    if kind == "a file that is no state":
+        path.write_text("my notes, not sbdlq's\n")
+    elif kind == "the state of another input":
+        path.write_text("sbdlq-replay-state 1 sha256=" + "0" * 64 + "\n1\nfinished\n")
+    else:  # a FIFO stands in for a device node (never /dev/null itself: the test may run as root)
+        os.mkfifo(path)
+
+
+@pytest.mark.parametrize("kind", ["a file that is no state", "the state of another input", "a fifo"])
+@pytest.mark.parametrize("selects", [["--reason", "NoSuchReason"], []], ids=["selects nothing", "selects all"])
+def test_a_state_file_that_is_not_this_inputs_is_refused_and_kept(
+    cli: Cli, orders: Seeder, export: Path, tmp_path: Path, kind: str, selects: list[str]
+) -> None:
+    state = tmp_path / "state"
+    _foreign_state(kind, state, export)
+    before = state.read_bytes() if state.is_file() else None
+    code, out, err = cli("replay", str(export), "--to", "retry", "--resume", "--state", str(state), *selects)
+    assert (code, out) == (2, "")
+    assert len(err.splitlines()) == 1 and str(state) in err
+    assert state.exists() or state.is_fifo()
+    assert (state.read_bytes() if state.is_file() else None) == before
+    assert orders.active("retry") == []
