@@ -84,7 +84,12 @@ class Purge(MovingRun[PurgeResult]):
     async def run(self) -> PurgeResult:
         """The run, with the export file locked from the check to the end."""
         try:
-            return await super().run()
+            result = await super().run()
+            if self.export is not None and self.exporter is None and not result.dry_run:
+                # Nothing to purge: the file exists all the same (empty), so the next step of a
+                # pipeline (`replay FILE`, `wc -l FILE`) finds it.
+                self.exporter = Exporter(self.export, follow_symlinks=self.follow_symlinks)
+            return result
         finally:
             if self.exporter is not None:
                 self.exporter.close()

@@ -111,6 +111,10 @@ def _reason(exc: Exception) -> str:
     return str(exc)
 
 
+#: the longest TTL a record may give: .NET's TimeSpan.MaxValue, in whole days (Service Bus's ceiling)
+_TTL_MAX_S = 10_675_199 * 86_400
+
+
 def message_from_record(doc: Any) -> Message:
     """The Message a record describes; ValueError saying which field is wrong."""
     if not isinstance(doc, dict):
@@ -129,8 +133,12 @@ def message_from_record(doc: Any) -> Message:
         if doc.get(key) is not None and name not in props:
             props[name] = _text(doc, key)
     ttl = doc.get("time_to_live_s")
-    if ttl is not None and (type(ttl) not in (int, float) or ttl <= 0):
-        raise ValueError("time_to_live_s: expected a positive number")
+    if ttl is not None and (type(ttl) not in (int, float) or not 0 < ttl <= _TTL_MAX_S):
+        raise ValueError("time_to_live_s: expected a positive number of seconds (at most 10675199 days)")
+    for key, value in props.items():
+        _utf8("application_properties", key)
+        if isinstance(value, str):
+            _utf8(f"application_properties.{key}", value)
     deliveries = doc.get("delivery_count", 0)
     if type(deliveries) is not int:
         raise ValueError("delivery_count: expected a whole number")
@@ -151,7 +159,16 @@ def _text(doc: dict[str, Any], name: str) -> str | None:
     value = doc.get(name)
     if value is not None and not isinstance(value, str):
         raise ValueError(f"{name}: expected a string or null")
-    return value
+    return value if value is None else _utf8(name, value)
+
+
+def _utf8(name: str, text: str) -> str:
+    """text, where it can be sent: JSON's \\ud800 escapes give a lone surrogate, which no UTF-8 holds."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{name}: holds a lone surrogate (\\ud800-\\udfff), which is not text") from None
+    return text
 
 
 def _body(doc: dict[str, Any]) -> bytes:

@@ -256,15 +256,29 @@ class Replay:
             refused = await self.sender.send(going) if going else []
             refused_lines = {r.line for r in refused}
             accepted = [r.line for r in going if r.line not in refused_lines]
-            if self.state is not None:
-                self.state.record(accepted)
+            # Counted as sent before the state is written: a full disk there does not make them failed.
             self.stats.handled += len(accepted)
+            self.record_state(accepted)
         except SbdlqError as exc:
             self.stats.abort(exc.message)
+        except Exception as exc:  # never a task's exception left unretrieved, nor a chunk uncounted
+            self.stats.abort(f"unexpected error sending records: {type(exc).__name__}: {exc}")
         finally:
             slots.release()
             if tick:
                 tick(len(items))
+
+    def record_state(self, accepted: list[int]) -> None:
+        """Record accepted lines; a state that cannot be written stops the run and says what it means."""
+        if self.state is None:
+            return
+        try:
+            self.state.record(accepted)
+        except SbdlqError as exc:
+            self.stats.abort(
+                f"{exc.message}: {len(accepted)} record(s) were sent but not recorded, so a --resume would "
+                "send them again"
+            )
 
     def route(self, items: list[Record]) -> list[Record]:
         """The records whose copy a subscription of the target topic takes; the rest are kept back."""

@@ -246,6 +246,25 @@ def test_replay_reads_stdin_and_a_base64_body(cli: Cli, orders: Seeder) -> None:
             '{"sequence_number": 1, "body": "x", "enqueued_time": "yesterday"}',
             "enqueued_time: expected an ISO 8601 time",
         ),
+        # Lines that passed the check and then killed their chunk's send (a traceback, exit 0):
+        *(
+            (
+                f'{{"sequence_number": 1, "body": "x", "time_to_live_s": {ttl}}}',
+                "time_to_live_s: expected a positive number of seconds (at most 10675199 days)",
+            )
+            for ttl in ("NaN", "Infinity", "1e300")
+        ),
+        *(
+            (
+                f'{{"sequence_number": 1, "body": "x", "{field}": "a\\ud800"}}',
+                f"{field}: holds a lone surrogate (\\ud800-\\udfff), which is not text",
+            )
+            for field in ("message_id", "session_id")
+        ),
+        (
+            '{"sequence_number": 1, "body": "x", "application_properties": {"k\\udc00": 1}}',
+            "application_properties: holds a lone surrogate (\\ud800-\\udfff), which is not text",
+        ),
     ],
 )
 def test_a_bad_line_refuses_the_whole_replay_naming_its_number(
@@ -366,3 +385,41 @@ def test_a_state_file_that_is_not_this_inputs_is_refused_and_kept(
     assert state.exists() or state.is_fifo()
     assert (state.read_bytes() if state.is_file() else None) == before
     assert orders.active("retry") == []
+
+
+def test_a_full_disk_under_the_state_counts_the_sent_chunk_as_sent(
+    cli: Cli, orders: Seeder, export: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from support.faults import disk_full_for_replay_state
+
+    disk_full_for_replay_state(monkeypatch, after=0)
+    code, out, err = cli("replay", str(export), "--to", "retry", "--concurrency", "2")
+    assert code == 1
+    assert out.startswith("replayed 2 of 3 selected message(s)")  # the first chunk was sent, then the run stopped
+    assert "2 record(s) were sent but not recorded, so a --resume would send them again" in err
+    assert [m.message_id for m in orders.active("retry")] == ["m0", "m1"]
+
+
+def test_an_unexpected_error_in_a_send_is_counted_not_lost_in_a_task(
+    cli: Cli, orders: Seeder, export: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No chunk's exception is left unretrieved: the run stops, says why, and its figures add up."""
+    from sbdlq.operations import sending
+
+    calls = 0
+    real_send = sending.CopySender.send
+
+    async def send(self: Any, records: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise RuntimeError("boom")
+        return await real_send(self, records, **kwargs)
+
+    monkeypatch.setattr(sending.CopySender, "send", send)
+    code, out, err = cli("replay", str(export), "--to", "retry", "--concurrency", "2", "-o", "json")
+    doc = json.loads(out)
+    assert code == 1
+    assert (doc["selected"], doc["replayed"], doc["failed"]) == (3, 2, 1)
+    assert "unexpected error sending records: RuntimeError: boom" in err
+    assert "Task exception was never retrieved" not in err + caplog.text

@@ -242,11 +242,14 @@ def test_purge_with_export_writes_each_message_before_deleting(
     assert ids(seed.dlq("q")) == ["b0", "b1", "b2"]
 
 
-def test_purge_of_an_empty_dlq_creates_no_export(backend: Backend, seed: Seeder, aio: Any, tmp_path: Path) -> None:
+def test_purge_of_an_empty_dlq_writes_an_empty_export(backend: Backend, seed: Seeder, aio: Any, tmp_path: Path) -> None:
+    """The next step of a pipeline (`replay x.jsonl`, `wc -l`) finds the file, empty (a dry run writes none)."""
     seed.queue("q")
+    assert aio(purge(backend, DLQ, export=tmp_path / "dry.jsonl", dry_run=True)).selected == 0
+    assert not (tmp_path / "dry.jsonl").exists()
     r = aio(purge(backend, DLQ, export=tmp_path / "x.jsonl"))
     assert (r.selected, r.purged) == (0, 0)
-    assert not (tmp_path / "x.jsonl").exists()
+    assert (tmp_path / "x.jsonl").read_bytes() == b""
 
 
 def test_purge_of_the_transfer_dlq_leaves_the_dlq(backend: Backend, seed: Seeder, aio: Any, engine: Any) -> None:

@@ -26,3 +26,20 @@ def disk_full_after_exports(monkeypatch: pytest.MonkeyPatch, records: int) -> No
         return real_write(fd, data)
 
     monkeypatch.setattr(os, "write", write)
+
+
+def disk_full_for_replay_state(monkeypatch: pytest.MonkeyPatch, after: int) -> None:
+    """Let `after` writes of a replay state's line numbers reach the disk, then fail each with ENOSPC."""
+    real_write = os.write
+    written = 0
+
+    def write(fd: int, data: Any) -> int:
+        nonlocal written
+        head = bytes(data[:1])
+        if head.isdigit():  # the state's lines are numbers; its header starts with a letter
+            written += 1
+            if written > after:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
