@@ -59,6 +59,14 @@ def resubmit(
             "takes are then dropped by the broker)."
         ),
     ] = False,
+    fan_out: Annotated[
+        bool,
+        typer.Option(
+            "--fan-out",
+            help="From a subscription's DLQ: let the topic give copies to its other subscriptions too "
+            "(refused without it).",
+        ),
+    ] = False,
     edits: EditOptions = NO_EDITS,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
@@ -90,6 +98,7 @@ def resubmit(
                     keep_dead_letter_properties=keep_dead_letter_properties,
                     allow_unverified_routing=allow_unverified_routing,
                     edits=copy_edits,
+                    fan_out=fan_out,
                     note=_note,
                     progress=bars,
                 )

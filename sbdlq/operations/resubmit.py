@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -94,6 +95,8 @@ class CopyOptions:
     keep_dead_letter_properties: bool = False
     allow_unverified_routing: bool = False
     edits: CopyEdits = field(default_factory=CopyEdits)
+    #: copies of a subscription's DLQ may reach the topic's other subscriptions too (--fan-out)
+    fan_out: bool = False
 
     def copy_of(self, m: Message, source: Address | str) -> OutboundMessage:
         """The copy of `m`, read from `source`."""
@@ -134,6 +137,7 @@ async def resubmit(
     keep_dead_letter_properties: bool = False,
     allow_unverified_routing: bool = False,
     edits: CopyEdits | None = None,
+    fan_out: bool = False,
     note: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
 ) -> ResubmitResult:
@@ -141,7 +145,7 @@ async def resubmit(
     # In RunOptions' field order.
     options = RunOptions(selection or Selection(), max_count, batch_size, concurrency, dry_run, note, progress)
     copying = CopyOptions(  # in its field order
-        rate, new_message_id, keep_dead_letter_properties, allow_unverified_routing, edits or CopyEdits()
+        rate, new_message_id, keep_dead_letter_properties, allow_unverified_routing, edits or CopyEdits(), fan_out
     )
     return await Resubmit(backend, source, target, options, copying).run()
 
@@ -214,22 +218,46 @@ class Resubmit(MovingRun[ResubmitResult]):
             self.result.example = copy_example(m, self.copy_of(m))
 
     async def check_return(self, topic: EntityPath) -> None:
-        """Refuse when copies of a subscription's DLQ would not reach that subscription again."""
+        """Refuse when copies of a subscription's DLQ would not reach that subscription again, or
+        (without --fan-out) would reach the topic's other subscriptions too."""
         routing = self.routing
         source = self.source.entity
         if routing is None or not source.is_subscription or source.name.lower() != topic.name.lower():
             return
         sub = self.must_reach = source.subscription
-        if sub is None or routing.takes_everything(sub):
+        if sub is None:
             return
-        # Before anything moves: every selected copy must come back to the subscription it left.
+        others = [] if self.copying.fan_out else routing.others(sub)
+        everywhere = [name for name, takes_all in others if takes_all]
+        if everywhere:
+            raise self.fan_out_refusal(topic, {name: "every copy" for name in everywhere})
+        if routing.takes_everything(sub) and not others:
+            return
+        # Before anything moves: every selected copy must come back to the subscription it left,
+        # and to no other.
+        reached: Counter[str] = Counter()
+        scanned = 0
         async for m in iter_messages(self.backend, self.source, selection=self.selection, limit=self.options.max_count):
-            if not routing.reaches(sub, self.copy_of(m)):
+            copy = self.copy_of(m)
+            scanned += 1
+            if not routing.reaches(sub, copy):
                 raise BadInput(
                     f"the copy of sequence number {m.sequence_number} would not reach subscription {sub}: "
                     f"topic {topic} would not deliver it back to {source}",
                     hint=routing.miss_hint(sub),
                 )
+            if others:
+                reached.update(routing.other_takers(sub, copy))
+        if reached:
+            raise self.fan_out_refusal(topic, {name: f"{n} of {scanned}" for name, n in sorted(reached.items())})
+
+    def fan_out_refusal(self, topic: EntityPath, reached: dict[str, str]) -> BadInput:
+        """The refusal of copies that would reach other subscriptions: which, and how many copies each."""
+        listed = ", ".join(f"{name} ({how})" for name, how in reached.items())
+        return BadInput(
+            f"resubmitting {self.source} to topic {topic} would also give copies to its subscription(s) {listed}",
+            hint="add --fan-out to accept that, or resubmit --to a queue that only this subscription's consumer reads",
+        )
 
     def plan_line(self) -> str:
         where = f"topic {self.target}" if self.target_info.kind == "topic" else str(self.target)

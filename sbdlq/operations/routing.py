@@ -93,6 +93,18 @@ class RoutingCheck:
         draft = _draft(copy)
         return draft is not None and sub.takes(draft)
 
+    def others(self, subscription: str) -> list[tuple[str, bool]]:
+        """The other subscriptions that take messages at all: (name, whether it takes every copy)."""
+        return [(s.name, s.takes_all) for k, s in self.subscriptions.items() if k != subscription.lower() and s.active]
+
+    def other_takers(self, subscription: str, copy: OutboundMessage) -> list[str]:
+        """The subscriptions other than `subscription` that take the copy."""
+        others = [s for k, s in self.subscriptions.items() if k != subscription.lower() and s.active]
+        if not others:
+            return []
+        draft = _draft(copy)
+        return [s.name for s in others if s.takes_all or (draft is not None and s.takes(draft))]
+
     def takes_everything(self, subscription: str) -> bool:
         """Whether the subscription takes every copy (no need to look at them first)."""
         sub = self.subscriptions.get(subscription.lower())

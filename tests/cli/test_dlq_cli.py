@@ -452,13 +452,22 @@ def test_resubmit_new_message_id(orders: Store, sbdlq: Any) -> None:
 def test_resubmit_a_subscription_goes_to_its_topic(orders: Store, sbdlq: Any) -> None:
     orders.dead_letter("t/Subscriptions/s1", 2, prefix="s")
     orders.engine.receive(Address(EntityPath("t", "s2")), 10, mode=_delete())
-    r = sbdlq("resubmit", "t/Subscriptions/s1", "--dry-run")
+    refusal = (
+        "sbdlq: resubmitting t/Subscriptions/s1/$DeadLetterQueue to topic t would also give copies to its "
+        "subscription(s) s2 (every copy) (add --fan-out to accept that, or resubmit --to a queue that only this "
+        "subscription's consumer reads)"
+    )
+    for dry in (["--dry-run"], []):
+        r = sbdlq("resubmit", "t/Subscriptions/s1", *dry)
+        assert (r.exit_code, r.stdout, r.stderr.splitlines()) == (2, "", [refusal])
+    assert orders.active("t/Subscriptions/s2") == [] and len(orders.dlq("t/Subscriptions/s1")) == 2
+    r = sbdlq("resubmit", "t/Subscriptions/s1", "--dry-run", "--fan-out")
     assert r.exit_code == 0
     assert r.stderr.splitlines() == [
         "sbdlq: plan: resubmit 2 message(s) from t/Subscriptions/s1/$DeadLetterQueue to topic t (dry run)",
         "sbdlq: note: topic t has 2 subscription(s): every subscription whose rules match gets a copy, not only s1",
     ]
-    r = sbdlq("resubmit", "t/Subscriptions/s1")
+    r = sbdlq("resubmit", "t/Subscriptions/s1", "--fan-out")
     assert r.exit_code == 0
     assert [m.message_id for m in orders.active("t/Subscriptions/s1")] == ["s0", "s1"]
     assert [m.message_id for m in orders.active("t/Subscriptions/s2")] == ["s0", "s1"]
@@ -787,3 +796,24 @@ def test_profile_sets_concurrency_and_batch_size(
     assert r.exit_code == 0, r.output
     # The option beats the profile: both left go in one send.
     assert sizes == [1, 1, 1, 2]
+
+
+def test_resubmit_a_subscription_counts_the_copies_other_filters_would_take(orders: Store, sbdlq: Any) -> None:
+    """Not every copy fans out: the refusal says how many each other subscription would get."""
+    from sbdlq.emulator.engine import Rule
+
+    orders.topic("shop", "billing", rules=None)
+    orders.engine.create_subscription("shop", "eu-audit", rules=[Rule("eu", sql="tenant = 'eu'")])
+    eu = orders.msgs(2, "e", application_properties={"tenant": "eu"})
+    us = orders.msgs(1, "u", application_properties={"tenant": "us"})
+    orders.send("shop", [*eu, *us])
+    got = orders.engine.receive(Address(EntityPath("shop", "billing")), 10)
+    orders.engine.dead_letter(Address(EntityPath("shop", "billing")), [m.lock_token for m in got], "Bad", "x")
+    orders.engine.receive(Address(EntityPath("shop", "eu-audit")), 10, mode=_delete())
+    r = sbdlq("resubmit", "shop/Subscriptions/billing")
+    assert r.exit_code == 2
+    assert "would also give copies to its subscription(s) eu-audit (2 of 3)" in r.stderr
+    r = sbdlq("resubmit", "shop/Subscriptions/billing", "--where", "tenant = 'us'")
+    assert r.exit_code == 0  # no other subscription takes these copies: nothing fans out
+    assert [m.message_id for m in orders.active("shop/Subscriptions/billing")] == ["u0"]
+    assert orders.active("shop/Subscriptions/eu-audit") == []

@@ -19,7 +19,7 @@ from support import APPLICATION_PROPERTIES, full_message, ids, producer_fields
 from support.faults import disk_full_after_exports
 
 from sbdlq.backends.base import Backend
-from sbdlq.errors import TransientError
+from sbdlq.errors import BadInput, TransientError
 from sbdlq.models import RESUBMITTED_FROM, Message, OutboundMessage
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
@@ -149,9 +149,13 @@ def test_subscription_dlq_goes_back_through_its_topic(backend: Backend, seed: Se
     # Both subscriptions got the originals; audit consumed its copies.
     assert len(seed.engine.receive(Address(EntityPath("t", "audit")), 10, mode=_delete())) == 2
     notes: list[str] = []
-    r = aio(
-        resubmit(backend, Address(EntityPath("t", "billing"), SubQueue.DEAD_LETTER), EntityPath("t"), note=notes.append)
-    )
+    dlq = Address(EntityPath("t", "billing"), SubQueue.DEAD_LETTER)
+    # Without --fan-out, refused before anything moves: audit would get copies it already handled.
+    with pytest.raises(BadInput, match=r"would also give copies to its subscription\(s\) audit \(every copy\)"):
+        aio(resubmit(backend, dlq, EntityPath("t"), note=notes.append))
+    assert notes == [] and ids(seed.active("t/Subscriptions/audit")) == []
+    assert len(seed.dlq("t/Subscriptions/billing")) == 2
+    r = aio(resubmit(backend, dlq, EntityPath("t"), fan_out=True, note=notes.append))
     assert r.resubmitted == 2
     assert notes == [
         "plan: resubmit 2 message(s) from t/Subscriptions/billing/$DeadLetterQueue to topic t",
