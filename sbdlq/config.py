@@ -329,6 +329,7 @@ def resolve_target(
 
     options may also hold `profile`; without it `profile_name` counts at the config-file level.
     """
+    _refuse_empty_targets(options)
     choice = choose_profile(options, profile_name)
     prof = choice.profile if choice else None
     for level in _LEVELS:
@@ -349,6 +350,21 @@ def resolve_target(
         if here is not None:
             return _profile_target(here, warn)
     return Target("emulator", str(default_emulator_path()), Source.DEFAULT, prof, "default")
+
+
+def _refuse_empty_targets(options: GlobalOptions) -> None:
+    """A target given empty is an error, never "not given": `--connection-string "$UNSET"` in a CI
+    step would otherwise run against the local emulator and report success."""
+    for key, (value, source) in _target_options(options):
+        if source is Source.OPTION and value is not None and not str(value).strip():
+            raise BadInput(f"{flag(key)} was given an empty value", hint="give the target, or leave the option out")
+    if any(source is Source.OPTION and value for _, (value, source) in _target_options(options)):
+        return  # a target option wins over every variable, empty or not
+    for key in TARGET_OPTIONS:
+        variable = ENV_VARS[key]
+        raw = os.environ.get(variable)
+        if raw is not None and not raw.strip():
+            raise BadInput(f"environment variable {variable} is set but empty", hint="set it to a target, or unset it")
 
 
 def _target_options(options: GlobalOptions) -> list[tuple[str, Setting]]:

@@ -784,3 +784,36 @@ def test_no_config_command_prints_a_proxy_password(run: Run, config: Path, url: 
         assert "proxy.corp" in shown or "[::1]" in shown  # the proxy is shown, its password is not
         for secret in secrets:
             assert secret not in shown, (secret, shown)
+
+
+EMPTY_VAR = "is set but empty (set it to a target, or unset it)"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "line"),
+    [
+        (["--connection-string", ""], {}, "--connection-string was given an empty value (give the target, or leave "
+         "the option out)"),
+        (["--namespace", " "], {}, "--namespace was given an empty value (give the target, or leave the option out)"),
+        (["--emulator", ""], {}, "--emulator was given an empty value (give the target, or leave the option out)"),
+        ([], {"SBDLQ_CONNECTION_STRING": ""}, f"environment variable SBDLQ_CONNECTION_STRING {EMPTY_VAR}"),
+        ([], {"SBDLQ_NAMESPACE": ""}, f"environment variable SBDLQ_NAMESPACE {EMPTY_VAR}"),
+        ([], {"SBDLQ_EMULATOR": " "}, f"environment variable SBDLQ_EMULATOR {EMPTY_VAR}"),
+    ],
+    ids=["option conn", "option namespace", "option emulator", "env conn", "env namespace", "env emulator"],
+)
+def test_an_empty_target_is_an_error_not_the_local_emulator(
+    run: Run, data_dir: Path, args: list[str], env: dict[str, str], line: str
+) -> None:
+    """A CI step whose secret is unset (`--connection-string "$SB_CONN"`) must not purge the local
+    emulator and report success."""
+    Engine(default_store(data_dir)).close()  # a local emulator there to be (wrongly) used
+    result = run(*args, "purge", "orders", "--yes", env=env)
+    assert (result.exit_code, result.stdout, result.stderr) == (2, "", f"sbdlq: {line}\n")
+
+
+def test_a_target_option_wins_over_an_empty_variable(run: Run, tmp_path: Path) -> None:
+    store = tmp_path / "given.db"
+    Engine(store).close()
+    result = run("--emulator", str(store), "count", env={"SBDLQ_CONNECTION_STRING": ""})
+    assert result.exit_code == 0, result.stderr
