@@ -142,13 +142,19 @@ def _check_threshold(ctx: typer.Context, counts: list[Any], sub_queue: SubQueue,
 
 # ---------------------------------------------------------------------- peek
 
+#: how many messages `peek` shows in a table when --max is not given (other formats: every one)
+TABLE_PEEK_MAX = 20
+
 
 @selection_options
 def peek(
     ctx: typer.Context,
     sub_queue: SubQueue,
     entity: Entity,
-    max_count: Annotated[int, count_option("--max", "Show at most N messages.")] = 20,
+    max_count: Annotated[
+        int | None,
+        count_option("--max", f"Show at most N messages (default: {TABLE_PEEK_MAX} in a table, all in other formats)."),
+    ] = None,
     all_: Annotated[bool, typer.Option("--all", help="Every message (overrides --max).")] = False,
     from_sequence: Annotated[
         int,
@@ -165,10 +171,12 @@ def peek(
         address = _address(entity, sub_queue)
         sel = selection.compile()
         fmt = output_format(s, output)
-        limit = None if all_ else max_count
+        table = fmt == "table" and q is None
+        # A script never gets a silently cut list: only a table (for a person) stops at a default.
+        limit = None if all_ else max_count if max_count is not None or not table else TABLE_PEEK_MAX
         async with open_target(s) as backend:
             await backend.get_entity(address.entity)
-            if fmt == "table" and q is None:
+            if table:
                 await _peek_to_table(backend, address, sel, from_sequence, limit)
             else:
                 emitter = Emitter(fmt, query=q, tsv_keys=PEEK_TSV_KEYS)

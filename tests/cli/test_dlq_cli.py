@@ -817,3 +817,17 @@ def test_resubmit_a_subscription_counts_the_copies_other_filters_would_take(orde
     assert r.exit_code == 0  # no other subscription takes these copies: nothing fans out
     assert [m.message_id for m in orders.active("shop/Subscriptions/billing")] == ["u0"]
     assert orders.active("shop/Subscriptions/eu-audit") == []
+
+
+def test_peek_in_a_machine_format_lists_every_match_unless_max_is_given(cli: Any, seed: Any) -> None:
+    """A script never gets a silently cut list: only the table stops at 20, and says so."""
+    seed.queue("big")
+    seed.dead_letter("big", 33, reason="X")
+    for fmt, count in (("json", lambda out: len(json.loads(out))), ("jsonl", lambda out: len(out.splitlines()))):
+        code, out, _ = cli("peek", "big", "--reason", "X", "-o", fmt)
+        assert (code, count(out)) == (0, 33)
+        code, out, _ = cli("peek", "big", "-o", fmt, "--max", "5")
+        assert (code, count(out)) == (0, 5)
+    code, out, err = cli("-v", "peek", "big")
+    assert code == 0 and len([line for line in out.splitlines() if " X " in f" {line} "]) == 20
+    assert "showing the first 20; see more with --from-sequence 21, --max N or --all" in err
