@@ -23,8 +23,18 @@ def parse_properties(items: Iterable[str], *, option: str = "--property") -> dic
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise BadInput(f"{option} {item!r}: expected KEY=VALUE")
-        out[key.strip()] = typed_value(raw)
+        value = typed_value(raw)
+        if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
+            raise BadInput(
+                f"{option} {item!r}: {raw} is past the 64-bit range a Service Bus property holds",
+                hint=f'quote it to send it as text: {key.strip()}=\'"{raw}"\'',
+            )
+        out[key.strip()] = value
     return out
+
+
+#: the range of an AMQP long, the widest integer a Service Bus property holds
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def typed_value(raw: str) -> Any:

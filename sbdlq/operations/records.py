@@ -139,6 +139,8 @@ def message_from_record(doc: Any) -> Message:
         _utf8("application_properties", key)
         if isinstance(value, str):
             _utf8(f"application_properties.{key}", value)
+        elif type(value) is int and not -(2**63) <= value < 2**63:
+            raise ValueError(f"application_properties.{key}: {value} is past the 64-bit range a property holds")
     deliveries = doc.get("delivery_count", 0)
     if type(deliveries) is not int:
         raise ValueError("delivery_count: expected a whole number")

@@ -321,3 +321,26 @@ def test_a_batch_holding_a_message_the_sdk_sent_without_a_body_stays_a_batch(emu
     kept = emulator.engine.peek(parse_address(q), 0, 100)
     assert [m.message_id for m in kept] == [f"v{i}" for i in range(len(values))]
     assert [m.body_type for m in kept] == ["value", "data", "value", "data", "value", "data", "value"]
+
+
+def test_a_stored_integer_past_64_bits_does_not_stop_delivery(emulator: Any, client: Any) -> None:
+    """The edges refuse such a value; one already stored goes out as text, and so do the messages behind it."""
+    from sbdlq.models import OutboundMessage
+
+    q = emulator.queue()
+    emulator.engine.send(
+        parse_address(q).entity,
+        [
+            OutboundMessage(body=b"big", message_id="big", application_properties={"n": 2**70}),
+            OutboundMessage(body=b"next", message_id="next", application_properties={"n": 7}),
+        ],
+    )
+    with client.get_queue_receiver(q, max_wait_time=5) as receiver:
+        got = receiver.receive_messages(max_message_count=2, max_wait_time=5)
+        got += receiver.receive_messages(max_message_count=1, max_wait_time=2) if len(got) < 2 else []
+        props = {str(m.message_id): m.application_properties for m in got}
+        for m in got:
+            receiver.complete_message(m)
+    assert set(props) == {"big", "next"}
+    assert props["big"][b"n"] in (str(2**70), str(2**70).encode())
+    assert props["next"][b"n"] == 7

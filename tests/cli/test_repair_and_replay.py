@@ -265,6 +265,10 @@ def test_replay_reads_stdin_and_a_base64_body(cli: Cli, orders: Seeder) -> None:
             '{"sequence_number": 1, "body": "x", "application_properties": {"k\\udc00": 1}}',
             "application_properties: holds a lone surrogate (\\ud800-\\udfff), which is not text",
         ),
+        (
+            '{"sequence_number": 1, "body": "x", "application_properties": {"n": 9223372036854775808}}',
+            "application_properties.n: 9223372036854775808 is past the 64-bit range a property holds",
+        ),
     ],
 )
 def test_a_bad_line_refuses_the_whole_replay_naming_its_number(
@@ -423,3 +427,15 @@ def test_an_unexpected_error_in_a_send_is_counted_not_lost_in_a_task(
     assert (doc["selected"], doc["replayed"], doc["failed"]) == (3, 2, 1)
     assert "unexpected error sending records: RuntimeError: boom" in err
     assert "Task exception was never retrieved" not in err + caplog.text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["emulator", "send", "retry", "--body", "x", "--property"], ["resubmit", "orders", "--set-property"]],
+    ids=["emulator send --property", "resubmit --set-property"],
+)
+def test_an_integer_property_past_64_bits_is_refused_at_the_edge(cli: Cli, orders: Seeder, args: list[str]) -> None:
+    code, out, err = cli(*args, "n=9223372036854775808")
+    assert (code, out) == (2, "")
+    assert err.startswith("sbdlq: ") and "9223372036854775808 is past the 64-bit range" in err
+    assert orders.active("retry") == [] and len(orders.dlq("orders")) == 3  # nothing sent, nothing moved

@@ -63,7 +63,9 @@ def to_amqp(value: Any) -> Any:
     if value is None or isinstance(value, bool | str | bytes | uuid.UUID | float):
         return value
     if isinstance(value, int):
-        return int(value)
+        # Past an AMQP long no SDK could read it: as text, so the message (and those behind it)
+        # is still delivered. The edges (--property, --set-property, replay) refuse such values.
+        return int(value) if -(2**63) <= value < 2**63 else str(value)
     return str(value)
 
 
