@@ -117,7 +117,7 @@ def count(
         fmt = count_format(s, output, q)
         paths = [parse_entity(e) for e in entities or []]
         async with open_target(s) as backend:
-            return [fmt, await count_entities(backend, paths or None)]
+            return [fmt, await count_entities(backend, paths or None, note=_note)]
 
     fmt, counts = run(ctx, work, reads_only=True)
     show_counts(counts, fmt, q)

@@ -112,3 +112,30 @@ def test_watch_sees_each_snapshot_of_the_broker(backend: Backend, seed: Seeder, 
     aio(every(5, lambda: count_entities(backend, [EntityPath("q")]), show, sleep=no_sleep))
     assert seen == [0, 2, 4]
     assert len(slept) == 2
+
+
+class _DeletesAfterListing(Spy):
+    """Entities come and go: one queue is deleted right after the namespace was listed."""
+
+    def __init__(self, inner: Backend, engine: Any, doomed: str) -> None:
+        super().__init__(inner)
+        self._engine, self._doomed = engine, doomed
+
+    async def list_entities(self) -> Any:
+        listed = await super().list_entities()
+        self._engine.delete_entity(self._doomed)
+        return listed
+
+
+def test_an_entity_deleted_while_the_namespace_is_counted_is_left_out_with_a_note(
+    backend: Backend, seed: Seeder, engine: Any, aio: Any
+) -> None:
+    from sbdlq.operations.browse import count_entities
+
+    seed.queue("stays")
+    seed.queue("goes")
+    seed.dead_letter("stays", 2)
+    notes: list[str] = []
+    counts = aio(count_entities(_DeletesAfterListing(backend, engine, "goes"), None, note=notes.append))
+    assert [(c.entity, c.dead_letter) for c in counts] == [("stays", 2)]
+    assert notes == ["note: goes was deleted while the namespace was counted; left out"]
