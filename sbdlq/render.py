@@ -8,6 +8,7 @@ off one they are as wide as their content.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -20,8 +21,34 @@ from typing import IO, Any
 from sbdlq.errors import BadInput
 
 OUTPUTS = ("table", "json", "jsonl", "yaml", "tsv")
+
+
+def _finite(value: Any) -> Any:
+    """The value with NaN and infinities as the strings "NaN", "Infinity", "-Infinity" (JSON has none)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json_encoder(**options: Any) -> Any:
+    """An encoder that never writes a bare NaN or Infinity: a property may hold one, and no JSON
+    reader takes it. The plain encoding is tried first (the check is one substring search)."""
+    encode = json.JSONEncoder(ensure_ascii=False, **options).encode
+
+    def encode_finite(value: Any) -> str:
+        text = encode(value)
+        return encode(_finite(value)) if "NaN" in text or "Infinity" in text else text
+
+    return encode_finite
+
+
 # One encoder for every record: json.dumps builds a new one per call when given options.
-_encode = json.JSONEncoder(ensure_ascii=False).encode
+_encode = _json_encoder()
+_encode_indented = _json_encoder(indent=2)
 
 
 def check_output(fmt: str) -> str:
@@ -160,10 +187,10 @@ def write_document(data: Any, fmt: str, out: IO[str] | None = None, *, query: Qu
     if fmt == "table":
         auto_table(data, out=stream)
     elif fmt == "json":
-        stream.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        stream.write(_encode_indented(data) + "\n")
     elif fmt == "jsonl":
         for record in data if isinstance(data, list) else [data]:
-            stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+            stream.write(_encode(record) + "\n")
     elif fmt == "yaml":
         stream.write(dump_yaml(data))
     elif fmt == "tsv":

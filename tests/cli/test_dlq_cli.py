@@ -831,3 +831,23 @@ def test_peek_in_a_machine_format_lists_every_match_unless_max_is_given(cli: Any
     code, out, err = cli("-v", "peek", "big")
     assert code == 0 and len([line for line in out.splitlines() if " X " in f" {line} "]) == 20
     assert "showing the first 20; see more with --from-sequence 21, --max N or --all" in err
+
+
+def test_machine_formats_never_print_a_bare_nan(cli: Any, seed: Any) -> None:
+    """A property may hold NaN or an infinity; JSON has neither, so they are written as strings."""
+    from sbdlq.models import OutboundMessage
+
+    seed.queue("odd")
+    props = {"ratio": float("nan"), "up": float("inf"), "down": float("-inf"), "fine": 1.5}
+    seed.dead_letter("odd", [OutboundMessage(body=b"x", message_id="m", application_properties=props)])
+
+    def strict(text: str) -> Any:
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON output"))
+
+    for fmt in ("json", "jsonl"):
+        code, out, _ = cli("peek", "odd", "-o", fmt)
+        assert code == 0
+        doc = strict(out)[0] if fmt == "json" else strict(out.splitlines()[0])
+        assert {k: doc["application_properties"][k] for k in props} == {
+            "ratio": "NaN", "up": "Infinity", "down": "-Infinity", "fine": 1.5,
+        }
