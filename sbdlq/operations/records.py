@@ -111,6 +111,8 @@ def _reason(exc: Exception) -> str:
     return str(exc)
 
 
+#: the longest message id and session id Service Bus takes
+_MAX_ID_CHARS = 128
 #: the longest TTL a record may give: .NET's TimeSpan.MaxValue, in whole days (Service Bus's ceiling)
 _TTL_MAX_S = 10_675_199 * 86_400
 
@@ -145,6 +147,9 @@ def message_from_record(doc: Any) -> Message:
     if type(deliveries) is not int:
         raise ValueError("delivery_count: expected a whole number")
     texts: dict[str, Any] = {name: _text(doc, name) for name in _TEXT_FIELDS}
+    for name in ("message_id", "session_id"):
+        if texts.get(name) is not None and len(texts[name]) > _MAX_ID_CHARS:
+            raise ValueError(f"{name}: {len(texts[name])} characters, past the 128 Service Bus takes")
     return Message(
         sequence_number=seq,
         body=_body(doc),

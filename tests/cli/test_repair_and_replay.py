@@ -266,6 +266,10 @@ def test_replay_reads_stdin_and_a_base64_body(cli: Cli, orders: Seeder) -> None:
             "application_properties: holds a lone surrogate (\\ud800-\\udfff), which is not text",
         ),
         (
+            '{"sequence_number": 1, "body": "x", "message_id": "' + "m" * 129 + '"}',
+            "message_id: 129 characters, past the 128 Service Bus takes",
+        ),
+        (
             '{"sequence_number": 1, "body": "x", "application_properties": {"n": 9223372036854775808}}',
             "application_properties.n: 9223372036854775808 is past the 64-bit range a property holds",
         ),

@@ -233,3 +233,16 @@ def test_max_message_size_out_of_range_is_bad_input(engine: Engine, value: objec
 
     with pytest.raises(BadInput, match="MaxMessageSizeInKilobytes must be between 1 and 102400"):
         engine.create_queue("q", max_message_size_kb=value)
+
+
+@pytest.mark.parametrize("field", ["message_id", "session_id"])
+def test_an_id_past_128_characters_is_refused_and_nothing_is_sent(engine: Engine, field: str) -> None:
+    from sbdlq.emulator.engine.errors import IdTooLong
+
+    engine.create_queue("q")
+    fine = OutboundMessage(body=b"ok", **{field: "x" * 128})
+    assert len(engine.send("q", [fine])) == 1
+    too_long = OutboundMessage(body=b"no", **{field: "y" * 129})
+    with pytest.raises(IdTooLong, match="is 129 characters long: the maximum is 128"):
+        engine.send("q", [OutboundMessage(body=b"first"), too_long])
+    assert [m.body for m in engine.peek(A("q"), 0, 10)] == [b"ok"]  # the whole send refused

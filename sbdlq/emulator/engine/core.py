@@ -23,6 +23,7 @@ from .errors import (
     AlreadyDeadLettered,
     EntityFull,
     EntityIsDisabled,
+    IdTooLong,
     MessageTooLarge,
     NotASubscription,
     NotATopic,
@@ -32,7 +33,18 @@ from .errors import (
     SessionIdMissing,
     TopicHasNoCounts,
 )
-from .model import DeadLetterCause, Draft, Entity, EntityKind, Queue, Rule, State, message_ids, message_size
+from .model import (
+    MAX_ID_CHARS,
+    DeadLetterCause,
+    Draft,
+    Entity,
+    EntityKind,
+    Queue,
+    Rule,
+    State,
+    message_ids,
+    message_size,
+)
 from .routing import Router
 from .rows import chunks, delete_ids, marks, page_rows, stamp, to_message
 from .rules import check_rule, find_rule_id, put_rule, read_rules, store_rules
@@ -228,6 +240,9 @@ class Engine:
             for m in messages:
                 if len(m.body) > limit or message_size(m) > limit:
                     raise MessageTooLarge(ent.path, message_size(m), limit)
+                for name, value in (("MessageId", m.message_id), ("SessionId", m.session_id)):
+                    if value is not None and len(value) > MAX_ID_CHARS:
+                        raise IdTooLong(name, value[:16], len(value))
             if ent.kind == EntityKind.QUEUE:
                 if ent.requires_session and any(m.session_id is None for m in messages):
                     raise SessionIdMissing()

@@ -103,6 +103,12 @@ class SessionIdMissing(Refusal, InvalidOperation):
     )
 
 
+class IdTooLong(Refusal, InvalidOperation):
+    """A message id, session id or partition key past the 128 characters Service Bus takes."""
+
+    wording = "The {} '{}...' is {} characters long: the maximum is 128."
+
+
 class AlreadyDeadLettered(Refusal, InvalidOperation):
     """Dead-lettering from a dead-letter queue."""
 

@@ -15,6 +15,8 @@ from sbdlq.timeparse import to_epoch_ms
 from .errors import NotPositive
 
 MAX_HOPS = 4
+#: the longest MessageId and SessionId Service Bus takes
+MAX_ID_CHARS = 128
 HEADER_LIMIT = 64 * 1024
 # 9999-12-31T23:59:59Z: the broker's DateTime.MaxValue, where "never expires" lands.
 MAX_TIME_MS = 253402300799000
