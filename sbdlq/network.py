@@ -45,9 +45,10 @@ class Network:
     def websockets(self) -> bool:
         return self.transport == "websockets"
 
-    def describe(self) -> str:
-        """For --verbose: never the proxy's credentials."""
-        text = "AMQP over WebSockets (443)" if self.websockets else "AMQP (5671)"
+    def describe(self, amqp_port: int | None = None) -> str:
+        """For --verbose: never the proxy's credentials. `amqp_port`: the endpoint's own port
+        (an emulator's), where it is not the transport's usual one."""
+        text = "AMQP over WebSockets (443)" if self.websockets else f"AMQP ({amqp_port or 5671})"
         if self.proxy is not None:
             text += f", proxy {self.proxy.shown}" + ("" if self.websockets else " for the admin client only")
         return text

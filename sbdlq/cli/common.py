@@ -207,7 +207,7 @@ def open_target(s: Settings, *, create: bool = False) -> Any:
         logging.getLogger("azure").propagate = False
     network = s.network() if target.kind != "emulator" else None
     if network is not None:
-        s.log(f"network: {network.describe()}")
+        s.log(f"network: {network.describe(_endpoint_port(target))}")
     # SBDLQ_SDK_SHORTCUTS is read by the backend itself; a profile's sdk_shortcuts stands in for it.
     shortcuts = None if os.environ.get(SDK_SHORTCUTS_ENV) else s.profile_default("sdk_shortcuts")
     backend = open_backend(
@@ -216,6 +216,16 @@ def open_target(s: Settings, *, create: bool = False) -> Any:
     if backend.description:
         s.log(f"backend: {backend.description}")
     return backend
+
+
+def _endpoint_port(target: Any) -> int | None:
+    """The AMQP port a connection string names for an emulator (UseDevelopmentEmulator), else None."""
+    if target.kind != "connection_string":
+        return None
+    from sbdlq.connstr import parse_connection_string
+
+    info = parse_connection_string(target.value)
+    return (info.port or 5672) if info.use_emulator else info.port
 
 
 def output_format(s: Settings, given: str | None) -> str:

@@ -57,3 +57,11 @@ def test_bad_profile_transport_names_the_field(cli: Any, tmp_path: Path) -> None
     code, out, err = cli.bare("--profile", "corp", "count", "x", env={"SBDLQ_CONFIG": str(config)})
     assert (code, out) == (2, "")
     assert err == f"sbdlq: config file {config}: profiles.corp.transport must be amqp or websockets, not 'udp'\n"
+
+
+@pytest.mark.parametrize(("endpoint", "port"), [("sb://127.0.0.1:5999", 5999), ("sb://127.0.0.1", 5672)])
+def test_verbose_names_the_port_the_target_uses(cli: Any, endpoint: str, port: int) -> None:
+    """Not 5671 for an emulator's endpoint (only loopback is dialled: nothing listens there)."""
+    conn = f"Endpoint={endpoint};SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true"
+    result = cli.invoke("-v", "--connection-string", conn, "--timeout", "0.2s", "count", "q")
+    assert f"sbdlq: network: AMQP ({port})" in result.stderr
