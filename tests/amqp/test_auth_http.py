@@ -79,3 +79,37 @@ def test_admin_runtime_properties(emulator: Any) -> None:
 
         with pytest.raises(ResourceNotFoundError):
             admin.get_queue_runtime_properties("no-such-queue")
+
+
+def _http(port: int, method: str, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request(method, path, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Host": "evil.example"},
+        {"Host": "evil.example:5300"},
+        {"Host": "127.0.0.1", "Origin": "http://evil.example"},
+        {"Host": "localhost", "Origin": "null"},
+    ],
+    ids=["foreign host", "foreign host and port", "foreign origin", "opaque origin"],
+)
+def test_a_keyless_listener_answers_its_own_machine_only(emulator: Any, headers: dict[str, str]) -> None:
+    """DNS rebinding: a page of another site, pointed at this port, must neither read nor delete."""
+    q = emulator.queue()
+    port = emulator.http_port
+    assert _http(port, "DELETE", f"/{q}", headers)[0] == 403
+    assert _http(port, "GET", f"/{q}", headers)[0] == 403
+    assert _http(port, "GET", "/health", headers)[0] == 403
+    assert emulator.engine.get_entity(q) is not None  # not deleted
+    status, _ = _http(port, "GET", f"/{q}", {"Host": f"localhost:{port}", "Origin": f"http://127.0.0.1:{port}"})
+    assert status == 200

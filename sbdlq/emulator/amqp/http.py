@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 from xml.sax.saxutils import escape
 
+from sbdlq.connstr import is_loopback
 from sbdlq.emulator.engine import Engine
 from sbdlq.emulator.engine.errors import EntityExists, KindMismatch
 from sbdlq.errors import BadInput, EntityNotFound, SbdlqError, ServiceUnavailable
@@ -59,7 +60,25 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, text: str) -> None:
         self._send(status, f"<Error><Code>{status}</Code><Detail>{escape(text)}</Detail></Error>", "application/xml")
 
+    def _foreign(self) -> bool:
+        """Whether a keyless listener must refuse this request: its Host, or a browser's Origin,
+        names another machine (a page of another site, DNS-rebound to this port, would
+        otherwise read or delete queues). Answers 403 when so."""
+        if self.server.key is not None:
+            return False  # a keyed listener checks each request's token instead
+        names = [urlparse(f"//{self.headers.get('Host') or ''}").hostname]
+        origin = self.headers.get("Origin")
+        if origin is not None:
+            names.append(urlparse(origin).hostname if origin != "null" else "null")
+        bound = str(self.server.server_address[0])
+        if all(name is not None and (is_loopback(name) or name == bound) for name in names):
+            return False
+        self._error(403, "this keyless emulator answers requests for this machine only (serve --key to share it)")
+        return True
+
     def do_GET(self) -> None:
+        if self._foreign():
+            return
         if websocket.is_upgrade(self.path, self.headers):  # AMQP over WebSockets (DESIGN §7)
             host, server = str(self.server.server_address[0]), self.server
             websocket.serve_upgrade(
@@ -95,6 +114,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:
         """Create an entity or rule, or with `If-Match` update one: 201 or 200 with its entry."""
+        if self._foreign():
+            return
         path = unquote(urlparse(self.path).path).strip("/")
         update = self.headers.get("If-Match") is not None
         try:
@@ -112,6 +133,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         """Delete an entity (a topic with its subscriptions) or a rule: 200 with no body."""
+        if self._foreign():
+            return
         path = unquote(urlparse(self.path).path).strip("/")
         try:
             self._authorize(atom_write.target(path).path)
