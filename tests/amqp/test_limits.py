@@ -133,3 +133,38 @@ def test_http_serves_beside_an_idle_connection_and_refuses_bad_paging(emulator: 
 def test_health_hides_the_store_under_a_key(keyed_emulator: Any) -> None:
     status, body = _get(keyed_emulator.http_port, "/health")
     assert status == 200 and "store" not in json.loads(body)
+
+
+def test_headers_trickled_a_byte_at_a_time_cannot_hold_the_http_slots(launch: Any) -> None:
+    """Slowloris: each read is quick, the headers never end. A deadline for the whole header cuts
+    such clients off, so their slots come back and /health answers again."""
+    import threading
+
+    emu = launch(limits=Limits(http_max_clients=2, http_timeout_s=1.0))
+    closed: list[bool] = []
+    stop = threading.Event()
+
+    def trickle() -> None:
+        sock = socket.create_connection(("127.0.0.1", emu.http_port), timeout=30)
+        try:
+            for byte in b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + b"a" * 10_000:
+                if stop.is_set():
+                    return
+                sock.sendall(bytes([byte]))
+                stop.wait(0.2)
+        except OSError:
+            closed.append(True)  # the listener cut it off
+        finally:
+            sock.close()
+
+    slow = [threading.Thread(target=trickle, daemon=True) for _ in range(2)]
+    for t in slow:
+        t.start()
+    try:
+        for t in slow:
+            t.join(30)
+        assert closed == [True, True], "the trickling clients were not cut off"
+        with urllib.request.urlopen(f"http://127.0.0.1:{emu.http_port}/health", timeout=10) as r:
+            assert json.loads(r.read())["status"] == "ok"
+    finally:
+        stop.set()

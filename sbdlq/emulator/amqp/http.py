@@ -8,6 +8,7 @@ same paths (atom_write.py). With a key, every call but /health needs a SAS token
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -45,6 +46,31 @@ class _TooLarge(Exception):
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+
+    def handle_one_request(self) -> None:
+        """One request, whose line and headers must all arrive within the read timeout: the socket's
+        timeout counts per read, so a client trickling a byte every few seconds would hold a slot
+        for ever (slowloris). Past the deadline the connection is shut down."""
+        self._headers_in = threading.Event()
+        timer = threading.Timer(self.server.read_timeout, self._cut_off_slow_headers)
+        timer.daemon = True
+        timer.start()
+        try:
+            super().handle_one_request()
+        finally:
+            self._headers_in.set()
+            timer.cancel()
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        self._headers_in.set()  # the body and the work are bounded otherwise
+        return parsed
+
+    def _cut_off_slow_headers(self) -> None:
+        if not self._headers_in.is_set():
+            log.debug("emulator http: headers not in after %.1fs: closing", self.server.read_timeout)
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("emulator http: " + format, *args)
