@@ -139,3 +139,29 @@ def test_aio_sessions(emulator: Any) -> None:
                         await r.receive_messages(max_wait_time=WAIT)
 
     asyncio.run(scenario())
+
+
+def test_only_the_session_holder_may_renew_or_set_its_state(emulator: Any, client: Any) -> None:
+    """A connection that never accepted the session must not renew its lock, nor read or set its state."""
+    from proton import Message as ProtonMessage
+    from proton.utils import BlockingConnection
+
+    q = emulator.queue(requires_session=True)
+    emulator.seed(q, "a", session_id="s1")
+    with client.get_queue_receiver(q, session_id="s1", max_wait_time=5) as held:
+        held.session.set_state("mine")
+        other = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
+        try:
+            node = f"{q}/$management"
+            sender, replies = other.create_sender(node), other.create_receiver(node)
+            for operation, body in (
+                ("com.microsoft:set-session-state", {"session-id": "s1", "session-state": b"stolen"}),
+                ("com.microsoft:renew-session-lock", {"session-id": "s1"}),
+                ("com.microsoft:get-session-state", {"session-id": "s1"}),
+            ):
+                sender.send(ProtonMessage(body=body, reply_to=node, properties={"operation": operation}))
+                reply = replies.receive(timeout=10)
+                assert reply.properties["statusCode"] != 200, operation
+        finally:
+            other.close()
+        assert held.session.get_state() in (b"mine", "mine")  # the holder still can

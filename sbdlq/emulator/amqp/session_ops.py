@@ -2,8 +2,9 @@
 
 Bodies and replies are the ones azure-servicebus sends and parses (_servicebus_session.py,
 _session_browser.py, _common/mgmt_handlers.py). `holder` is the session holder of the
-receiver link the request names in `associated-link-name`; None when it names none, and
-then the session only has to be locked.
+receiver link the request names in `associated-link-name` (a link of the same connection);
+None when it names none. Only a session's holder may renew its lock or read and set its
+state: a request without one is refused as if the lock were lost, as Service Bus does.
 """
 
 from __future__ import annotations
@@ -26,24 +27,28 @@ GET_MESSAGE_SESSIONS = "com.microsoft:get-message-sessions"
 _EVERY_SESSION_MS = 253402300800000
 
 
+#: the holder of a request that names no session receiver of its own: it matches no lock
+_NOBODY = ""
+
+
 def _session_id(body: dict[str, Any]) -> str:
     return required_text(body, "session-id")
 
 
 def _renew(engine: Engine, address: Address, body: dict[str, Any], holder: str | None) -> Outcome:
-    until = engine.renew_session_lock(address, _session_id(body), holder)
+    until = engine.renew_session_lock(address, _session_id(body), _NOBODY if holder is None else holder)
     return 200, {"expiration": to_timestamp(until)}
 
 
 def _get_state(engine: Engine, address: Address, body: dict[str, Any], holder: str | None) -> Outcome:
-    state = engine.session_state(address, _session_id(body), holder)
+    state = engine.session_state(address, _session_id(body), _NOBODY if holder is None else holder)
     return 200, {"session-state": state}
 
 
 def _set_state(engine: Engine, address: Address, body: dict[str, Any], holder: str | None) -> Outcome:
     raw = body.get("session-state")
     state = None if raw is None else raw.encode() if isinstance(raw, str) else bytes(raw)
-    engine.set_session_state(address, _session_id(body), state, holder)
+    engine.set_session_state(address, _session_id(body), state, _NOBODY if holder is None else holder)
     return 200, None
 
 
