@@ -47,7 +47,8 @@ def open_backend(
                 f"{target.value} is empty (0 bytes), not an sbdlq emulator store",
                 hint="make it a new store with `sbdlq emulator init`",
             )
-        return EmulatorBackend(target.value, latency_s=emulator_latency(), clock=emulator_clock())
+        latency, clock = emulator_latency(), emulator_clock()
+        return EmulatorBackend(target.value, latency_s=latency, clock=clock, timeout_s=timeout_s)
     from sbdlq.backends.servicebus import ServiceBusBackend
 
     if target.kind == "connection_string":

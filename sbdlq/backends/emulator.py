@@ -31,8 +31,16 @@ class EmulatorBackend(Backend):
 
     name = "emulator"
 
-    def __init__(self, path: str, *, latency_s: float = 0.0, clock: Callable[[], float] | None = None) -> None:
-        self.engine = Engine(path, clock=clock)
+    def __init__(
+        self,
+        path: str,
+        *,
+        latency_s: float = 0.0,
+        clock: Callable[[], float] | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        # timeout_s (--timeout): how long a write waits for another process holding the store.
+        self.engine = Engine(path, clock=clock, busy_timeout_s=timeout_s)
         self.latency_s = latency_s
         # SBDLQ_EMULATOR_LATENCY stands in for a far namespace, so with it the emulator behaves
         # like one: each call a round trip, and a move a send and then a complete.

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sbdlq.errors import BadInput, OperationFailed, TransientError
+from sbdlq.errors import BadInput, OperationFailed, ServiceUnavailable, TransientError
 
 # 2: partial indexes for the due-scheduled and lapsed-lock sweeps (created by re-running the schema).
 # 3: session_lock (session locks and state), created the same way.
@@ -192,8 +192,10 @@ def connect(path: str | Path) -> sqlite3.Connection:
 class Store:
     """A connection with nested write transactions (BEGIN IMMEDIATE at the outermost)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout_s: float | None = None) -> None:
         self.path = str(path)
+        #: how long a write waits for another process's write to end before the call fails
+        self.busy_timeout_s = BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
         self.conn = connect(path)
         self._depth = 0
         # One connection, one transaction at a time: a backend calling the engine from
@@ -239,7 +241,9 @@ class Store:
                     raise translate(exc, self.path) from None
 
     def _begin(self) -> None:
-        """BEGIN IMMEDIATE, waiting up to BUSY_TIMEOUT_S for another process's write to end.
+        """BEGIN IMMEDIATE, waiting up to busy_timeout_s for another process's write to end; past
+        it, ServiceUnavailable, not a TransientError: the caller's retries must not wait it again
+        (the user's --timeout bounds the whole wait).
 
         SQLite's own busy handler sleeps in growing steps (up to 100 ms), so a process
         looping on short transactions keeps the lock while the others sleep: a cron
@@ -247,7 +251,7 @@ class Store:
         jittered sleeps gives every waiter its turn.
         """
         conn = self.conn
-        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        deadline = time.monotonic() + self.busy_timeout_s
         delay = 0.0002
         conn.execute("PRAGMA busy_timeout=0")
         try:
@@ -256,8 +260,13 @@ class Store:
                     conn.execute("BEGIN IMMEDIATE")
                     return
                 except sqlite3.OperationalError as exc:
-                    if not _is_busy(exc) or time.monotonic() >= deadline:
+                    if not _is_busy(exc):
                         raise translate(exc, self.path) from None
+                    if time.monotonic() >= deadline:
+                        raise ServiceUnavailable(
+                            f"emulator store {self.path} stayed busy for {self.busy_timeout_s:g}s",
+                            hint="another process holds its write lock; try again when it is done",
+                        ) from None
                 except sqlite3.Error as exc:
                     raise translate(exc, self.path) from None
                 time.sleep(delay * random.uniform(0.5, 1.5))

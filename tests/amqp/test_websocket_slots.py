@@ -39,7 +39,7 @@ def _open_over_websocket(http_port: int) -> socket.socket:
     key = base64.b64encode(os.urandom(16)).decode()
     sock.sendall(
         (
-            "GET /$servicebus/websocket HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            "GET /$servicebus/websocket HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: AMQPWSB10\r\n\r\n"
         ).encode()
     )

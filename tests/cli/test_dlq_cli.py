@@ -232,7 +232,7 @@ def test_peek_max_all_and_from_sequence(seed: Store, sbdlq: Any) -> None:
     seed.engine.create_queue("q")
     seed.dead_letter("q", 600)
     r = sbdlq("peek", "q", "-o", "jsonl")
-    assert len(r.stdout.splitlines()) == 20
+    assert len(r.stdout.splitlines()) == 600  # a machine format: every message unless --max
     r = sbdlq("peek", "q", "-o", "jsonl", "--max", "3", "--from-sequence", "598")
     assert [json.loads(line)["sequence_number"] for line in r.stdout.splitlines()] == [598, 599, 600]
     # --all over several pages is still one JSON document.
@@ -851,3 +851,20 @@ def test_machine_formats_never_print_a_bare_nan(cli: Any, seed: Any) -> None:
         assert {k: doc["application_properties"][k] for k in props} == {
             "ratio": "NaN", "up": "Infinity", "down": "-Infinity", "fine": 1.5,
         }
+
+
+def test_timeout_bounds_the_wait_for_a_store_another_process_holds(cli: Any, seed: Any) -> None:
+    """`--timeout 1s` waits once for the store's write lock, then fails (exit 6); no retry waits again."""
+    import sqlite3
+
+    seed.queue("held")
+    seed.dead_letter("held", 2)
+    holder = sqlite3.connect(seed.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        code, _, err = cli("--timeout", "1s", "resubmit", "held", "-o", "json")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert (code, err.count("stayed busy for 1s")) == (6, 1), err
+    assert len(seed.dlq("held")) == 2  # nothing moved

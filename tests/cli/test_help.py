@@ -83,7 +83,8 @@ def test_resubmit_help_at_80_columns() -> None:
 def test_purge_and_peek_defaults_read_plainly() -> None:
     assert "[default: 500]" in help_at_80("purge")
     peek = help_at_80("peek")
-    assert "[default: 20]" in peek and "table, json, jsonl, yaml or tsv" in peek
+    assert "(default: 20 in a table," in peek and "all in other formats)." in peek
+    assert "table, json, jsonl, yaml or tsv" in peek
 
 
 # ------------------------------------------------------------------ profile values still apply

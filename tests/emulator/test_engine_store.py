@@ -10,7 +10,7 @@ import pytest
 
 from sbdlq.emulator import store
 from sbdlq.emulator.engine import Engine
-from sbdlq.errors import BadInput, OperationFailed, SbdlqError, TransientError
+from sbdlq.errors import BadInput, OperationFailed, SbdlqError, ServiceUnavailable, TransientError
 from sbdlq.models import OutboundMessage
 from sbdlq.paths import parse_address as A
 
@@ -95,16 +95,18 @@ def test_a_newer_store_is_refused(tmp_path: Path) -> None:
         Engine(path)
 
 
-def test_a_store_held_too_long_is_a_transient_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_held_too_long_fails_the_call_without_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the busy timeout the write fails with ServiceUnavailable, not a TransientError: a
+    caller's retries must not wait the whole timeout again (`--timeout 5s` took 181 s)."""
     path = tmp_path / "busy.db"
-    engine = Engine(path)
+    engine = Engine(path, busy_timeout_s=0.2)
     engine.create_queue("q")
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
-    monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.2)
     try:
-        with pytest.raises(TransientError, match="busy"):
+        with pytest.raises(ServiceUnavailable, match=r"stayed busy for 0\.2s") as raised:
             engine.send("q", [OutboundMessage(body=b"x")])
+        assert not isinstance(raised.value, TransientError)
         # Reads don't wait for a writer (WAL).
         assert engine.counts("q").active == 0
     finally:

@@ -57,9 +57,15 @@ _UPKEEP_EVERY_MS = 1000
 class Engine:
     """A Service Bus namespace held in one SQLite file."""
 
-    def __init__(self, path: str | os.PathLike[str], *, clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] | None = None,
+        busy_timeout_s: float | None = None,
+    ) -> None:
         self.path = os.fspath(path)
-        self.store = Store(self.path)
+        self.store = Store(self.path, busy_timeout_s=busy_timeout_s)
         self.clock = clock or time.time
         self._router = Router()
         self._upkeep_at: dict[int, int] = {}
