@@ -65,7 +65,10 @@ def check_transport(value: str, where: str = "--transport") -> str:
 def parse_proxy(text: str, where: str = "--proxy") -> Proxy:
     """`http://[user:password@]host:port` (a bare `host:port` means http); BadInput otherwise."""
     raw = str(text).strip()
-    parts = urlsplit(raw if "://" in raw else f"http://{raw}")
+    try:
+        parts = urlsplit(raw if "://" in raw else f"http://{raw}")
+    except ValueError:  # an unclosed IPv6 bracket, say
+        raise BadInput(f"{where}: invalid proxy URL {_masked(raw)!r}", hint="use http://[user:password@]host:port")
     if parts.password:
         remember_secret(unquote(parts.password))
     try:

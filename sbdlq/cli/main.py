@@ -157,5 +157,18 @@ def keep_only(name: str | None) -> None:
 
 def run() -> None:
     """Console-script entry point."""
+    refuse_undecodable(sys.argv[1:])
     keep_only(asked_command(sys.argv[1:]))
     app()
+
+
+def refuse_undecodable(args: list[str]) -> None:
+    """One line and exit 2 for an argument that is not UTF-8 (Python hands its bytes on as lone
+    surrogates, which fail deep inside a command as "unexpected error")."""
+    for n, arg in enumerate(args, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            typer.echo(f"sbdlq: argument {n} ({shown[:40]}) is not valid UTF-8 text", err=True)
+            raise SystemExit(2) from None

@@ -103,6 +103,7 @@ def _corrupt_store(path: Path) -> Path:
 ROWS: list[tuple[str, list[str], list[str], dict[str, str], int, str]] = [
     ("conn-missing-key-name", ["--connection-string", f"Endpoint=sb://x.servicebus.windows.net/;SharedAccessKey={SECRET}"], ["count", "orders"], {}, 2, "SharedAccessKeyName"),
     ("conn-missing-endpoint", ["--connection-string", f"SharedAccessKeyName=Root;SharedAccessKey={SECRET}"], ["count", "orders"], {}, 2, "Endpoint"),
+    ("proxy-unclosed-ipv6", ["--proxy", "http://[::1", "--namespace", "x.servicebus.windows.net"], ["count", "orders"], {}, 2, "invalid proxy URL"),
     ("conn-garbage", ["--connection-string", f"garbage{SECRET}"], ["count", "orders"], {}, 2, "connection string"),
     ("conn-missing-key", ["--connection-string", "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=Root"], ["count", "orders"], {}, 2, "SharedAccessKey"),
     ("conn-env-garbage", [], ["count", "orders"], {"SBDLQ_CONNECTION_STRING": f"Endpoint=nope;SharedAccessKey={SECRET}", "SBDLQ_EMULATOR": ""}, 2, "connection string"),
@@ -222,3 +223,26 @@ def test_full_disk_while_exporting_deletes_nothing_unexported(
     eng.close()
     assert sorted(exported + left) == ["m-0", "m-1", "m-2", "m-3"]
     assert len(exported) == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [b"emulator", b"send", b"orders", b"--body", b"caf\xe9"],
+        [b"resubmit", b"orders", b"--set-subject", b"\xff\xfe", b"--dry-run"],
+        [b"peek", b"orders", b"--where", b"tenant = '\xe9'"],
+    ],
+    ids=["body", "edit option", "selection"],
+)
+def test_an_argument_that_is_not_utf8_is_one_line_and_exit_2(store: Path, tmp_path: Path, args: list[bytes]) -> None:
+    """Bytes that are not UTF-8 (Latin-1 typed in a terminal) reach Python as lone surrogates,
+    which failed deep inside a command as "unexpected error", exit 1."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SBDLQ_EMULATOR": str(store), "HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable.encode(), b"-m", b"sbdlq", *args], env=env, capture_output=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stdout == b""
+    lines = result.stderr.decode("utf-8", "replace").splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sbdlq: argument ") and "is not valid UTF-8 text" in lines[0]
