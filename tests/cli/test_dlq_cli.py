@@ -866,5 +866,7 @@ def test_timeout_bounds_the_wait_for_a_store_another_process_holds(cli: Any, see
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert (code, err.count("stayed busy for 1s")) == (6, 1), err
+    # Exit 6 when the first write meets the lock, 1 (with the run's summary) when it is the move:
+    # either way one wait, said once.
+    assert code in (1, 6) and err.count("stayed busy for 1s") == 1, err
     assert len(seed.dlq("held")) == 2  # nothing moved
