@@ -13,6 +13,7 @@ import binascii
 import contextlib
 import hashlib
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from sbdlq.errors import BadInput
+from sbdlq.errors import BadInput, OperationFailed
 from sbdlq.models import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, Message
 
 _TEXT_FIELDS = (
@@ -46,6 +47,14 @@ class Record:
     message: Message
 
 
+#: how often (in lines) the second pass checks that the file is still the one checked
+_STAT_EVERY = 64
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 class RecordFile:
     """A JSONL file, or stdin spooled to a temporary file on the first pass, read line by line."""
 
@@ -54,6 +63,8 @@ class RecordFile:
         self.name = "stdin" if path is None else str(path)
         self.spool: IO[bytes] | None = None
         self.digest = ""
+        #: the file as the first pass left it (device, inode, size, mtime): the second checks it
+        self.identity: tuple[int, ...] = ()
 
     def first_pass(self) -> Iterator[Record | None]:
         """Every line as a Record (None for a blank line), checking each; sets `digest` at the end."""
@@ -66,18 +77,44 @@ class RecordFile:
                 if self.spool is not None:
                     self.spool.write(raw)
                 yield self._record(n, raw)
+            if self.spool is None:
+                self.identity = _identity(os.fstat(f.fileno()))
         self.digest = sha.hexdigest()
 
     def second_pass(self) -> Iterator[Record | None]:
-        """The same lines again (checked already)."""
+        """The same lines again (checked already). OperationFailed when the file changed since the
+        first pass (rewritten by `jq ... > file` again, replaced): what was read would not be
+        what was checked, and a replay that went on would end early and look finished."""
         if self.spool is not None:
             self.spool.seek(0)
             for n, raw in enumerate(self.spool, start=1):
                 yield self._record(n, raw)
             return
+        sha = hashlib.sha256()
         with self._open() as f:
             for n, raw in enumerate(f, start=1):
+                if n % _STAT_EVERY == 1:
+                    self._check_unchanged()
+                sha.update(raw)
                 yield self._record(n, raw)
+        self._check_unchanged()
+        if sha.hexdigest() != self.digest:
+            raise self._changed()
+
+    def _check_unchanged(self) -> None:
+        assert self.path is not None
+        try:
+            now = _identity(os.stat(self.path))
+        except OSError:
+            raise self._changed() from None
+        if now != self.identity:
+            raise self._changed()
+
+    def _changed(self) -> OperationFailed:
+        return OperationFailed(
+            f"{self.name} changed while it was replayed: stopped",
+            hint="the records sent before are counted; check the file, then replay it again",
+        )
 
     def close(self) -> None:
         if self.spool is not None:

@@ -443,3 +443,33 @@ def test_an_integer_property_past_64_bits_is_refused_at_the_edge(cli: Cli, order
     assert (code, out) == (2, "")
     assert err.startswith("sbdlq: ") and "9223372036854775808 is past the 64-bit range" in err
     assert orders.active("retry") == [] and len(orders.dlq("orders")) == 3  # nothing sent, nothing moved
+
+
+def test_an_input_rewritten_during_the_replay_stops_it_honestly(
+    cli: Cli, orders: Seeder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`jq ... > file` run again while the replay reads it: the run stops, exit 1, and its figures
+    add up (it ended `replayed 192 of 1000, failed 0`, exit 0)."""
+    from sbdlq.operations import sending
+
+    path = tmp_path / "big.jsonl"
+    lines = [json.dumps({"sequence_number": i + 1, "message_id": f"r{i}", "body": "x"}) for i in range(300)]
+    path.write_text("\n".join(lines) + "\n")
+    calls = 0
+    real_send = sending.CopySender.send
+
+    async def send(self: Any, records: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            path.write_text("\n".join(lines[:50]) + "\n")  # rewritten, shorter, in place
+        return await real_send(self, records, **kwargs)
+
+    monkeypatch.setattr(sending.CopySender, "send", send)
+    code, out, err = cli("replay", str(path), "--to", "retry", "--concurrency", "10", "-o", "json")
+    doc = json.loads(out)
+    assert code == 1
+    assert f"{path} changed while it was replayed: stopped" in err
+    assert doc["selected"] == 300 and doc["replayed"] < 300
+    assert doc["replayed"] + doc["failed"] == 300
+    assert len(orders.active("retry")) == doc["replayed"]
