@@ -7,6 +7,7 @@ import typer
 from sbdlq.cli.common import Settings, run
 from sbdlq.cli.emulator_cmds import _interactive, emulator_settings, open_store
 from sbdlq.cli.options import Yes
+from sbdlq.emulator.admin import MAX_LOCK_S
 from sbdlq.errors import BadInput, OperationFailed
 
 create_app = typer.Typer(
@@ -16,7 +17,6 @@ create_app = typer.Typer(
 )
 
 # Service Bus caps a peek-lock at five minutes.
-MAX_LOCK_S = 300.0
 
 Name = Annotated[str, typer.Argument(help="The entity's name.", show_default=False)]
 MaxMessageSize = Annotated[

@@ -14,6 +14,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sbdlq.emulator.engine import Engine
+from sbdlq.emulator.engine.model import MAX_LOCK_S as MAX_LOCK_S  # the CLI's --lock-duration check reads it
 from sbdlq.errors import BadInput, OperationFailed
 from sbdlq.models import EntityInfo, Message, OutboundMessage
 from sbdlq.paths import Address, EntityPath

@@ -197,3 +197,32 @@ def test_readme_admin_snippet_runs(emulator: Any, capsys: pytest.CaptureFixture[
     exec(compile(code, "README.md", "exec"), {})
     assert capsys.readouterr().out == "0\n"
     assert emulator.engine.rules("readme-events/Subscriptions/audit")[-1].sql == "priority > 2"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "why"),
+    [
+        ("MaxDeliveryCount", "99999999999999999999", "MaxDeliveryCount must be at most 2147483647"),
+        ("LockDuration", "P99999999D", "LockDuration must be at most 5 minutes (PT5M)"),
+        ("LockDuration", "PT6M", "LockDuration must be at most 5 minutes (PT5M)"),
+    ],
+)
+def test_an_entity_property_past_the_service_limits_is_refused(emulator: Any, name: str, value: str, why: str) -> None:
+    """As the CLI refuses them: a huge MaxDeliveryCount was an HTTP 500, a huge LockDuration was
+    taken and then failed every receive ("year 31254 is out of range")."""
+    import http.client
+
+    body = (
+        '<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">'
+        '<QueueDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect">'
+        f"<{name}>{value}</{name}></QueueDescription></content></entry>"
+    )
+    conn = http.client.HTTPConnection("127.0.0.1", emulator.http_port, timeout=5)
+    try:
+        conn.request("PUT", f"/limits-{name.lower()}-{len(value)}", body=body, headers={"Host": "localhost"})
+        response = conn.getresponse()
+        detail = response.read().decode()
+    finally:
+        conn.close()
+    assert response.status == 400, detail
+    assert why in detail

@@ -13,13 +13,15 @@ from .errors import (
     EntityMissing,
     InvalidStatus,
     KindMismatch,
+    LockDurationTooLong,
+    MaxDeliveryCountTooHigh,
     MaxDeliveryCountTooLow,
     MaxMessageSizeOutOfRange,
     NotPositive,
     TopicNotReadable,
     UnknownEntityProperties,
 )
-from .model import ENTITY_COLUMNS, MAX_MESSAGE_KB, STATUSES, Entity, EntityKind, Queue
+from .model import ENTITY_COLUMNS, MAX_LOCK_S, MAX_MESSAGE_KB, STATUSES, Entity, EntityKind, Queue
 
 _KNOWN_PROPS = frozenset(
     {
@@ -70,6 +72,11 @@ def _settings(kind: str, topic_id: int | None, p: dict[str, Any]) -> tuple[Any, 
     mdc = int(p.get("max_delivery_count", 10))
     if mdc < 1:
         raise MaxDeliveryCountTooLow()
+    if mdc > 2**31 - 1:
+        raise MaxDeliveryCountTooHigh()
+    lock_s = p.get("lock_duration_s")
+    if lock_s is not None and lock_s > MAX_LOCK_S:
+        raise LockDurationTooLong()
     status = p.get("status", "Active")
     check_status(status)
     for key in ("forward_to", "forward_dead_lettered_to"):

@@ -194,6 +194,18 @@ class MaxDeliveryCountTooLow(Refusal, BadInput):
     wording = "MaxDeliveryCount must be at least 1"
 
 
+class MaxDeliveryCountTooHigh(Refusal, BadInput):
+    """MaxDeliveryCount past a 32-bit int (what the service stores)."""
+
+    wording = "MaxDeliveryCount must be at most 2147483647"
+
+
+class LockDurationTooLong(Refusal, BadInput):
+    """A lock duration past the 5 minutes Service Bus allows."""
+
+    wording = "LockDuration must be at most 5 minutes (PT5M)"
+
+
 class MaxMessageSizeOutOfRange(Refusal, BadInput):
     """MaxMessageSizeInKilobytes outside 1 .. 102400 (Premium's 100 MB)."""
 

@@ -17,6 +17,8 @@ from .errors import NotPositive
 MAX_HOPS = 4
 #: the longest MessageId and SessionId Service Bus takes
 MAX_ID_CHARS = 128
+#: the longest lock Service Bus grants (PT5M)
+MAX_LOCK_S = 300.0
 HEADER_LIMIT = 64 * 1024
 # 9999-12-31T23:59:59Z: the broker's DateTime.MaxValue, where "never expires" lands.
 MAX_TIME_MS = 253402300799000
