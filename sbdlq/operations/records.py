@@ -47,6 +47,8 @@ class Record:
     message: Message
 
 
+#: the longest record line: a 100 MB body (Premium's largest message) base64-encoded, and its fields
+LINE_MAX_BYTES = 100 * 2**20 * 4 // 3 + 2**20
 #: how often (in lines) the second pass checks that the file is still the one checked
 _STAT_EVERY = 64
 
@@ -72,7 +74,7 @@ class RecordFile:
         if self.path is None:
             self.spool = tempfile.TemporaryFile(prefix="sbdlq-replay-")  # noqa: SIM115 (closed by close())
         with self._open() as f:
-            for n, raw in enumerate(f, start=1):
+            for n, raw in enumerate(self._lines(f), start=1):
                 sha.update(raw)
                 if self.spool is not None:
                     self.spool.write(raw)
@@ -87,12 +89,12 @@ class RecordFile:
         what was checked, and a replay that went on would end early and look finished."""
         if self.spool is not None:
             self.spool.seek(0)
-            for n, raw in enumerate(self.spool, start=1):
+            for n, raw in enumerate(self._lines(self.spool), start=1):
                 yield self._record(n, raw)
             return
         sha = hashlib.sha256()
         with self._open() as f:
-            for n, raw in enumerate(f, start=1):
+            for n, raw in enumerate(self._lines(f), start=1):
                 if n % _STAT_EVERY == 1:
                     self._check_unchanged()
                 sha.update(raw)
@@ -115,6 +117,23 @@ class RecordFile:
             f"{self.name} changed while it was replayed: stopped",
             hint="the records sent before are counted; check the file, then replay it again",
         )
+
+    def _lines(self, f: IO[bytes]) -> Iterator[bytes]:
+        """The file's lines, none longer than LINE_MAX_BYTES: a line is never held whole past the
+        largest message a record can describe (a 300 MB line took 654 MB to refuse)."""
+        n = 0
+        while True:
+            raw = f.readline(LINE_MAX_BYTES + 1)
+            if not raw:
+                return
+            n += 1
+            if len(raw) > LINE_MAX_BYTES:
+                raise BadInput(
+                    f"{self.name} line {n}: longer than {LINE_MAX_BYTES:,} bytes, more than a record of the "
+                    "largest message Service Bus takes (100 MB)",
+                    hint=_HINT,
+                )
+            yield raw
 
     def close(self) -> None:
         if self.spool is not None:

@@ -473,3 +473,19 @@ def test_an_input_rewritten_during_the_replay_stops_it_honestly(
     assert doc["selected"] == 300 and doc["replayed"] < 300
     assert doc["replayed"] + doc["failed"] == 300
     assert len(orders.active("retry")) == doc["replayed"]
+
+
+def test_a_line_longer_than_any_record_is_refused_without_holding_it(
+    cli: Cli, orders: Seeder, export: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines are read at most LINE_MAX_BYTES at a time (here made small): a huge line is refused
+    by its number before it is ever held whole."""
+    from sbdlq.operations import records
+
+    monkeypatch.setattr(records, "LINE_MAX_BYTES", 1024)
+    with export.open("a") as f:
+        f.write(json.dumps({"sequence_number": 9, "body": "x" * 4096}) + "\n")
+    code, out, err = cli("replay", str(export), "--to", "retry")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"sbdlq: {export} line 4: longer than 1,024 bytes")
+    assert orders.active("retry") == []
