@@ -70,7 +70,10 @@ def build_edits(
     for name in removing:
         _check_removable(name, keep_dead_letter_properties)
     if RESUBMITTED_FROM in setting:
-        raise BadInput(f"--set-property {RESUBMITTED_FROM}: sbdlq sets it on every copy (where the copy came from)")
+        raise BadInput(
+            f"--set-property {RESUBMITTED_FROM}: sbdlq sets it on every copy (where the copy came from)",
+            hint=f"--remove-property {RESUBMITTED_FROM} leaves it off",
+        )
     both = sorted(set(setting) & set(removing))
     if both:
         raise BadInput(f"--set-property {both[0]} and --remove-property {both[0]}: give one or the other")
@@ -80,8 +83,6 @@ def build_edits(
 def _check_removable(name: str, keep_dead_letter_properties: bool) -> None:
     if not name:
         raise BadInput("--remove-property '': give a property name")
-    if name == RESUBMITTED_FROM:
-        raise BadInput(f"--remove-property {name}: sbdlq sets it on every copy (where the copy came from)")
     if name in (DEAD_LETTER_REASON, DEAD_LETTER_DESCRIPTION) and not keep_dead_letter_properties:
         raise BadInput(
             f"--remove-property {name}: copies drop it anyway",

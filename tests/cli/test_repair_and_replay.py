@@ -126,7 +126,8 @@ def test_a_dry_run_without_edits_shows_no_example(cli: Cli, orders: Seeder) -> N
         ),
         (
             ["--set-property", f"{RESUBMITTED_FROM}=x"],
-            f"sbdlq: --set-property {RESUBMITTED_FROM}: sbdlq sets it on every copy (where the copy came from)",
+            f"sbdlq: --set-property {RESUBMITTED_FROM}: sbdlq sets it on every copy (where the copy came from) "
+            f"(--remove-property {RESUBMITTED_FROM} leaves it off)",
         ),
         (
             ["--set-ttl", "soon"],
@@ -489,3 +490,11 @@ def test_a_line_longer_than_any_record_is_refused_without_holding_it(
     assert (code, out) == (2, "")
     assert err.startswith(f"sbdlq: {export} line 4: longer than 1,024 bytes")
     assert orders.active("retry") == []
+
+
+def test_the_resubmitted_from_property_can_be_left_off(cli: Cli, orders: Seeder) -> None:
+    code, _, err = cli("resubmit", "orders", "--to", "retry", "--remove-property", RESUBMITTED_FROM)
+    assert code == 0, err
+    copies = orders.active("retry")
+    assert len(copies) == 3 and all(RESUBMITTED_FROM not in m.application_properties for m in copies)
+    assert all(m.application_properties == {"tenant": "eu", "v": 1} for m in copies)
