@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -409,10 +410,8 @@ def test_a_full_disk_under_the_state_counts_the_sent_chunk_as_sent(
     assert [m.message_id for m in orders.active("retry")] == ["m0", "m1"]
 
 
-def test_an_unexpected_error_in_a_send_is_counted_not_lost_in_a_task(
-    cli: Cli, orders: Seeder, export: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    """No chunk's exception is left unretrieved: the run stops, says why, and its figures add up."""
+def _before_the_second_send(monkeypatch: pytest.MonkeyPatch, act: Callable[[], Any]) -> None:
+    """Run `act` just before replay's second chunk is sent (through the real sender)."""
     from sbdlq.operations import sending
 
     calls = 0
@@ -422,10 +421,20 @@ def test_an_unexpected_error_in_a_send_is_counted_not_lost_in_a_task(
         nonlocal calls
         calls += 1
         if calls == 2:
-            raise RuntimeError("boom")
+            act()
         return await real_send(self, records, **kwargs)
 
     monkeypatch.setattr(sending.CopySender, "send", send)
+
+
+def test_an_unexpected_error_in_a_send_is_counted_not_lost_in_a_task(
+    cli: Cli, orders: Seeder, export: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No chunk's exception is left unretrieved: the run stops, says why, and its figures add up."""
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    _before_the_second_send(monkeypatch, boom)
     code, out, err = cli("replay", str(export), "--to", "retry", "--concurrency", "2", "-o", "json")
     doc = json.loads(out)
     assert code == 1
@@ -451,22 +460,11 @@ def test_an_input_rewritten_during_the_replay_stops_it_honestly(
 ) -> None:
     """`jq ... > file` run again while the replay reads it: the run stops, exit 1, and its figures
     add up (it ended `replayed 192 of 1000, failed 0`, exit 0)."""
-    from sbdlq.operations import sending
-
     path = tmp_path / "big.jsonl"
     lines = [json.dumps({"sequence_number": i + 1, "message_id": f"r{i}", "body": "x"}) for i in range(300)]
     path.write_text("\n".join(lines) + "\n")
-    calls = 0
-    real_send = sending.CopySender.send
-
-    async def send(self: Any, records: Any, **kwargs: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            path.write_text("\n".join(lines[:50]) + "\n")  # rewritten, shorter, in place
-        return await real_send(self, records, **kwargs)
-
-    monkeypatch.setattr(sending.CopySender, "send", send)
+    # Rewritten, shorter, in place:
+    _before_the_second_send(monkeypatch, lambda: path.write_text("\n".join(lines[:50]) + "\n"))
     code, out, err = cli("replay", str(path), "--to", "retry", "--concurrency", "10", "-o", "json")
     doc = json.loads(out)
     assert code == 1
