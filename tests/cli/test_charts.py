@@ -24,7 +24,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "store.db"
     now = [T0]
     eng = Engine(path, clock=lambda: now[0])
-    eng.create_queue("orders", lock_duration_s=3600)
+    eng.create_queue("orders", lock_duration_s=300)
     for at, reason, n in ((T0, "Bad", 3), (T0 + 7200, "Late", 1)):
         now[0] = at
         eng.send("orders", [OutboundMessage(body=b"x") for _ in range(n)])
