@@ -14,6 +14,11 @@ DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
 RESUBMITTED_FROM = "sbdlq-resubmitted-from"
 
+
+def fits_int64(value: int) -> bool:
+    """Whether an integer fits an AMQP long, the widest integer a Service Bus property holds."""
+    return -(2**63) <= value < 2**63
+
 # The broker's "never expires": TimeSpan.MaxValue, in seconds.
 MAX_TTL_S = 10675199 * 86400.0
 

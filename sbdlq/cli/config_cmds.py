@@ -109,7 +109,7 @@ def _profile_record(prof: Any, is_default: bool) -> dict[str, Any]:
 
 def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[str, Any, str]]:
     """(setting, value, source) rows: config file, profile, target, then option defaults."""
-    from sbdlq.config import OPTION_KEYS, SDK_SHORTCUTS_ENV, choose_profile, config_path, resolve_target
+    from sbdlq.config import OPTION_KEYS, choose_profile, config_path, resolve_target
     from sbdlq.connstr import redact
 
     root = ctx.find_root()
@@ -163,7 +163,7 @@ def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[
         shown_apart = ("output", "timeout", "transport", "proxy", "sdk_shortcuts")
         if key not in shown_apart and prof is not None and prof.option(key) is not None:
             rows.append((key, prof.option(key), f"profile {prof.name}"))
-    rows.append(_sdk_row(prof if name is not None or not os.environ.get(SDK_SHORTCUTS_ENV) else None))
+    rows.append(_sdk_row(prof, environment=name is None))
     for key in ("transport", "proxy"):  # the proxy's user:password masked, like a key
         given = s.options.get(key, Setting(None))
         if name is None and given.source in (Source.OPTION, Source.ENV) and given.value:
@@ -173,15 +173,20 @@ def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[
     return rows
 
 
-def _sdk_row(prof: Any) -> tuple[str, Any, str]:
-    """The azure-servicebus release and whether sbdlq takes its private shortcuts, and why."""
+def _sdk_row(prof: Any, *, environment: bool) -> tuple[str, Any, str]:
+    """The azure-servicebus release and whether sbdlq takes its private shortcuts, and why: the
+    variable (where the environment applies), else the profile's key, else auto."""
     from sbdlq.backends.servicebus.shortcuts import Shortcuts, sdk_version
     from sbdlq.config import SDK_SHORTCUTS_ENV
 
-    mode = prof.option("sdk_shortcuts") if prof is not None else None
-    state = Shortcuts.resolve(mode).why
-    from_env = os.environ.get(SDK_SHORTCUTS_ENV)
-    source = f"profile {prof.name}" if mode is not None else (f"env {SDK_SHORTCUTS_ENV}" if from_env else "default")
+    from_env = environment and bool(os.environ.get(SDK_SHORTCUTS_ENV))
+    mode = prof.option("sdk_shortcuts") if prof is not None and not from_env else None
+    if from_env:
+        state, source = Shortcuts.resolve(None).why, f"env {SDK_SHORTCUTS_ENV}"
+    elif mode is not None:
+        state, source = Shortcuts.resolve(mode).why, f"profile {prof.name}"
+    else:
+        state, source = Shortcuts.resolve("auto").why, "default"
     return ("sdk", f"azure-servicebus {sdk_version() or 'not installed'}, shortcuts {state}", source)
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sbdlq.errors import BadInput
+from sbdlq.models import fits_int64
 
 _INT = re.compile(r"^[+-]?\d+$")
 _FLOAT = re.compile(r"^[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?$")
@@ -24,17 +25,13 @@ def parse_properties(items: Iterable[str], *, option: str = "--property") -> dic
         if not sep or not key.strip():
             raise BadInput(f"{option} {item!r}: expected KEY=VALUE")
         value = typed_value(raw)
-        if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
+        if isinstance(value, int) and not isinstance(value, bool) and not fits_int64(value):
             raise BadInput(
                 f"{option} {item!r}: {raw} is past the 64-bit range a Service Bus property holds",
                 hint=f'quote it to send it as text: {key.strip()}=\'"{raw}"\'',
             )
         out[key.strip()] = value
     return out
-
-
-#: the range of an AMQP long, the widest integer a Service Bus property holds
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def typed_value(raw: str) -> Any:

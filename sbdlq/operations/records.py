@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from sbdlq.errors import BadInput, OperationFailed
-from sbdlq.models import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, Message
+from sbdlq.models import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, Message, fits_int64
 
 _TEXT_FIELDS = (
     "message_id",
@@ -197,7 +197,7 @@ def message_from_record(doc: Any) -> Message:
         _utf8("application_properties", key)
         if isinstance(value, str):
             _utf8(f"application_properties.{key}", value)
-        elif type(value) is int and not -(2**63) <= value < 2**63:
+        elif type(value) is int and not fits_int64(value):
             raise ValueError(f"application_properties.{key}: {value} is past the 64-bit range a property holds")
     deliveries = doc.get("delivery_count", 0)
     if type(deliveries) is not int:

@@ -8,6 +8,8 @@ from typing import Any
 
 from proton import Array, Described, char, symbol, timestamp
 
+from sbdlq.models import fits_int64
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -65,7 +67,7 @@ def to_amqp(value: Any) -> Any:
     if isinstance(value, int):
         # Past an AMQP long no SDK could read it: as text, so the message (and those behind it)
         # is still delivered. The edges (--property, --set-property, replay) refuse such values.
-        return int(value) if -(2**63) <= value < 2**63 else str(value)
+        return int(value) if fits_int64(value) else str(value)
     return str(value)
 
 
