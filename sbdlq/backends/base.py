@@ -16,7 +16,16 @@ from datetime import datetime
 from types import TracebackType
 
 from sbdlq.errors import ServiceUnavailable
-from sbdlq.models import Choose, Counts, EntityInfo, Message, MovedBatch, OutboundMessage, SubscriptionRules
+from sbdlq.models import (
+    Choose,
+    Counts,
+    EntityInfo,
+    Message,
+    MovedBatch,
+    OutboundMessage,
+    SubscriptionRule,
+    SubscriptionRules,
+)
 from sbdlq.models import ReceiveMode as ReceiveMode  # re-exported: it moved to sbdlq.models
 from sbdlq.paths import Address, EntityPath
 
@@ -63,6 +72,18 @@ class Backend(ABC):
         Manage right); ServiceUnavailable when nothing can serve them.
         """
         raise ServiceUnavailable(f"the {self.name} backend cannot read subscription rules")
+
+    async def create_rule(self, subscription: EntityPath, rule: SubscriptionRule) -> None:
+        """Add a rule to a subscription (an error when its name is taken); AuthError without Manage."""
+        raise ServiceUnavailable(f"the {self.name} backend cannot change subscription rules")
+
+    async def update_rule(self, subscription: EntityPath, rule: SubscriptionRule) -> None:
+        """Replace, in one step, the filter and action of the subscription's rule of that name."""
+        raise ServiceUnavailable(f"the {self.name} backend cannot change subscription rules")
+
+    async def delete_rule(self, subscription: EntityPath, name: str) -> None:
+        """Remove the subscription's rule of that name; EntityNotFound when there is none."""
+        raise ServiceUnavailable(f"the {self.name} backend cannot change subscription rules")
 
     @abstractmethod
     async def counts(self, entity: EntityPath) -> Counts:

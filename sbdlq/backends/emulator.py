@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.emulator.admin import EmulatorAdmin
-from sbdlq.emulator.engine import Engine
+from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.errors import EntityNotFound
 from sbdlq.loopless import pause
 from sbdlq.models import (
@@ -85,6 +85,18 @@ class EmulatorBackend(Backend):
             for e in engine.list_entities()
             if e.kind == "subscription" and e.path.lower().startswith(prefix)
         ]
+
+    async def create_rule(self, subscription: EntityPath, rule: SubscriptionRule) -> None:
+        await self._round_trip()
+        self.engine.add_rule(subscription, _engine_rule(rule))
+
+    async def update_rule(self, subscription: EntityPath, rule: SubscriptionRule) -> None:
+        await self._round_trip()
+        self.engine.add_rule(subscription, _engine_rule(rule), replace=True)
+
+    async def delete_rule(self, subscription: EntityPath, name: str) -> None:
+        await self._round_trip()
+        self.engine.remove_rule(subscription, name)
 
     async def counts(self, entity: EntityPath) -> Counts:
         await self._round_trip()
@@ -185,3 +197,7 @@ def _lost(messages: Sequence[Message], lost_tokens: list[str]) -> list[Message]:
         return []
     lost = set(lost_tokens)
     return [m for m in messages if m.lock_token in lost]
+
+
+def _engine_rule(rule: SubscriptionRule) -> Rule:
+    return Rule(name=rule.name, sql=rule.sql, correlation=rule.correlation, action=rule.action)

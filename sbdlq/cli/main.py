@@ -120,6 +120,9 @@ def _build() -> None:
     app.add_typer(emulator_app, name="emulator")
 
     app.add_typer(config_app, name="config")
+    from sbdlq.cli.routing_cmds import app as routing_app
+
+    app.add_typer(routing_app, name="routing")
     from sbdlq.ui.command import ui
 
     app.command("ui")(ui)

@@ -1,8 +1,28 @@
-"""Azure Service Bus SQL filters and rule actions: used by `--where` and by emulator topic rules."""
+"""Azure Service Bus SQL filters and rule actions: used by `--where` and by subscription rules.
 
-from sbdlq.sqlfilter.context import message_context
-from sbdlq.sqlfilter.errors import FilterEvaluationError, SqlFilterSyntaxError
-from sbdlq.sqlfilter.rules import SqlAction, SqlFilter, compile_action, compile_filter
+The names below load their modules on first use: the emulator engine reads the correlation
+tables (`sqlfilter.correlation`) on every start, and the parser only when a SQL rule needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sbdlq.sqlfilter.context import message_context
+    from sbdlq.sqlfilter.errors import FilterEvaluationError, SqlFilterSyntaxError
+    from sbdlq.sqlfilter.rules import SqlAction, SqlFilter, compile_action, compile_filter
+
+_HOMES = {
+    "FilterEvaluationError": "errors",
+    "SqlAction": "rules",
+    "SqlFilter": "rules",
+    "SqlFilterSyntaxError": "errors",
+    "compile_action": "rules",
+    "compile_filter": "rules",
+    "message_context": "context",
+}
 
 __all__ = [
     "FilterEvaluationError",
@@ -13,3 +33,10 @@ __all__ = [
     "compile_filter",
     "message_context",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

@@ -18,6 +18,8 @@ from sbdlq.backends.servicebus.config import admin_client_kwargs, sdk_connection
 from sbdlq.backends.servicebus.conversion import (
     entity_name,
     queue_info,
+    sdk_action,
+    sdk_filter,
     subscription_info,
     subscription_rule,
     topic_info,
@@ -25,7 +27,7 @@ from sbdlq.backends.servicebus.conversion import (
 from sbdlq.backends.servicebus.errors import describe, guarded, translate_error
 from sbdlq.connstr import ConnectionInfo, redact
 from sbdlq.errors import AuthError, EntityNotFound, SbdlqError, ServiceUnavailable
-from sbdlq.models import Counts, EntityInfo, SubscriptionRules
+from sbdlq.models import Counts, EntityInfo, SubscriptionRule, SubscriptionRules
 from sbdlq.network import Proxy
 from sbdlq.paths import EntityPath
 
@@ -103,6 +105,26 @@ class AdminSide:
             ]
 
         return await self._call(work, f"the rules of topic {topic}'s subscriptions", timeout=math.inf)
+
+    async def change_rule(self, subscription: EntityPath, rule: SubscriptionRule | str, how: str) -> None:
+        """Create, update (one PUT: name and order kept) or delete a subscription's rule."""
+        topic, sub = subscription.name, subscription.subscription or ""
+
+        def work(admin: Any) -> None:
+            if how == "delete":
+                admin.delete_rule(topic, sub, str(rule))
+                return
+            assert isinstance(rule, SubscriptionRule)
+            if how == "create":
+                admin.create_rule(topic, sub, rule.name, filter=sdk_filter(rule, None), action=sdk_action(rule))
+                return
+            held = admin.get_rule(topic, sub, rule.name)
+            held.filter = sdk_filter(rule, held.filter)
+            held.action = sdk_action(rule)
+            admin.update_rule(topic, sub, held)
+
+        name = rule if isinstance(rule, str) else rule.name
+        await self._call(work, f"rule {name} of {subscription}")
 
     async def counts(self, entity: EntityPath) -> Counts | None:
         """Runtime counts; None when the endpoint cannot serve them (page through peek instead)."""
@@ -210,9 +232,7 @@ class AdminSide:
         if self._client is None:
             from azure.servicebus.management import ServiceBusAdministrationClient
 
-            kwargs = admin_client_kwargs(
-                self._timeout_s, emulator=self._emulator, port=self._port, proxy=self._proxy
-            )
+            kwargs = admin_client_kwargs(self._timeout_s, emulator=self._emulator, port=self._port, proxy=self._proxy)
             if self._info is not None:
                 self._client = ServiceBusAdministrationClient.from_connection_string(
                     sdk_connection_string(self._info), **kwargs

@@ -47,7 +47,7 @@ from sbdlq.errors import (
     ServiceUnavailable,
     TransientError,
 )
-from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, SubscriptionRules
+from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, SubscriptionRule, SubscriptionRules
 from sbdlq.network import Network
 from sbdlq.paths import Address, EntityPath, SubQueue
 
@@ -143,6 +143,15 @@ class ServiceBusBackend(RunSettlement, Backend):
     async def subscription_rules(self, topic: EntityPath) -> list[SubscriptionRules]:
         """A topic's subscriptions and their rules, from the admin endpoint (AMQP cannot list them)."""
         return await self._admin.subscription_rules(topic)
+
+    async def create_rule(self, subscription: EntityPath, rule: SubscriptionRule) -> None:
+        await self._admin.change_rule(subscription, rule, "create")
+
+    async def update_rule(self, subscription: EntityPath, rule: SubscriptionRule) -> None:
+        await self._admin.change_rule(subscription, rule, "update")
+
+    async def delete_rule(self, subscription: EntityPath, name: str) -> None:
+        await self._admin.change_rule(subscription, name, "delete")
 
     async def get_entity(self, entity: EntityPath) -> EntityInfo:
         """One queue, topic or subscription: admin properties, else what AMQP can tell."""

@@ -326,3 +326,31 @@ def subscription_rule(r: Any) -> SubscriptionRule:
     correlation: dict[str, Any] = {f: getattr(flt, f, None) for f in fields}
     correlation["properties"] = dict(getattr(flt, "properties", None) or {})
     return SubscriptionRule(r.name, correlation=correlation, action=sql_action)
+
+
+def sdk_filter(rule: SubscriptionRule, held: Any) -> Any:
+    """The SDK filter of a rule; a SQL filter keeps the parameters of the one it replaces (`held`).
+
+    `1=1` and `1=0` are written as the service's TrueFilter and FalseFilter, as it lists them.
+    """
+    from azure.servicebus.management import CorrelationRuleFilter, FalseRuleFilter, SqlRuleFilter, TrueRuleFilter
+
+    if rule.correlation is not None:
+        fields = {str(k): v for k, v in rule.correlation.items() if k != "properties"}
+        return CorrelationRuleFilter(**fields, properties=rule.correlation.get("properties") or None)
+    sql = rule.sql or "1=1"
+    if sql == "1=1":
+        return TrueRuleFilter()
+    if sql == "1=0":
+        return FalseRuleFilter()
+    parameters = getattr(held, "parameters", None) if held is not None and hasattr(held, "sql_expression") else None
+    return SqlRuleFilter(sql, parameters=parameters or None)
+
+
+def sdk_action(rule: SubscriptionRule) -> Any:
+    """The SDK action of a rule (None: no action)."""
+    if not rule.action:
+        return None
+    from azure.servicebus.management import SqlRuleAction
+
+    return SqlRuleAction(rule.action)

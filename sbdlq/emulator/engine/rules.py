@@ -8,24 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sbdlq.paths import validate_name
+from sbdlq.sqlfilter.correlation import CORRELATION_KEYS, CORRELATION_PROPS, correlation_key
 
 from .errors import BadCorrelationFilter
 from .model import Draft, Entity, Rule
 
-# Correlation filter keys as the service, Microsoft's Config.json and the admin SDK spell
-# them, compared without case or underscores; the value names the SQL system property.
-_CORRELATION_KEYS = {
-    "contenttype": "ContentType",
-    "correlationid": "CorrelationId",
-    "label": "Label",
-    "subject": "Label",
-    "messageid": "MessageId",
-    "replyto": "ReplyTo",
-    "replytosessionid": "ReplyToSessionId",
-    "sessionid": "SessionId",
-    "to": "To",
-}
-_CORRELATION_PROPS = {"properties", "applicationproperties", "userproperties"}
 _SELECT_RULES = "SELECT name, filter_type, filter, action FROM rule WHERE entity_id = ? ORDER BY id"
 
 #: A compiled rule: name, filter (True, False, Correlation or SqlFilter) and action (or None).
@@ -69,16 +56,16 @@ def compile_correlation(flt: dict[str, Any]) -> Correlation:
     system: list[tuple[str, Any]] = []
     props: list[tuple[str, Any]] = []
     for key, value in flt.items():
-        norm = str(key).replace("_", "").lower()
-        if norm in _CORRELATION_PROPS:
+        norm = correlation_key(key)
+        if norm in CORRELATION_PROPS:
             if value is None:
                 continue
             if not isinstance(value, dict):
                 raise BadCorrelationFilter.properties_not_an_object(key)
             props.extend((str(k), v) for k, v in value.items() if v is not None)
-        elif norm in _CORRELATION_KEYS:
+        elif norm in CORRELATION_KEYS:
             if value is not None:
-                system.append((_CORRELATION_KEYS[norm], value))
+                system.append((CORRELATION_KEYS[norm], value))
         else:
             raise BadCorrelationFilter.unknown_key(key)
     return Correlation(tuple(system), tuple(props))

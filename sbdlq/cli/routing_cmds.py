@@ -1,0 +1,108 @@
+"""`sbdlq routing`: targeted routing on a topic (status, enable-targeted, disable-targeted).
+
+The logic and the order of the rule changes are `operations/targeted.py`'s; this parses,
+shows the plan, asks, and reports.
+"""
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from sbdlq.cli.common import Settings, err, open_target, output_format, run
+from sbdlq.cli.options import Output, Yes
+from sbdlq.errors import BadInput
+from sbdlq.paths import EntityPath, parse_entity
+
+app = typer.Typer(
+    name="routing",
+    help="Targeted routing: let a resubmit reach one subscription of a topic (sbdlq-target).",
+    no_args_is_help=True,
+)
+
+Topic = Annotated[str, typer.Argument(help="The topic.", show_default=False)]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Show the rule changes; change nothing.")]
+
+
+def _topic(text: str) -> EntityPath:
+    topic = parse_entity(text)
+    if topic.is_subscription:
+        raise BadInput(f"{text!r} is a subscription; name its topic")
+    return topic
+
+
+@app.command("status")
+def status_cmd(ctx: typer.Context, topic: Topic, output: Output = None) -> None:
+    """Whether targeted routing is enabled, disabled or half done, subscription by subscription."""
+    from sbdlq.operations.targeted import read_rules, topic_state
+
+    async def work(s: Settings) -> tuple[str, Any]:
+        fmt = output_format(s, output)
+        path = _topic(topic)
+        async with open_target(s) as backend:
+            return fmt, topic_state(path, await read_rules(backend, path))
+
+    fmt, state = run(ctx, work)
+    doc = state.to_json()
+    if fmt != "table":
+        from sbdlq.render import write_document
+
+        write_document(doc, fmt)
+        return
+    from sbdlq.render import auto_table
+
+    typer.echo(f"topic {state.topic}: targeted routing {state.state}")
+    if doc["subscriptions"]:
+        auto_table(doc["subscriptions"])
+    if state.state == "partial":
+        err(f"sbdlq: half done: rerun `sbdlq routing enable-targeted {state.topic}` (or disable-targeted) to finish")
+
+
+@app.command("enable-targeted")
+def enable_cmd(ctx: typer.Context, topic: Topic, yes: Yes = False, dry_run: DryRun = False) -> None:
+    """Rewrite the subscriptions' rules so a message with sbdlq-target goes only to the one it names."""
+    _change(ctx, topic, enable=True, yes=yes, dry_run=dry_run)
+
+
+@app.command("disable-targeted")
+def disable_cmd(ctx: typer.Context, topic: Topic, yes: Yes = False, dry_run: DryRun = False) -> None:
+    """Restore the original rules exactly and remove the sbdlq-target rules."""
+    _change(ctx, topic, enable=False, yes=yes, dry_run=dry_run)
+
+
+def _change(ctx: typer.Context, topic: str, *, enable: bool, yes: bool, dry_run: bool) -> None:
+    from sbdlq.operations.targeted import apply_steps, disable_steps, enable_steps, read_rules
+
+    verb = "enable" if enable else "disable"
+
+    async def work(s: Settings) -> str:
+        path = _topic(topic)
+        async with open_target(s) as backend:
+            steps = (enable_steps if enable else disable_steps)(await read_rules(backend, path))
+            if not steps:
+                return f"targeted routing is already {verb}d on topic {path}: nothing to change"
+            typer.echo(f"plan: {len(steps)} rule change(s) on topic {path}:")
+            for step in steps:
+                typer.echo(f"  {step.line()}")
+            if dry_run:
+                return "dry run: nothing changed"
+            _confirm(yes, f"{verb.capitalize()} targeted routing on topic {path} ({len(steps)} change(s))?")
+            await apply_steps(backend, path, steps, done=lambda step: err(f"sbdlq: done: {step.line()}"))
+        kept = (
+            "; each rewritten rule keeps its original in its filter: "
+            f"`sbdlq routing disable-targeted {path}` restores them"
+            if enable
+            else ""
+        )
+        return f"targeted routing {verb}d on topic {path}: {len(steps)} rule change(s){kept}"
+
+    typer.echo(run(ctx, work))
+
+
+def _confirm(yes: bool, question: str) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise BadInput("this changes the topic's rules: add --yes (stdin is not a terminal)")
+    if not typer.confirm(question, default=False, err=True):
+        raise BadInput("cancelled; nothing was changed")

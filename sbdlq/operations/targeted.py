@@ -1,0 +1,314 @@
+"""Targeted routing: rewrite a topic's subscription rules so a copy can be sent to one subscription.
+
+Enabled, a message carrying the application property `sbdlq-target` is taken only by the
+subscription it names (that subscription's `sbdlq-target` rule); every other message routes as
+before. Each rule is changed in place, in one step (an update keeps its name, its action and
+its place), into `[sbdlq-target] IS NULL AND (<its filter>)`: for a message without the
+property the guard is TRUE and the filter decides alone, so the set of rules a message matches,
+and what their actions do, is the same at every step. A kill between two steps leaves a topic
+that routes untagged messages as before; `status` says it is half done, and a rerun finishes.
+
+The original of every rewritten rule is kept in the rewritten rule itself, so the namespace
+alone suffices to disable: a SQL filter is the text between the guard's parentheses; a
+correlation filter (written as the equivalent SQL) also carries its fields as JSON in a string
+literal that opens the filter (`'sbdlq-correlation {...}' <> ''`, always TRUE).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sbdlq.backends.base import Backend
+from sbdlq.errors import BadInput
+from sbdlq.models import SubscriptionRule, SubscriptionRules
+from sbdlq.paths import EntityPath
+from sbdlq.sqlfilter.correlation import CORRELATION_KEYS, CORRELATION_PROPS, correlation_key
+
+#: The application property a targeted copy carries: the name of the one subscription to take it.
+TARGET_PROPERTY = "sbdlq-target"
+#: The rule each subscription gets: it takes the copies that name it.
+TARGET_RULE = "sbdlq-target"
+_GUARD = f"[{TARGET_PROPERTY}] IS NULL AND ("
+_CORRELATION_MARK = "sbdlq-correlation "
+_CORRELATION_TAIL = " <> '' AND "
+#: Service Bus's limit on the length of a SQL filter expression.
+MAX_FILTER_CHARS = 1024
+ENABLE_HINT = "run `sbdlq routing enable-targeted {topic}` first"
+
+
+def sql_text(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _identifier(name: str) -> str:
+    """An application property as a SQL delimited identifier."""
+    return "[" + name.replace("]", "]]") + "]"
+
+
+def target_rule(subscription: str) -> SubscriptionRule:
+    """The rule by which a subscription takes the copies that name it (no action: kept as sent)."""
+    return SubscriptionRule(TARGET_RULE, sql=f"{_identifier(TARGET_PROPERTY)} = {sql_text(subscription)}")
+
+
+class Inexact(BadInput):
+    """A rule whose rewrite would not route exactly as the original."""
+
+
+def correlation_sql(rule: SubscriptionRule) -> str:
+    """The SQL filter equal to a correlation filter; Inexact when there is none.
+
+    A correlation value matches only a value equal to it and of its type; SQL `=` converts a
+    text to a number or a time, so a property compares as text only when `LIKE '%'` says it is
+    one. Only text values are taken: for a number or a Boolean no SQL test of the type exists.
+    """
+    assert rule.correlation is not None
+    parts: list[str] = []
+    for key, value in rule.correlation.items():
+        norm = correlation_key(key)
+        if value is None:
+            continue
+        if norm in CORRELATION_PROPS:
+            if not isinstance(value, dict):
+                raise _inexact(rule, f"its {key} are not a map")
+            for name, expected in value.items():
+                if expected is None:
+                    continue
+                if type(expected) is not str:
+                    raise _inexact(rule, f"property {name} = {expected!r} is not text")
+                ident = _identifier(str(name))
+                parts.append(f"{ident} = {sql_text(expected)} AND {ident} LIKE '%'")
+        elif norm in CORRELATION_KEYS:
+            if type(value) is not str:
+                raise _inexact(rule, f"{key} = {value!r} is not text")
+            parts.append(f"sys.{CORRELATION_KEYS[norm]} = {sql_text(value)}")
+        else:
+            raise _inexact(rule, f"unknown correlation field {key}")
+    return " AND ".join(parts) or "1=1"
+
+
+def _inexact(rule: SubscriptionRule, why: str) -> Inexact:
+    return Inexact(
+        f"rule {rule.name}: its correlation filter has no exact SQL equivalent ({why})",
+        hint="change the rule to a SQL filter, or resubmit --to a queue",
+    )
+
+
+def rewrite(subscription: str, rule: SubscriptionRule) -> SubscriptionRule:
+    """The rule, guarded so tagged messages skip it; its name and action kept."""
+    if rule.correlation is not None:
+        kept = json.dumps(rule.correlation, ensure_ascii=False, separators=(",", ":"))
+        sql = f"{sql_text(_CORRELATION_MARK + kept)}{_CORRELATION_TAIL}{_GUARD}{correlation_sql(rule)})"
+    else:
+        sql = f"{_GUARD}{rule.sql or '1=1'})"
+    if len(sql) > MAX_FILTER_CHARS:
+        raise Inexact(
+            f"rule {rule.name} of subscription {subscription}: its rewritten filter would be {len(sql)} "
+            f"characters, over Service Bus's {MAX_FILTER_CHARS}",
+            hint="shorten the rule's filter, or resubmit --to a queue",
+        )
+    return SubscriptionRule(rule.name, sql=sql, action=rule.action)
+
+
+def original_of(rule: SubscriptionRule) -> SubscriptionRule | None:
+    """The rule a rewritten rule was made from; None when the rule is not a rewritten one."""
+    sql = rule.sql
+    if rule.correlation is not None or sql is None or not sql.endswith(")"):
+        return None
+    if sql.startswith(_GUARD):
+        return SubscriptionRule(rule.name, sql=sql[len(_GUARD) : -1], action=rule.action)
+    if not sql.startswith("'" + _CORRELATION_MARK.replace("'", "''")):
+        return None
+    from sbdlq.sqlfilter.lexer import STRING, tokenize
+
+    try:
+        first = tokenize(sql)[0]
+    except Exception:
+        return None
+    rest = sql[len(first.text) :]
+    if first.kind != STRING or not rest.startswith(_CORRELATION_TAIL + _GUARD):
+        return None
+    try:
+        fields = json.loads(str(first.value)[len(_CORRELATION_MARK) :])
+    except ValueError:
+        return None
+    if not isinstance(fields, dict):
+        return None
+    return SubscriptionRule(rule.name, correlation=fields, action=rule.action)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionState:
+    """Where one subscription stands: its rules, how many are rewritten, its target rule."""
+
+    subscription: str
+    rules: int
+    rewritten: int
+    target_rule: bool
+
+    @property
+    def state(self) -> str:
+        """on, off or partial."""
+        if self.target_rule and self.rewritten == self.rules:
+            return "on"
+        if not self.target_rule and self.rewritten == 0:
+            return "off"
+        return "partial"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "subscription": self.subscription,
+            "state": self.state,
+            "rules": self.rules,
+            "rewritten": self.rewritten,
+            "target_rule": self.target_rule,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    """Targeted routing on a topic: enabled, disabled or partial, subscription by subscription."""
+
+    topic: str
+    subscriptions: tuple[SubscriptionState, ...]
+
+    @property
+    def state(self) -> str:
+        states = {s.state for s in self.subscriptions}
+        if states <= {"on"} and states:
+            return "enabled"
+        if states <= {"off"}:
+            return "disabled"
+        return "partial"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "state": self.state, "subscriptions": [s.to_json() for s in self.subscriptions]}
+
+
+def _is_target_rule(sub: SubscriptionRules, rule: SubscriptionRule) -> bool:
+    return rule.name.casefold() == TARGET_RULE.casefold() and rule == target_rule(sub.subscription)
+
+
+def topic_state(topic: EntityPath, subscriptions: list[SubscriptionRules]) -> TopicState:
+    """The state the rules read say the topic is in."""
+    states = []
+    for sub in subscriptions:
+        own = [r for r in sub.rules if not _is_target_rule(sub, r)]
+        states.append(
+            SubscriptionState(
+                sub.subscription,
+                len(own),
+                sum(1 for r in own if original_of(r) is not None),
+                len(own) < len(sub.rules),
+            )
+        )
+    return TopicState(str(topic), tuple(states))
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One rule change: `add` a target rule, `update` a rule in place, or `delete` a target rule."""
+
+    subscription: str
+    how: str
+    rule: SubscriptionRule
+    before: SubscriptionRule | None = None
+
+    def line(self) -> str:
+        """The step as the plan prints it."""
+        where = f"{self.subscription}: rule {self.rule.name}"
+        if self.how == "add":
+            return f"{where}: add, filter {self.rule.sql}"
+        if self.how == "delete":
+            return f"{where}: delete"
+        before = self.before
+        was = before.sql if before is not None and before.sql is not None else f"correlation {_fields(before)}"
+        now = self.rule.sql if self.rule.sql is not None else f"correlation {_fields(self.rule)}"
+        action = f" (action kept: {self.rule.action})" if self.rule.action else ""
+        return f"{where}: filter {was} -> {now}{action}"
+
+
+def _fields(rule: SubscriptionRule | None) -> str:
+    corr = (rule.correlation if rule is not None else None) or {}
+    return json.dumps({k: v for k, v in corr.items() if v not in (None, {})}, ensure_ascii=False)
+
+
+def _conflict(sub: SubscriptionRules) -> None:
+    for rule in sub.rules:
+        if rule.name.casefold() == TARGET_RULE.casefold() and not _is_target_rule(sub, rule):
+            raise BadInput(
+                f"subscription {sub.subscription} has a rule named {rule.name} that sbdlq did not write",
+                hint=f"rename or delete that rule: sbdlq names its own rule {TARGET_RULE}",
+            )
+
+
+def enable_steps(subscriptions: list[SubscriptionRules]) -> list[Step]:
+    """The changes that enable targeted routing (none when it is on); Inexact before any change.
+
+    Per subscription the target rule comes first (it takes no untagged message), then each
+    rule is updated in place: never a moment with a rule twice (an action applied twice, a
+    second copy) or with none (a message lost).
+    """
+    steps: list[Step] = []
+    for sub in subscriptions:
+        _conflict(sub)
+        if not any(_is_target_rule(sub, r) for r in sub.rules):
+            steps.append(Step(sub.subscription, "add", target_rule(sub.subscription)))
+        for rule in sub.rules:
+            if _is_target_rule(sub, rule) or original_of(rule) is not None:
+                continue
+            steps.append(Step(sub.subscription, "update", rewrite(sub.subscription, rule), rule))
+    return steps
+
+
+def disable_steps(subscriptions: list[SubscriptionRules]) -> list[Step]:
+    """The changes that restore the original rules (each in place), then delete the target rules."""
+    steps: list[Step] = []
+    for sub in subscriptions:
+        for rule in sub.rules:
+            original = None if _is_target_rule(sub, rule) else original_of(rule)
+            if original is not None:
+                steps.append(Step(sub.subscription, "update", original, rule))
+        steps.extend(Step(sub.subscription, "delete", r) for r in sub.rules if _is_target_rule(sub, r))
+    return steps
+
+
+async def read_rules(backend: Backend, topic: EntityPath) -> list[SubscriptionRules]:
+    """The topic's subscriptions and rules (AuthError without Manage rights: exit 5)."""
+    from sbdlq.errors import AuthError
+
+    try:
+        return await backend.subscription_rules(topic)
+    except AuthError as exc:
+        raise AuthError(
+            f"cannot read the rules of topic {topic}'s subscriptions ({exc.message})",
+            hint="reading and changing rules needs a key with Manage rights",
+        ) from exc
+
+
+async def apply_steps(
+    backend: Backend, topic: EntityPath, steps: list[Step], *, done: Callable[[Step], None] = lambda _: None
+) -> None:
+    """Make the changes in order; each one is a single write on the broker."""
+    for step in steps:
+        subscription = EntityPath(topic.name, step.subscription)
+        if step.how == "add":
+            await backend.create_rule(subscription, step.rule)
+        elif step.how == "update":
+            await backend.update_rule(subscription, step.rule)
+        else:
+            await backend.delete_rule(subscription, step.rule.name)
+        done(step)
+
+
+async def require_targeted(backend: Backend, topic: EntityPath) -> None:
+    """Refuse (exit 2) unless targeted routing is fully enabled on the topic."""
+    state = topic_state(topic, await read_rules(backend, topic))
+    if state.state != "enabled":
+        raise BadInput(
+            f"targeted routing is {state.state} on topic {topic}: a copy meant for one subscription could reach others",
+            hint=ENABLE_HINT.format(topic=topic),
+        )
