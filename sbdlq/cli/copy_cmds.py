@@ -67,6 +67,14 @@ def resubmit(
             "(refused without it).",
         ),
     ] = False,
+    only_this_subscription: Annotated[
+        bool,
+        typer.Option(
+            "--only-this-subscription",
+            help="From a subscription's DLQ: copies carry sbdlq-target and reach that subscription alone "
+            "(needs `sbdlq routing enable-targeted TOPIC`).",
+        ),
+    ] = False,
     edits: EditOptions = NO_EDITS,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
@@ -99,13 +107,13 @@ def resubmit(
                     allow_unverified_routing=allow_unverified_routing,
                     edits=copy_edits,
                     fan_out=fan_out,
+                    only_this_subscription=only_this_subscription,
                     note=_note,
                     progress=bars,
                 )
         return fmt, result
 
     _change(ctx, query, work, "resubmitted", output)
-
 
 
 def send_to(to: str) -> EntityPath:
@@ -162,6 +170,19 @@ def replay(
     allow_unverified_routing: Annotated[
         bool, unverified_routing_option("Replay to a topic even when its subscriptions' rules cannot be read.")
     ] = False,
+    fan_out: Annotated[
+        bool,
+        typer.Option("--fan-out", help="To a topic: let a copy reach more than one subscription (refused without it)."),
+    ] = False,
+    only_subscription: Annotated[
+        str | None,
+        typer.Option(
+            "--only-subscription",
+            help="To a topic: copies carry sbdlq-target=SUB and reach that subscription alone "
+            "(needs `sbdlq routing enable-targeted TOPIC`).",
+            metavar="SUB",
+        ),
+    ] = None,
     edits: EditOptions = NO_EDITS,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
@@ -191,6 +212,8 @@ def replay(
             keep_dead_letter_properties=keep_dead_letter_properties,
             allow_unverified_routing=allow_unverified_routing,
             edits=edits.compile(keep_dead_letter_properties=keep_dead_letter_properties),
+            fan_out=fan_out,
+            target_subscription=only_subscription,
             state=state or (None if source is None else source.with_name(source.name + STATE_SUFFIX)),
             resume=resume,
         )

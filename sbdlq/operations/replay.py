@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sbdlq.backends.base import Backend
@@ -29,6 +30,7 @@ from sbdlq.operations.routing import RoutingCheck
 from sbdlq.operations.run import Progress
 from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
+from sbdlq.operations.targeted import require_targeted
 from sbdlq.paths import EntityPath
 from sbdlq.selection import Selection
 
@@ -124,6 +126,7 @@ class Replay:
         destination = await o.destination(self.backend, info, note=self.note, command="replay")
         self.routing = destination.routing
         first = self.scan()
+        await self.check_takers(info.kind)
         if self._state_finished():
             self.note(f"note: {o.state} records a replay of this input that finished: nothing to send (--resume)")
         elif self.done:
@@ -146,6 +149,53 @@ class Replay:
         except SbdlqError as exc:
             self.stats.abort(exc.message)
         self.account()
+
+    async def check_takers(self, kind: str) -> None:
+        """Before anything is sent: refuse copies the topic would give to more than one subscription
+        (unless --fan-out), and with --only-subscription, to any but that one."""
+        o = self.options
+        sub = o.target_subscription
+        if sub is not None:
+            self.options = o = replace(o, target_subscription=await self.targeted_name(sub, kind))
+        routing = self.routing
+        if routing is None or kind != "topic" or (o.fan_out and sub is None):
+            return
+        reached: Counter[str] = Counter()
+        scanned = 0
+        for record in self.selected_records():
+            takers = routing.takers(self.copy_of(record))
+            scanned += 1
+            if o.target_subscription is not None and takers != [o.target_subscription]:
+                reach = ", ".join(takers) or "no subscription"
+                raise BadInput(
+                    f"the copy of line {record.line} would reach {reach}, not only {o.target_subscription}",
+                    hint="check the topic's rules: `sbdlq routing status TOPIC`",
+                )
+            if len(takers) > 1:
+                reached.update(takers)
+        if reached:
+            listed = ", ".join(f"{name} ({n} of {scanned})" for name, n in sorted(reached.items()))
+            raise BadInput(
+                f"replaying {self.records.name} to topic {self.target} would give copies to more than one "
+                f"subscription: {listed}",
+                hint="add --only-subscription SUB (after `sbdlq routing enable-targeted TOPIC`) to reach one, "
+                "or --fan-out to accept that",
+            )
+
+    async def targeted_name(self, sub: str, kind: str) -> str:
+        """--only-subscription: the subscription's name as the topic spells it, once targeted routing is on."""
+        o = self.options
+        if o.fan_out:
+            raise BadInput("--only-subscription and --fan-out contradict each other: choose one")
+        if o.allow_unverified_routing:
+            raise BadInput("--only-subscription needs the routing check: drop --allow-unverified-routing")
+        if kind != "topic":
+            raise BadInput(f"--only-subscription needs a topic: {self.target} is a {kind}")
+        subscriptions = await require_targeted(self.backend, self.target)
+        for s in subscriptions:
+            if s.subscription.lower() == sub.lower():
+                return s.subscription
+        raise BadInput(f"--only-subscription {sub}: topic {self.target} has no such subscription")
 
     def check_state(self) -> None:
         """Refuse a leftover state without --resume, and --resume without a state to keep."""

@@ -26,6 +26,7 @@ from sbdlq.operations.move import Plan, RateLimiter, complete_or_left
 from sbdlq.operations.routing import Destination, RoutingCheck, check_destination
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.operations.sending import CopySender, check_rate
+from sbdlq.operations.targeted import TARGET_PROPERTY, require_targeted
 from sbdlq.operations.unlocked import UnlockedMove
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
@@ -97,16 +98,21 @@ class CopyOptions:
     edits: CopyEdits = field(default_factory=CopyEdits)
     #: copies of a subscription's DLQ may reach the topic's other subscriptions too (--fan-out)
     fan_out: bool = False
+    #: the subscription every copy is targeted at (its `sbdlq-target`), after the edits
+    target_subscription: str | None = None
 
     def copy_of(self, m: Message, source: Address | str) -> OutboundMessage:
         """The copy of `m`, read from `source`."""
-        return make_copy(
+        copy = make_copy(
             m,
             source=source,
             new_message_id=self.new_message_id,
             keep_dead_letter_properties=self.keep_dead_letter_properties,
             edits=self.edits,
         )
+        if self.target_subscription is not None:
+            copy.application_properties[TARGET_PROPERTY] = self.target_subscription
+        return copy
 
     async def destination(
         self, backend: Backend, target_info: EntityInfo, *, note: Callable[[str], None], command: str = "resubmit"
@@ -138,6 +144,7 @@ async def resubmit(
     allow_unverified_routing: bool = False,
     edits: CopyEdits | None = None,
     fan_out: bool = False,
+    only_this_subscription: bool = False,
     note: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
 ) -> ResubmitResult:
@@ -147,7 +154,9 @@ async def resubmit(
     copying = CopyOptions(  # in its field order
         rate, new_message_id, keep_dead_letter_properties, allow_unverified_routing, edits or CopyEdits(), fan_out
     )
-    return await Resubmit(backend, source, target, options, copying).run()
+    run = Resubmit(backend, source, target, options, copying)
+    run.only_this_subscription = only_this_subscription
+    return await run.run()
 
 
 class Resubmit(MovingRun[ResubmitResult]):
@@ -192,6 +201,8 @@ class Resubmit(MovingRun[ResubmitResult]):
         #: The subscription the copies must reach: the one a subscription's DLQ belongs to.
         self.must_reach: str | None = None
         self.unroutable = 0
+        #: --only-this-subscription: copies carry `sbdlq-target` and must reach that subscription alone
+        self.only_this_subscription = False
 
     async def check(self) -> EntityInfo:
         if self.options.batch_size < 1 or self.options.concurrency < 1:
@@ -202,6 +213,8 @@ class Resubmit(MovingRun[ResubmitResult]):
             self.backend.get_entity(self.source.entity), self.backend.get_entity(self.target)
         )
         self.target_info = target_info
+        if self.only_this_subscription:
+            await self.check_targeted(target_info)
         # Where a copy comes to rest is the end of the target's auto-forwarding chain: every
         # entity on it may drop the copy (duplicate detection, a topic no rule takes it in).
         destination = await self.copying.destination(self.backend, target_info, note=self.note)
@@ -211,6 +224,24 @@ class Resubmit(MovingRun[ResubmitResult]):
         if self.options.dry_run and not self.copying.edits.is_empty:
             await self.show_example()
         return source_info
+
+    async def check_targeted(self, target_info: EntityInfo) -> None:
+        """--only-this-subscription: a subscription's DLQ sent back to its own topic, and targeted
+        routing enabled there; the copies then name the subscription (the routing check proves it)."""
+        source, target = self.source.entity, self.target
+        if self.copying.fan_out:
+            raise BadInput("--only-this-subscription and --fan-out contradict each other: choose one")
+        if not source.is_subscription or source.name.lower() != target.name.lower() or target_info.kind != "topic":
+            raise BadInput(
+                "--only-this-subscription resubmits a subscription's DLQ to its own topic",
+                hint="name a TOPIC/Subscriptions/SUB and no --to",
+            )
+        if self.copying.allow_unverified_routing:
+            raise BadInput("--only-this-subscription needs the routing check: drop --allow-unverified-routing")
+        subscriptions = await require_targeted(self.backend, target)
+        wanted = (source.subscription or "").lower()
+        name = next((s.subscription for s in subscriptions if s.subscription.lower() == wanted), source.subscription)
+        self.copying = replace(self.copying, target_subscription=name)
 
     async def show_example(self) -> None:
         """A dry run with edits shows the first selected message and its edited copy."""
@@ -256,7 +287,8 @@ class Resubmit(MovingRun[ResubmitResult]):
         listed = ", ".join(f"{name} ({how})" for name, how in reached.items())
         return BadInput(
             f"resubmitting {self.source} to topic {topic} would also give copies to its subscription(s) {listed}",
-            hint="add --fan-out to accept that, or resubmit --to a queue that only this subscription's consumer reads",
+            hint=f"add --only-this-subscription (after `sbdlq routing enable-targeted {topic}`) to reach it alone, "
+            "--fan-out to accept that, or resubmit --to a queue that only this subscription's consumer reads",
         )
 
     def plan_line(self) -> str:

@@ -105,6 +105,14 @@ class RoutingCheck:
         draft = _draft(copy)
         return [s.name for s in others if s.takes_all or (draft is not None and s.takes(draft))]
 
+    def takers(self, copy: OutboundMessage) -> list[str]:
+        """Every subscription that takes the copy."""
+        taking = [s for s in self.subscriptions.values() if s.active]
+        if not taking:
+            return []
+        draft = None if all(s.takes_all for s in taking) else _draft(copy)
+        return [s.name for s in taking if s.takes_all or (draft is not None and s.takes(draft))]
+
     def takes_everything(self, subscription: str) -> bool:
         """Whether the subscription takes every copy (no need to look at them first)."""
         sub = self.subscriptions.get(subscription.lower())

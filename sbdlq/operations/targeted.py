@@ -304,11 +304,13 @@ async def apply_steps(
         done(step)
 
 
-async def require_targeted(backend: Backend, topic: EntityPath) -> None:
-    """Refuse (exit 2) unless targeted routing is fully enabled on the topic."""
-    state = topic_state(topic, await read_rules(backend, topic))
+async def require_targeted(backend: Backend, topic: EntityPath) -> list[SubscriptionRules]:
+    """The topic's subscriptions; refused (exit 2) unless targeted routing is fully enabled there."""
+    subscriptions = await read_rules(backend, topic)
+    state = topic_state(topic, subscriptions)
     if state.state != "enabled":
         raise BadInput(
             f"targeted routing is {state.state} on topic {topic}: a copy meant for one subscription could reach others",
             hint=ENABLE_HINT.format(topic=topic),
         )
+    return subscriptions

@@ -454,8 +454,9 @@ def test_resubmit_a_subscription_goes_to_its_topic(orders: Store, sbdlq: Any) ->
     orders.engine.receive(Address(EntityPath("t", "s2")), 10, mode=_delete())
     refusal = (
         "sbdlq: resubmitting t/Subscriptions/s1/$DeadLetterQueue to topic t would also give copies to its "
-        "subscription(s) s2 (every copy) (add --fan-out to accept that, or resubmit --to a queue that only this "
-        "subscription's consumer reads)"
+        "subscription(s) s2 (every copy) (add --only-this-subscription (after `sbdlq routing enable-targeted t`) "
+        "to reach it alone, --fan-out to accept that, or resubmit --to a queue that only this subscription's "
+        "consumer reads)"
     )
     for dry in (["--dry-run"], []):
         r = sbdlq("resubmit", "t/Subscriptions/s1", *dry)
