@@ -125,8 +125,7 @@ class Replay:
         # The same checks as resubmit, along the target's auto-forwarding chain.
         destination = await o.destination(self.backend, info, note=self.note, command="replay")
         self.routing = destination.routing
-        first = self.scan()
-        await self.check_takers(info.kind)
+        first = await self.scan(info.kind)
         if self._state_finished():
             self.note(f"note: {o.state} records a replay of this input that finished: nothing to send (--resume)")
         elif self.done:
@@ -228,8 +227,9 @@ class Replay:
             raise
         self.state = state
 
-    def scan(self) -> Record | None:
-        """Check every line (a bad one refuses the run), count the selection; returns the first selected."""
+    async def scan(self, kind: str) -> Record | None:
+        """Check every line (a bad one refuses the run), count the selection, check where the
+        copies go (before a state file is made: a refused run leaves none); returns the first selected."""
         first: Record | None = None
         for record in self.records.first_pass():
             if record is None:
@@ -237,6 +237,7 @@ class Replay:
             chosen = self.choose(record)
             if chosen and first is None:
                 first = record
+        await self.check_takers(kind)
         self.open_state()
         if self.done or self._state_finished():
             self.result = ReplayResult(dry_run=self.options.dry_run)

@@ -1,0 +1,174 @@
+"""Targeted routing on every backend (issue 25): rules read and written through the Backend.
+
+A topic with a SQL filter, a correlation filter, a rule with an action and the default rule
+routes 50 varied messages the same before and after `enable-targeted`; a resubmit with
+--only-this-subscription reaches only its subscription; `disable-targeted` gives back the
+rules exactly as they were.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from sbdlq.backends.base import Backend
+from sbdlq.emulator.engine import Rule
+from sbdlq.errors import BadInput
+from sbdlq.models import RESUBMITTED_FROM, OutboundMessage
+from sbdlq.operations.replay import ReplayOptions, replay
+from sbdlq.operations.resubmit import resubmit
+from sbdlq.operations.targeted import (
+    TARGET_PROPERTY,
+    apply_steps,
+    disable_steps,
+    enable_steps,
+    read_rules,
+    topic_state,
+)
+from sbdlq.paths import Address, EntityPath, SubQueue
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from support import Seeder
+
+TOPIC = EntityPath("t")
+SUBSCRIPTIONS = ("sql", "corr", "act", "all")
+
+
+def four_subscriptions(seed: Seeder) -> None:
+    """SQL filter, correlation filter, a rule with an action, the default rule."""
+    seed.engine.create_topic("t")
+    seed.engine.create_subscription("t", "sql", rules=[Rule("eu", sql="region = 'eu' OR n > 3")])
+    seed.engine.create_subscription(
+        "t", "corr", rules=[Rule("us", correlation={"label": "L", "properties": {"r": "us"}})]
+    )
+    seed.engine.create_subscription(
+        "t", "act", rules=[Rule("x", sql="kind = 'x'", action="SET seen = 'act'; SET n = n + 1")]
+    )
+    seed.engine.create_subscription("t", "all")
+
+
+def sample(prefix: str) -> list[OutboundMessage]:
+    """50 messages over every combination that matters to the four filters (ids prefix + i)."""
+    regions = ("eu", "us", None)
+    rs: tuple[Any, ...] = ("us", "US", "eu", 5, None)
+    kinds = ("x", "y", None)
+    subjects = ("L", "M", None)
+    combos = itertools.islice(itertools.cycle(itertools.product(regions, rs, kinds, subjects)), 50)
+    out = []
+    for i, (region, r, kind, subject) in enumerate(combos):
+        props = {k: v for k, v in {"region": region, "r": r, "kind": kind, "n": i % 6}.items() if v is not None}
+        out.append(OutboundMessage(body=b"x", message_id=f"{prefix}{i}", subject=subject, application_properties=props))
+    return out
+
+
+def routed(backend: Backend, seed: Seeder, aio: Any, prefix: str) -> dict[str, set[tuple[str, tuple[Any, ...]]]]:
+    """Send the sample through the backend; what each subscription got: (number, properties)."""
+    aio(backend.send(TOPIC, sample(prefix)))
+    got = {}
+    for sub in SUBSCRIPTIONS:
+        got[sub] = {
+            (m.message_id[len(prefix) :], tuple(sorted(m.application_properties.items())))
+            for m in seed.drain(f"t/Subscriptions/{sub}")
+            if m.message_id
+        }
+    return got
+
+
+def enable(backend: Backend, aio: Any) -> int:
+    steps = enable_steps(aio(read_rules(backend, TOPIC)))
+    aio(apply_steps(backend, TOPIC, steps))
+    return len(steps)
+
+
+def test_targeted_routing_end_to_end(backend: Backend, seed: Seeder, aio: Any) -> None:
+    four_subscriptions(seed)
+    originals = aio(backend.subscription_rules(TOPIC))
+    before = routed(backend, seed, aio, "a")
+    assert all(before.values()) and len({frozenset(v) for v in before.values()}) == 4
+    assert enable(backend, aio) == 8  # a target rule and one rewrite per subscription
+    assert topic_state(TOPIC, aio(read_rules(backend, TOPIC))).state == "enabled"
+    assert enable_steps(aio(read_rules(backend, TOPIC))) == []  # rerun: nothing left to do
+    assert routed(backend, seed, aio, "b") == before
+
+    # Three messages dead-lettered in `act` (after its action ran) go back to `act` alone.
+    seed.send(
+        "t",
+        [
+            OutboundMessage(body=b"d", message_id=f"d{i}", application_properties={"kind": "x", "n": i})
+            for i in range(3)
+        ],
+    )
+    for sub in ("sql", "corr", "all"):
+        seed.drain(f"t/Subscriptions/{sub}")
+    act = Address(EntityPath("t", "act"))
+    got = seed.engine.receive(act, 10)
+    assert seed.engine.dead_letter(act, [m.lock_token for m in got if m.lock_token], "Bad", "broken") == []
+    dlq = Address(EntityPath("t", "act"), SubQueue.DEAD_LETTER)
+    r = aio(resubmit(backend, dlq, TOPIC, only_this_subscription=True))
+    assert (r.selected, r.resubmitted, r.failed) == (3, 3, 0)
+    for sub in ("sql", "corr", "all"):
+        assert seed.active(f"t/Subscriptions/{sub}") == []
+    back = {m.message_id: m.application_properties for m in seed.active("t/Subscriptions/act")}
+    assert back == {
+        f"d{i}": {
+            "kind": "x",
+            "n": i + 1,  # the action's work, done once when first delivered, not again
+            "seen": "act",
+            TARGET_PROPERTY: "act",
+            RESUBMITTED_FROM: f"t/Subscriptions/act/$DeadLetterQueue:{m.sequence_number}",
+        }
+        for i, m in enumerate(sorted(got, key=lambda m: m.message_id or ""))
+    }
+
+    aio(apply_steps(backend, TOPIC, disable_steps(aio(read_rules(backend, TOPIC)))))
+    assert aio(backend.subscription_rules(TOPIC)) == originals
+    assert topic_state(TOPIC, originals).state == "disabled"
+
+
+def test_only_this_subscription_needs_targeted_routing(backend: Backend, seed: Seeder, aio: Any) -> None:
+    seed.topic("t", "billing", "audit")
+    seed.dead_letter("t/Subscriptions/billing", 2)
+    seed.drain("t/Subscriptions/audit")
+    dlq = Address(EntityPath("t", "billing"), SubQueue.DEAD_LETTER)
+    for dry_run in (True, False):
+        with pytest.raises(BadInput, match="targeted routing is disabled on topic t") as refused:
+            aio(resubmit(backend, dlq, TOPIC, only_this_subscription=True, dry_run=dry_run))
+        assert refused.value.hint == "run `sbdlq routing enable-targeted t` first"
+    assert len(seed.dlq("t/Subscriptions/billing")) == 2
+    # Half done (one subscription's target rule only) is refused too.
+    steps = enable_steps(aio(read_rules(backend, TOPIC)))
+    aio(apply_steps(backend, TOPIC, steps[:1]))
+    with pytest.raises(BadInput, match="targeted routing is partial on topic t"):
+        aio(resubmit(backend, dlq, TOPIC, only_this_subscription=True))
+    aio(apply_steps(backend, TOPIC, enable_steps(aio(read_rules(backend, TOPIC)))))
+    r = aio(resubmit(backend, dlq, TOPIC, only_this_subscription=True))
+    assert r.resubmitted == 2
+    assert seed.ids(seed.active("t/Subscriptions/billing")) == ["m0", "m1"]
+    assert seed.active("t/Subscriptions/audit") == []
+
+
+def test_replay_of_a_subscriptions_export(backend: Backend, seed: Seeder, aio: Any, tmp_path: Path) -> None:
+    seed.topic("t", "billing", "audit")
+    export = tmp_path / "billing.jsonl"
+    import json
+
+    export.write_text("".join(json.dumps(m.to_json()) + "\n" for m in seed.dead_letter("t/Subscriptions/billing", 2)))
+    seed.drain("t/Subscriptions/audit")
+    # Fan-out refused, dry run or not, before anything is sent.
+    for dry_run in (True, False):
+        with pytest.raises(BadInput, match=r"more than one subscription: audit \(2 of 2\), billing \(2 of 2\)"):
+            aio(replay(backend, export, TOPIC, ReplayOptions(dry_run=dry_run, state=tmp_path / "s")))
+    assert seed.active("t/Subscriptions/audit") == [] and seed.active("t/Subscriptions/billing") == []
+    enable(backend, aio)
+    r = aio(replay(backend, export, TOPIC, ReplayOptions(target_subscription="billing", state=tmp_path / "s")))
+    assert r.replayed == 2
+    assert seed.ids(seed.active("t/Subscriptions/billing")) == ["m0", "m1"]
+    assert seed.active("t/Subscriptions/audit") == []
+    # --fan-out: today's behaviour, a copy for every subscription that takes it.
+    r = aio(replay(backend, export, TOPIC, ReplayOptions(fan_out=True, state=tmp_path / "s2")))
+    assert r.replayed == 2
+    assert seed.ids(seed.active("t/Subscriptions/audit")) == ["m0", "m1"]
