@@ -1,0 +1,114 @@
+"""kill -9 during `routing enable-targeted` at every rule write (issue 25).
+
+The real `sbdlq` runs in a subprocess whose Backend kills its own process (SIGKILL) right
+after its Nth rule write reached the store, for each N short of the last. Every time, the
+topic routes untagged messages exactly as before, `routing status` says it is half done, and
+rerunning the command finishes it; `disable-targeted` then gives back the original rules.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.cli import Cli
+from support.process import sbdlq_env
+
+from sbdlq.emulator.engine import Engine, Rule
+from sbdlq.models import OutboundMessage
+from sbdlq.paths import parse_address
+
+SUBSCRIPTIONS = ("sql", "corr", "act", "all")
+STEPS = 8  # a target rule and one rewritten rule per subscription
+
+# Runs the CLI with the emulator backend's rule writes counted; SIGKILL after the Nth.
+_KILLING_RUN = """
+import os, signal, sys
+from sbdlq.backends.emulator import EmulatorBackend
+
+limit, written = int(sys.argv[1]), [0]
+
+def counted(write):
+    async def wrapper(self, *args):
+        await write(self, *args)
+        written[0] += 1
+        if written[0] >= limit:
+            os.kill(os.getpid(), signal.SIGKILL)
+    return wrapper
+
+for name in ("create_rule", "update_rule", "delete_rule"):
+    setattr(EmulatorBackend, name, counted(getattr(EmulatorBackend, name)))
+sys.argv = ["sbdlq", "routing", "enable-targeted", "t", "--yes"]
+from sbdlq.cli.main import run
+run()
+"""
+
+
+def _topic(store: Path) -> None:
+    with Engine(store) as eng:
+        eng.create_topic("t")
+        eng.create_subscription("t", "sql", rules=[Rule("eu", sql="region = 'eu'")])
+        eng.create_subscription("t", "corr", rules=[Rule("us", correlation={"label": "L", "properties": {"r": "us"}})])
+        eng.create_subscription("t", "act", rules=[Rule("x", sql="kind = 'x'", action="SET seen = 1")])
+        eng.create_subscription("t", "all")
+
+
+def _routing(store: Path) -> dict[str, list[tuple[str, Any]]]:
+    """Send 12 untagged messages; what each subscription got (id, properties)."""
+    sample = [
+        OutboundMessage(
+            body=b"x",
+            message_id=f"m{i}",
+            subject=("L", None)[i % 2],
+            application_properties={
+                "region": ("eu", "us", "ap")[i % 3],
+                "r": ("us", "eu")[i // 6],
+                "kind": "xy"[i % 2],
+            },
+        )
+        for i in range(12)
+    ]
+    with Engine(store) as eng:
+        eng.send("t", sample)
+        out = {}
+        for sub in SUBSCRIPTIONS:
+            address = parse_address(f"t/Subscriptions/{sub}")
+            got = eng.receive(address, 100)
+            eng.complete(address, [m.lock_token or "" for m in got])
+            out[sub] = sorted((m.message_id or "", sorted(m.application_properties.items())) for m in got)
+        return out
+
+
+def _rules(store: Path) -> dict[str, list[Rule]]:
+    with Engine(store) as eng:
+        return {sub: eng.rules(f"t/Subscriptions/{sub}") for sub in SUBSCRIPTIONS}
+
+
+@pytest.mark.parametrize("kill_after", range(1, STEPS))
+def test_kill_during_enable_targeted_leaves_untagged_routing_unchanged(
+    kill_after: int, store: Path, tmp_path: Path, cli: Cli
+) -> None:
+    _topic(store)
+    originals, before = _rules(store), _routing(store)
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLING_RUN, str(kill_after)],
+        env=sbdlq_env(store, SBDLQ_CONFIG=str(tmp_path / "none.yaml")),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -9, killed.stderr
+    assert _routing(store) == before
+    r = cli("routing", "status", "t", "-o", "json")
+    assert r.exit_code == 0 and r.json()["state"] == "partial"
+    r = cli("routing", "enable-targeted", "t", "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.startswith(f"plan: {STEPS - kill_after} rule change(s) on topic t:")
+    assert cli("routing", "status", "t", "-o", "json").json()["state"] == "enabled"
+    assert _routing(store) == before
+    assert cli("routing", "disable-targeted", "t", "--yes").exit_code == 0
+    assert _rules(store) == originals
