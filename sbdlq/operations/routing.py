@@ -162,7 +162,8 @@ async def load_routing(
         raise type(exc)(
             f"cannot read the rules of topic {topic}'s subscriptions ({exc.message}): copies no subscription "
             "takes would be dropped by the broker",
-            hint=f"use a key with Manage rights, or rerun with {ALLOW_FLAG}",
+            hint=f"use a key with Manage rights, or rerun with {ALLOW_FLAG}: copies then go unchecked to every "
+            "subscription whose rules take them, as with --fan-out",
         ) from exc
     except SbdlqError:
         raise

@@ -146,7 +146,8 @@ def test_rules_that_cannot_be_read_require_allow_unverified_routing(env: Path, m
     assert r.stderr.splitlines() == [
         "sbdlq: cannot read the rules of topic T's subscriptions (Unauthorized: Manage claim required): copies no "
         "subscription takes would be dropped by the broker (use a key with Manage rights, or rerun with "
-        "--allow-unverified-routing)"
+        "--allow-unverified-routing: copies then go unchecked to every subscription whose rules take them, as with "
+        "--fan-out)"
     ]
     r = CliRunner().invoke(app, ["resubmit", "q", "--to", "T", "--allow-unverified-routing"])
     assert r.exit_code == 0, r.stderr

@@ -172,3 +172,48 @@ def test_replay_of_a_subscriptions_export(backend: Backend, seed: Seeder, aio: A
     r = aio(replay(backend, export, TOPIC, ReplayOptions(fan_out=True, state=tmp_path / "s2")))
     assert r.replayed == 2
     assert seed.ids(seed.active("t/Subscriptions/audit")) == ["m0", "m1"]
+
+
+def _no_manage(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rules that may not be read: the admin endpoint's 401 on a namespace (at the SDK), the
+    backend's AuthError on the emulator."""
+    if backend.name == "servicebus":
+        from azure.core.exceptions import HttpResponseError
+        from azure.servicebus.management import ServiceBusAdministrationClient
+
+        def unauthorized(*args: Any, **kwargs: Any) -> Any:
+            error = HttpResponseError("Unauthorized: Manage claim is required for this operation")
+            error.status_code = 401
+            raise error
+
+        monkeypatch.setattr(ServiceBusAdministrationClient, "list_rules", unauthorized)
+    else:
+        from sbdlq.errors import AuthError
+
+        async def refused(*args: Any) -> Any:
+            raise AuthError("Unauthorized: Manage claim is required for this operation")
+
+        monkeypatch.setattr(type(backend), "subscription_rules", refused)
+
+
+def test_without_manage_rights_refused_with_exit_5(
+    backend: Backend, seed: Seeder, aio: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sbdlq.errors import AuthError, ExitStatus
+
+    seed.topic("t", "billing", "audit")
+    seed.dead_letter("t/Subscriptions/billing", 1)
+    seed.drain("t/Subscriptions/audit")
+    _no_manage(backend, monkeypatch)
+    dlq = Address(EntityPath("t", "billing"), SubQueue.DEAD_LETTER)
+    with pytest.raises(AuthError) as refused:
+        aio(resubmit(backend, dlq, TOPIC))
+    assert refused.value.exit_status == ExitStatus.AUTH == 5
+    assert "--allow-unverified-routing" in str(refused.value.hint) and "--fan-out" in str(refused.value.hint)
+    with pytest.raises(AuthError, match="cannot read the rules of topic t's subscriptions"):
+        aio(read_rules(backend, TOPIC))
+    assert len(seed.dlq("t/Subscriptions/billing")) == 1
+    notes: list[str] = []
+    r = aio(resubmit(backend, dlq, TOPIC, allow_unverified_routing=True, note=notes.append))
+    assert r.resubmitted == 1
+    assert any(n.startswith("warning: routing not verified") for n in notes)

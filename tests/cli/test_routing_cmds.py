@@ -1,0 +1,157 @@
+"""`sbdlq routing status | enable-targeted | disable-targeted`, and the copy commands' targeting
+options, at the CLI boundary: exact output, exit codes, nothing changed when refused (issue 25)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.cli import Cli
+
+from sbdlq.emulator.engine import Engine, Rule
+from sbdlq.paths import Address, EntityPath
+
+
+@pytest.fixture
+def topic(engine: Engine) -> Engine:
+    engine.create_topic("t")
+    engine.create_subscription("t", "billing", rules=[Rule("big", sql="amount > 100", action="SET big = TRUE")])
+    engine.create_subscription("t", "audit")
+    return engine
+
+
+def _rules(engine: Engine) -> dict[str, list[Rule]]:
+    return {s: engine.rules(f"t/Subscriptions/{s}") for s in ("billing", "audit")}
+
+
+def test_status_enable_disable(topic: Engine, cli: Cli) -> None:
+    originals = _rules(topic)
+    r = cli("routing", "status", "t")
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert r.stdout.splitlines() == [
+        "topic t: targeted routing disabled",
+        "subscription  state  rules  rewritten  target_rule",
+        "audit         off    1      0          false",
+        "billing       off    1      0          false",
+    ]
+    plan = [
+        "plan: 4 rule change(s) on topic t:",
+        "  audit: rule sbdlq-target: add, filter [sbdlq-target] = 'audit'",
+        "  audit: rule $Default: filter 1=1 -> [sbdlq-target] IS NULL AND (1=1)",
+        "  billing: rule sbdlq-target: add, filter [sbdlq-target] = 'billing'",
+        "  billing: rule big: filter amount > 100 -> [sbdlq-target] IS NULL AND (amount > 100) "
+        "(action kept: SET big = TRUE)",
+    ]
+    r = cli("routing", "enable-targeted", "t", "--dry-run")
+    assert (r.exit_code, r.stdout.splitlines()) == (0, [*plan, "dry run: nothing changed"])
+    r = cli("routing", "enable-targeted", "t")  # stdin is no terminal: --yes needed
+    assert r.exit_code == 2
+    assert r.stderr == "sbdlq: this changes the topic's rules: add --yes (stdin is not a terminal)\n"
+    assert _rules(topic) == originals
+    r = cli("routing", "enable-targeted", "t", "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        *plan,
+        "targeted routing enabled on topic t: 4 rule change(s); each rewritten rule keeps its original in its "
+        "filter: `sbdlq routing disable-targeted t` restores them",
+    ]
+    assert json.loads(cli("routing", "status", "t", "-o", "json").stdout)["state"] == "enabled"
+    r = cli("routing", "enable-targeted", "t", "--yes")
+    assert r.stdout == "targeted routing is already enabled on topic t: nothing to change\n"
+    r = cli("routing", "disable-targeted", "t", "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "targeted routing disabled on topic t: 4 rule change(s)"
+    assert _rules(topic) == originals
+
+
+def test_a_correlation_filter_without_an_exact_sql_equivalent_is_refused(engine: Engine, cli: Cli) -> None:
+    engine.create_topic("t")
+    engine.create_subscription("t", "ok")
+    engine.create_subscription("t", "n", rules=[Rule("count", correlation={"properties": {"n": 5}})])
+    r = cli("routing", "enable-targeted", "t", "--yes")
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr == (
+        "sbdlq: rule count: its correlation filter has no exact SQL equivalent (property n = 5 is not text) "
+        "(change the rule to a SQL filter, or resubmit --to a queue)\n"
+    )
+    assert [r.name for r in engine.rules("t/Subscriptions/ok")] == ["$Default"]  # nothing changed
+
+
+def test_bad_targets(engine: Engine, cli: Cli) -> None:
+    engine.create_topic("t")
+    engine.create_subscription("t", "s")
+    r = cli("routing", "status", "t/Subscriptions/s")
+    assert (r.exit_code, r.stderr) == (2, "sbdlq: 't/Subscriptions/s' is a subscription; name its topic\n")
+    assert cli("routing", "status", "nope").exit_code == 4
+
+
+def test_without_manage_rights_exit_5(topic: Engine, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sbdlq.backends.emulator import EmulatorBackend
+    from sbdlq.errors import AuthError
+
+    async def refused(self: EmulatorBackend, topic: object) -> None:
+        raise AuthError("Unauthorized: Manage claim required")
+
+    monkeypatch.setattr(EmulatorBackend, "subscription_rules", refused)
+    r = cli("routing", "enable-targeted", "t", "--yes")
+    assert r.exit_code == 5
+    assert r.stderr == (
+        "sbdlq: cannot read the rules of topic t's subscriptions (Unauthorized: Manage claim required) "
+        "(reading and changing rules needs a key with Manage rights)\n"
+    )
+
+
+def _dead_letter_billing(engine: Engine, n: int) -> None:
+    from sbdlq.models import OutboundMessage
+
+    engine.send(
+        "t", [OutboundMessage(body=b"x", message_id=f"m{i}", application_properties={"amount": 500}) for i in range(n)]
+    )
+    audit = Address(EntityPath("t", "audit"))
+    engine.complete(audit, [m.lock_token or "" for m in engine.receive(audit, n)])
+    billing = Address(EntityPath("t", "billing"))
+    got = engine.receive(billing, n)
+    engine.dead_letter(billing, [m.lock_token or "" for m in got], "Bad", "broken")
+
+
+def test_resubmit_only_this_subscription(topic: Engine, cli: Cli) -> None:
+    _dead_letter_billing(topic, 2)
+    r = cli("resubmit", "t/Subscriptions/billing", "--only-this-subscription", "--dry-run")
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr == (
+        "sbdlq: targeted routing is disabled on topic t: a copy meant for one subscription could reach others "
+        "(run `sbdlq routing enable-targeted t` first)\n"
+    )
+    assert cli("routing", "enable-targeted", "t", "--yes").exit_code == 0
+    r = cli("resubmit", "t/Subscriptions/billing", "--only-this-subscription", "--fan-out")
+    assert r.exit_code == 2 and "contradict" in r.stderr
+    r = cli("resubmit", "t/Subscriptions/billing", "--only-this-subscription", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["resubmitted"] == 2
+    assert topic.counts("t/Subscriptions/billing").active == 2
+    assert topic.counts("t/Subscriptions/audit").active == 0
+    (copy, _) = topic.peek(Address(EntityPath("t", "billing")), 0, 10)
+    assert copy.application_properties["sbdlq-target"] == "billing"
+    assert copy.application_properties["big"] is True  # the action's work kept, as dead-lettered
+
+
+def test_replay_fan_out_refused_then_fan_out(topic: Engine, cli: Cli, tmp_path: Path) -> None:
+    _dead_letter_billing(topic, 2)
+    export = tmp_path / "billing.jsonl"
+    r = cli("purge", "t/Subscriptions/billing", "--export", str(export), "--yes")
+    assert r.exit_code == 0, r.stderr
+    for dry in (["--dry-run"], []):
+        r = cli("replay", str(export), "--to", "t", *dry)
+        assert (r.exit_code, r.stdout) == (2, "")
+        assert r.stderr == (
+            f"sbdlq: replaying {export} to topic t would give copies to more than one subscription: audit (2 of 2), "
+            "billing (2 of 2) (add --only-subscription SUB (after `sbdlq routing enable-targeted TOPIC`) to reach "
+            "one, or --fan-out to accept that)\n"
+        )
+    assert not Path(f"{export}.replay-state").exists()
+    assert topic.counts("t/Subscriptions/audit").active == 0
+    r = cli("replay", str(export), "--to", "t", "--fan-out")
+    assert r.exit_code == 0, r.stderr
+    assert topic.counts("t/Subscriptions/audit").active == 2
+    assert topic.counts("t/Subscriptions/billing").active == 2
