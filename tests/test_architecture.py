@@ -64,6 +64,12 @@ def test_the_cli_never_touches_sqlite_or_the_engine_directly() -> None:
     assert _violations("cli", ("sqlite3", "sbdlq.emulator.engine", "sbdlq.emulator.store")) == []
 
 
+def test_operations_and_sqlfilter_run_no_emulator_engine_code() -> None:
+    # The routing check evaluates rules on a namespace too: with sbdlq.sqlfilter, as the engine does.
+    assert _violations("operations", ("sbdlq.emulator.engine", "sbdlq.emulator.store")) == []
+    assert _violations("sqlfilter", ("sbdlq.emulator",)) == []
+
+
 def test_the_import_check_sees_lazy_and_relative_imports() -> None:
     # A checker that silently saw nothing would pass forever: prove it sees both forms.
     amqp = PACKAGE / "emulator" / "amqp"

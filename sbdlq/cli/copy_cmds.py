@@ -141,6 +141,20 @@ STATE_SUFFIX = ".replay-state"
 
 # ---------------------------------------------------------------------- replay
 
+ReplayFanOut = Annotated[
+    bool,
+    typer.Option("--fan-out", help="To a topic: let a copy reach more than one subscription (refused without it)."),
+]
+OnlySubscription = Annotated[
+    str | None,
+    typer.Option(
+        "--only-subscription",
+        help="To a topic: copies carry sbdlq-target=SUB and reach that subscription alone "
+        "(needs `sbdlq routing enable-targeted TOPIC`).",
+        metavar="SUB",
+    ),
+]
+
 
 @selection_options
 @edit_options
@@ -170,19 +184,8 @@ def replay(
     allow_unverified_routing: Annotated[
         bool, unverified_routing_option("Replay to a topic even when its subscriptions' rules cannot be read.")
     ] = False,
-    fan_out: Annotated[
-        bool,
-        typer.Option("--fan-out", help="To a topic: let a copy reach more than one subscription (refused without it)."),
-    ] = False,
-    only_subscription: Annotated[
-        str | None,
-        typer.Option(
-            "--only-subscription",
-            help="To a topic: copies carry sbdlq-target=SUB and reach that subscription alone "
-            "(needs `sbdlq routing enable-targeted TOPIC`).",
-            metavar="SUB",
-        ),
-    ] = None,
+    fan_out: ReplayFanOut = False,
+    only_subscription: OnlySubscription = None,
     edits: EditOptions = NO_EDITS,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,

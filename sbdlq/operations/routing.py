@@ -3,7 +3,8 @@
 A topic accepts every message it is sent and drops, without a word to the sender, the ones no
 subscription's rules take. Resubmitting such a copy and then completing its original would
 lose the message, so the copies are tried against the subscriptions' rules first, with the
-same evaluation the emulator engine routes with (`sbdlq.emulator.engine.rules`).
+same evaluation the emulator engine routes with (`sbdlq.sqlfilter.subscription`), on either
+backend without the engine.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class _Subscription:
     """One subscription's compiled rules."""
 
     def __init__(self, rules: SubscriptionRules) -> None:
-        from sbdlq.emulator.engine.rules import compile_rule
+        from sbdlq.sqlfilter.subscription import compile_rule
 
         self.name = rules.subscription
         self.rules = rules.rules
@@ -46,16 +47,13 @@ class _Subscription:
         # The common case: a `1=1` rule takes everything, no evaluation per copy needed.
         self.takes_all = self.active and any(flt is True for _, flt, _ in self.compiled)
 
-    def takes(self, draft: Any) -> bool:
-        """Whether the subscription's rules take the draft (an evaluation failure does not)."""
-        from sbdlq.emulator.engine.rules import RuleError, apply_rules
+    def takes(self, view: _View) -> bool:
+        """Whether the subscription's rules take the copy (an evaluation failure does not)."""
+        from sbdlq.sqlfilter.subscription import takes
 
         if self.takes_all or not self.active:
             return self.takes_all
-        try:
-            return apply_rules(self.compiled, draft) is not None
-        except RuleError:
-            return False
+        return takes(self.compiled, *view)
 
 
 class RoutingCheck:
@@ -80,8 +78,8 @@ class RoutingCheck:
         """Whether at least one subscription takes the copy."""
         if self.takes_all:
             return True
-        draft = _draft(copy)
-        return draft is not None and any(s.takes(draft) for s in self.subscriptions.values())
+        view = _view(copy)
+        return any(s.takes(view) for s in self.subscriptions.values())
 
     def reaches(self, subscription: str, copy: OutboundMessage) -> bool:
         """Whether the named subscription takes the copy."""
@@ -90,8 +88,8 @@ class RoutingCheck:
             return False
         if sub.takes_all:
             return True
-        draft = _draft(copy)
-        return draft is not None and sub.takes(draft)
+        view = _view(copy)
+        return sub.takes(view)
 
     def others(self, subscription: str) -> list[tuple[str, bool]]:
         """The other subscriptions that take messages at all: (name, whether it takes every copy)."""
@@ -102,16 +100,18 @@ class RoutingCheck:
         others = [s for k, s in self.subscriptions.items() if k != subscription.lower() and s.active]
         if not others:
             return []
-        draft = _draft(copy)
-        return [s.name for s in others if s.takes_all or (draft is not None and s.takes(draft))]
+        view = _view(copy)
+        return [s.name for s in others if s.takes_all or s.takes(view)]
 
     def takers(self, copy: OutboundMessage) -> list[str]:
         """Every subscription that takes the copy."""
         taking = [s for s in self.subscriptions.values() if s.active]
         if not taking:
             return []
-        draft = None if all(s.takes_all for s in taking) else _draft(copy)
-        return [s.name for s in taking if s.takes_all or (draft is not None and s.takes(draft))]
+        if all(s.takes_all for s in taking):
+            return [s.name for s in taking]
+        view = _view(copy)
+        return [s.name for s in taking if s.takes_all or s.takes(view)]
 
     def takes_everything(self, subscription: str) -> bool:
         """Whether the subscription takes every copy (no need to look at them first)."""
@@ -139,14 +139,15 @@ def _correlation_text(rule: SubscriptionRule) -> str:
     return f"correlation filter {rule.correlation}" if rule.correlation is not None else "1=1"
 
 
-def _draft(copy: OutboundMessage) -> Any:
-    """The engine's view of a copy on its way into the topic; None when the broker would refuse it anyway."""
-    from sbdlq.emulator.engine.model import Draft
+#: What the rules see of a copy: its system properties (by SQL name) and application properties.
+_View = tuple[dict[str, Any], dict[str, Any]]
 
-    try:
-        return Draft.of(copy)
-    except Exception:
-        return None
+
+def _view(copy: OutboundMessage) -> _View:
+    """What a subscription's rules see of a copy on its way into the topic."""
+    from sbdlq.sqlfilter.context import outbound_system
+
+    return outbound_system(copy), dict(copy.application_properties)
 
 
 async def load_routing(

@@ -1,4 +1,5 @@
-"""The (system, properties) pair a filter sees for a Message or an OutboundMessage."""
+"""The (system, properties) pair a filter sees for a Message or an OutboundMessage, and the
+system properties a subscription's rules see on a message arriving at a topic (`system_view`)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,47 @@ def message_context(msg: Message | OutboundMessage) -> tuple[dict[str, Any], dic
             LockedUntilUtc=msg.locked_until,
         )
     return system, dict(msg.application_properties)
+
+
+def system_view(
+    message_id: str | None,
+    session_id: str | None,
+    correlation_id: str | None,
+    subject: str | None,
+    content_type: str | None,
+    reply_to: str | None,
+    reply_to_session_id: str | None,
+    to: str | None,
+    partition_key: str | None,
+    size: int,
+) -> dict[str, Any]:
+    """The system properties, by their SQL names, a subscription's rules evaluate on a message
+    sent to its topic (the emulator engine's drafts, and the routing check's copies)."""
+    return {
+        "MessageId": message_id,
+        "SessionId": session_id,
+        "CorrelationId": correlation_id,
+        "Label": subject,
+        "ContentType": content_type,
+        "ReplyTo": reply_to,
+        "ReplyToSessionId": reply_to_session_id,
+        "To": to,
+        "PartitionKey": partition_key,
+        "Size": size,
+    }
+
+
+def outbound_system(m: OutboundMessage) -> dict[str, Any]:
+    """`system_view` of a message on its way into a topic."""
+    return system_view(
+        m.message_id,
+        m.session_id,
+        m.correlation_id,
+        m.subject,
+        m.content_type,
+        m.reply_to,
+        m.reply_to_session_id,
+        m.to,
+        m.partition_key,
+        len(m.body),
+    )

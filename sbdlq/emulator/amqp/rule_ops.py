@@ -15,9 +15,9 @@ from typing import Any
 from proton import Described, ulong
 
 from sbdlq.emulator.engine import Engine, Rule
-from sbdlq.emulator.engine.rules import constant_filter
 from sbdlq.errors import BadInput
 from sbdlq.paths import Address
+from sbdlq.sqlfilter.subscription import constant_filter
 
 from .node_ops import Operation, Outcome, paging, required_text
 from .values import as_text, to_amqp, to_plain, to_timestamp

@@ -19,6 +19,7 @@ from sbdlq.errors import (
     SbdlqError,
     TransientError,
 )
+from sbdlq.sqlfilter.correlation import BadCorrelationFilter as BadCorrelationFilter  # re-exported: it moved
 
 
 class Refusal(SbdlqError):
@@ -214,24 +215,3 @@ class MaxMessageSizeOutOfRange(Refusal, BadInput):
 
 class NotPositive(BadInput):
     """A duration or time to live that is zero or negative (the message names which)."""
-
-
-_CORRELATION_KNOWN = (
-    "ContentType, CorrelationId, Label, MessageId, ReplyTo, ReplyToSessionId, SessionId, To, Properties"
-)
-
-
-class BadCorrelationFilter(BadInput):
-    """A correlation filter that isn't an object of known properties."""
-
-    @classmethod
-    def not_an_object(cls) -> BadCorrelationFilter:
-        return cls("a correlation filter is an object of property names and values")
-
-    @classmethod
-    def properties_not_an_object(cls, key: str) -> BadCorrelationFilter:
-        return cls(f"correlation filter {key!r} must be an object of application properties")
-
-    @classmethod
-    def unknown_key(cls, key: str) -> BadCorrelationFilter:
-        return cls(f"unknown correlation filter property {key!r}", hint=f"use {_CORRELATION_KNOWN}")

@@ -10,6 +10,7 @@ from typing import Any
 
 from sbdlq.models import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, MAX_TTL_S, OutboundMessage
 from sbdlq.paths import SubQueue
+from sbdlq.sqlfilter.context import system_view
 from sbdlq.timeparse import to_epoch_ms
 
 from .errors import NotPositive
@@ -229,18 +230,7 @@ class Draft:
 
     def system(self) -> dict[str, Any]:
         """System properties by their SQL filter names."""
-        return {
-            "MessageId": self.message_id,
-            "SessionId": self.session_id,
-            "CorrelationId": self.correlation_id,
-            "Label": self.subject,
-            "ContentType": self.content_type,
-            "ReplyTo": self.reply_to,
-            "ReplyToSessionId": self.reply_to_session_id,
-            "To": self.to,
-            "PartitionKey": self.partition_key,
-            "Size": len(self.body),
-        }
+        return system_view(self.message_id, *self.optional(), len(self.body))
 
     def take_system(self, system: dict[str, Any]) -> None:
         """Write back what a SQL action set."""

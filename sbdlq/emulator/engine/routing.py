@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sbdlq.models import OutboundMessage
+from sbdlq.sqlfilter.subscription import RuleError
 
 from .entities import find_entity, main_queue_size, subscriptions
 from .errors import EntityFull, EntityIsDisabled, EntityMissing
@@ -25,7 +26,7 @@ from .model import (
     State,
 )
 from .rows import chunks, marks, message_rows, to_draft
-from .rules import RuleBook, RuleError, apply_rules
+from .rules import RuleBook, apply_rules
 
 
 def _due(d: Draft, now: int) -> bool:

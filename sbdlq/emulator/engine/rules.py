@@ -1,88 +1,25 @@
-"""Subscription rules: checking, storing, compiling and applying filters and actions."""
+"""Subscription rules: checking and storing them, and compiled ones kept for routing (the
+evaluation itself is sbdlq.sqlfilter.subscription's, shared with the routing check)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
 from typing import Any
 
 from sbdlq.paths import validate_name
-from sbdlq.sqlfilter.correlation import CORRELATION_KEYS, CORRELATION_PROPS, correlation_key
+from sbdlq.sqlfilter.subscription import (
+    Compiled,
+    compile_correlation,
+    constant_filter,
+    matching_actions,
+    run_action,
+    sql_filter,
+)
 
-from .errors import BadCorrelationFilter
 from .model import Draft, Entity, Rule
 
 _SELECT_RULES = "SELECT name, filter_type, filter, action FROM rule WHERE entity_id = ? ORDER BY id"
-
-#: A compiled rule: name, filter (True, False, Correlation or SqlFilter) and action (or None).
-Compiled = tuple[str, Any, Any]
-
-
-class RuleError(Exception):
-    """A filter or action failed on a message: what the subscription's DLQ records."""
-
-    def __init__(self, type_name: str, message: str) -> None:
-        super().__init__(message)
-        self.type_name = type_name
-        self.message = message
-
-    @staticmethod
-    def of(exc: Exception) -> RuleError:
-        """The service's view of an evaluation failure: the exception's type name and message."""
-        type_name = getattr(exc, "type_name", None) or type(exc).__name__
-        message = getattr(exc, "message", None) or str(exc)
-        return RuleError(str(type_name), str(message))
-
-
-@dataclass(frozen=True, slots=True)
-class Correlation:
-    """A compiled correlation filter: every named value must equal the message's."""
-
-    system: tuple[tuple[str, Any], ...]
-    props: tuple[tuple[str, Any], ...]
-
-    def matches(self, system: dict[str, Any], props: dict[str, Any]) -> bool:
-        for name, expected in self.system:
-            if system.get(name) != expected:
-                return False
-        return all(key in props and props[key] == expected for key, expected in self.props)
-
-
-def compile_correlation(flt: dict[str, Any]) -> Correlation:
-    """Check and compile a correlation filter; null values are not part of the match."""
-    if not isinstance(flt, dict):
-        raise BadCorrelationFilter.not_an_object()
-    system: list[tuple[str, Any]] = []
-    props: list[tuple[str, Any]] = []
-    for key, value in flt.items():
-        norm = correlation_key(key)
-        if norm in CORRELATION_PROPS:
-            if value is None:
-                continue
-            if not isinstance(value, dict):
-                raise BadCorrelationFilter.properties_not_an_object(key)
-            props.extend((str(k), v) for k, v in value.items() if v is not None)
-        elif norm in CORRELATION_KEYS:
-            if value is not None:
-                system.append((CORRELATION_KEYS[norm], value))
-        else:
-            raise BadCorrelationFilter.unknown_key(key)
-    return Correlation(tuple(system), tuple(props))
-
-
-def constant_filter(sql: str) -> bool | None:
-    """True or False for the service's TrueFilter / FalseFilter texts, else None.
-
-    The default rule of every subscription is `1=1`: recognising it spares the SQL
-    evaluator on each fan-out (and the emulator the import).
-    """
-    text = "".join(sql.split()).lower()
-    if text in ("1=1", "true"):
-        return True
-    if text in ("1=0", "false"):
-        return False
-    return None
 
 
 def check_rule(rule: Rule) -> Rule:
@@ -172,52 +109,18 @@ class RuleBook:
         return self._compiled[key]
 
 
-def sql_filter(text: str) -> Any:
-    """A SQL filter compiled: True or False for the constant ones, else a SqlFilter."""
-    constant = constant_filter(text)
-    if constant is not None:
-        return constant
-    from sbdlq.sqlfilter import compile_filter
-
-    return compile_filter(text)
-
-
-def compile_rule(rule: Any) -> Compiled:
-    """Any rule with `name`, `sql`, `correlation` and `action` (the engine's, or one a backend read)."""
-    from sbdlq.sqlfilter import compile_action
-
-    flt = compile_correlation(rule.correlation) if rule.correlation is not None else sql_filter(rule.sql or "1=1")
-    return (rule.name, flt, compile_action(rule.action) if rule.action else None)
-
-
 def apply_rules(rules: list[Compiled], d: Draft) -> Draft | None:
     """The copy a subscription receives, or None when no rule matches; RuleError on failure.
 
-    Rules are OR-ed into one copy; the actions of every matching rule apply to it in order.
+    Which rules match is sqlfilter's (the routing check predicts with the same); the actions
+    apply here, each to the draft's own fields.
     """
-    copy: Draft | None = None
-    system: dict[str, Any] | None = None
-    for _name, flt, act in rules:
-        if flt is True:
-            matched = True
-        elif flt is False:
-            matched = False
-        else:
-            if system is None:
-                system = d.system()
-            try:
-                matched = flt.matches(system, d.props)
-            except Exception as exc:
-                raise RuleError.of(exc) from None
-        if not matched:
-            continue
-        if copy is None:
-            copy = d.copy()
-        if act is not None:
-            sys_now = copy.system()
-            try:
-                act.apply(sys_now, copy.props)
-            except Exception as exc:
-                raise RuleError.of(exc) from None
-            copy.take_system(sys_now)
+    actions = matching_actions(rules, d.system, d.props)
+    if actions is None:
+        return None
+    copy = d.copy()
+    for act in actions:
+        sys_now = copy.system()
+        run_action(act, sys_now, copy.props)
+        copy.take_system(sys_now)
     return copy
