@@ -34,8 +34,6 @@ TARGET_RULE = "sbdlq-target"
 _GUARD = f"[{TARGET_PROPERTY}] IS NULL AND ("
 _CORRELATION_MARK = "sbdlq-correlation "
 _CORRELATION_TAIL = " <> '' AND "
-#: Service Bus's limit on the length of a SQL filter expression.
-MAX_FILTER_CHARS = 1024
 ENABLE_HINT = "run `sbdlq routing enable-targeted {topic}` first"
 
 
@@ -104,13 +102,31 @@ def rewrite(subscription: str, rule: SubscriptionRule) -> SubscriptionRule:
         sql = f"{sql_text(_CORRELATION_MARK + kept)}{_CORRELATION_TAIL}{_GUARD}{correlation_sql(rule)})"
     else:
         sql = f"{_GUARD}{rule.sql or '1=1'})"
-    if len(sql) > MAX_FILTER_CHARS:
+    from sbdlq.sqlfilter.parser import MAX_LENGTH
+
+    if len(sql) > MAX_LENGTH:
         raise Inexact(
             f"rule {rule.name} of subscription {subscription}: its rewritten filter would be {len(sql)} "
-            f"characters, over Service Bus's {MAX_FILTER_CHARS}",
+            f"characters, over Service Bus's {MAX_LENGTH}",
             hint="shorten the rule's filter, or resubmit --to a queue",
         )
+    _check_compiles(subscription, rule, sql)
     return SubscriptionRule(rule.name, sql=sql, action=rule.action)
+
+
+def _check_compiles(subscription: str, rule: SubscriptionRule, rewritten: str) -> None:
+    """Inexact unless the original filter reads on its own (then `(filter)` groups it whole)."""
+    from sbdlq.sqlfilter.subscription import sql_filter
+
+    for text in ([rule.sql or "1=1"] if rule.correlation is None else []) + [rewritten]:
+        try:
+            sql_filter(text)
+        except BadInput as exc:
+            raise Inexact(
+                f"rule {rule.name} of subscription {subscription}: sbdlq cannot read its filter ({exc.message}), "
+                "so it cannot prove a rewrite exact",
+                hint="change the rule, or resubmit --to a queue",
+            ) from None
 
 
 def original_of(rule: SubscriptionRule) -> SubscriptionRule | None:

@@ -1,0 +1,82 @@
+"""operations/targeted.py's rewrites: exact for untagged messages, reversible, refused when not exact."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from sbdlq.models import SubscriptionRule, SubscriptionRules
+from sbdlq.operations.targeted import (
+    TARGET_PROPERTY,
+    Inexact,
+    enable_steps,
+    original_of,
+    rewrite,
+    target_rule,
+)
+from sbdlq.sqlfilter.subscription import compile_rule, takes
+
+RULES = [
+    SubscriptionRule("$Default", sql="1=1"),
+    SubscriptionRule("quote", sql="name = 'it''s' OR [odd]]name] IS NOT NULL", action="SET a = 1"),
+    SubscriptionRule("grouped", sql="(a = 1) OR (b = 2)"),
+    SubscriptionRule("corr", correlation={"label": "L", "correlation_id": None, "properties": {"k": "1", "q": "o'k"}}),
+    SubscriptionRule("empty", correlation={"properties": {}}),
+]
+# Values that trip a SQL `=` that converts: numbers as text, text as numbers, Booleans, times.
+VALUES: list[Any] = [None, "1", 1, 1.0, True, "o'k", "O'K", "", "2024-01-01T00:00:00Z", "L"]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])
+def test_the_original_comes_back_exactly(rule: SubscriptionRule) -> None:
+    rewritten = rewrite("s", rule)
+    assert rewritten.name == rule.name and rewritten.action == rule.action
+    assert original_of(rewritten) == rule
+    assert original_of(rule) is None
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])
+def test_untagged_messages_match_as_before_and_tagged_ones_never(rule: SubscriptionRule) -> None:
+    before, after = [compile_rule(rule)], [compile_rule(rewrite("s", rule))]
+    for label, k, q, name in itertools.product(["L", "l", None], VALUES, VALUES, VALUES[:3]):
+        system = {"Label": label, "CorrelationId": None}
+        props = {key: v for key, v in {"k": k, "q": q, "name": name, "a": k, "b": q}.items() if v is not None}
+        assert takes(after, system, props) == takes(before, system, props), (label, props)
+        assert not takes(after, system, {**props, TARGET_PROPERTY: "s"})
+
+
+def test_the_target_rule_takes_only_copies_naming_its_subscription() -> None:
+    rule = [compile_rule(target_rule("o'brien"))]
+    assert takes(rule, {}, {TARGET_PROPERTY: "o'brien"})
+    assert not takes(rule, {}, {TARGET_PROPERTY: "other"})
+    assert not takes(rule, {}, {})
+
+
+@pytest.mark.parametrize(
+    ("correlation", "why"),
+    [
+        ({"properties": {"n": 5}}, "property n = 5 is not text"),
+        ({"properties": {"flag": True}}, "property flag = True is not text"),
+        ({"message_id": 7}, "message_id = 7 is not text"),
+    ],
+)
+def test_a_correlation_filter_without_an_exact_equivalent_is_refused(correlation: dict[str, Any], why: str) -> None:
+    with pytest.raises(Inexact, match=f"rule r: its correlation filter has no exact SQL equivalent \\({why}\\)"):
+        rewrite("s", SubscriptionRule("r", correlation=correlation))
+
+
+def test_a_filter_sbdlq_cannot_read_or_too_long_is_refused() -> None:
+    with pytest.raises(Inexact, match="sbdlq cannot read its filter"):
+        rewrite("s", SubscriptionRule("r", sql="a = 1) OR (b = 2"))
+    with pytest.raises(Inexact, match="over Service Bus's 1024"):
+        rewrite("s", SubscriptionRule("r", sql=f"a = '{'x' * 1000}'"))
+
+
+def test_a_rule_of_the_users_named_like_ours_is_refused() -> None:
+    from sbdlq.errors import BadInput
+
+    theirs = SubscriptionRules("s", "Active", (SubscriptionRule("sbdlq-target", sql="x = 1"),))
+    with pytest.raises(BadInput, match="has a rule named sbdlq-target that sbdlq did not write"):
+        enable_steps([theirs])
