@@ -56,7 +56,7 @@ class Inexact(BadInput):
     """A rule whose rewrite would not route exactly as the original."""
 
 
-def correlation_sql(rule: SubscriptionRule) -> str:
+def correlation_sql(subscription: str, rule: SubscriptionRule) -> str:
     """The SQL filter equal to a correlation filter; Inexact when there is none.
 
     A correlation value matches only a value equal to it and of its type; SQL `=` converts a
@@ -71,26 +71,26 @@ def correlation_sql(rule: SubscriptionRule) -> str:
             continue
         if norm in CORRELATION_PROPS:
             if not isinstance(value, dict):
-                raise _inexact(rule, f"its {key} are not a map")
+                raise _inexact(subscription, rule, f"its {key} are not a map")
             for name, expected in value.items():
                 if expected is None:
                     continue
                 if type(expected) is not str:
-                    raise _inexact(rule, f"property {name} = {expected!r} is not text")
+                    raise _inexact(subscription, rule, f"property {name} = {expected!r} is not text")
                 ident = _identifier(str(name))
                 parts.append(f"{ident} = {sql_text(expected)} AND {ident} LIKE '%'")
         elif norm in CORRELATION_KEYS:
             if type(value) is not str:
-                raise _inexact(rule, f"{key} = {value!r} is not text")
+                raise _inexact(subscription, rule, f"{key} = {value!r} is not text")
             parts.append(f"sys.{CORRELATION_KEYS[norm]} = {sql_text(value)}")
         else:
-            raise _inexact(rule, f"unknown correlation field {key}")
+            raise _inexact(subscription, rule, f"unknown correlation field {key}")
     return " AND ".join(parts) or "1=1"
 
 
-def _inexact(rule: SubscriptionRule, why: str) -> Inexact:
+def _inexact(subscription: str, rule: SubscriptionRule, why: str) -> Inexact:
     return Inexact(
-        f"rule {rule.name}: its correlation filter has no exact SQL equivalent ({why})",
+        f"rule {rule.name} of subscription {subscription}: its correlation filter has no exact SQL equivalent ({why})",
         hint="change the rule to a SQL filter, or resubmit --to a queue",
     )
 
@@ -99,7 +99,7 @@ def rewrite(subscription: str, rule: SubscriptionRule) -> SubscriptionRule:
     """The rule, guarded so tagged messages skip it; its name and action kept."""
     if rule.correlation is not None:
         kept = json.dumps(rule.correlation, ensure_ascii=False, separators=(",", ":"))
-        sql = f"{sql_text(_CORRELATION_MARK + kept)}{_CORRELATION_TAIL}{_GUARD}{correlation_sql(rule)})"
+        sql = f"{sql_text(_CORRELATION_MARK + kept)}{_CORRELATION_TAIL}{_GUARD}{correlation_sql(subscription, rule)})"
     else:
         sql = f"{_GUARD}{rule.sql or '1=1'})"
     from sbdlq.sqlfilter.parser import MAX_LENGTH

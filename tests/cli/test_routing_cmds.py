@@ -72,8 +72,8 @@ def test_a_correlation_filter_without_an_exact_sql_equivalent_is_refused(engine:
     r = cli("routing", "enable-targeted", "t", "--yes")
     assert (r.exit_code, r.stdout) == (2, "")
     assert r.stderr == (
-        "sbdlq: rule count: its correlation filter has no exact SQL equivalent (property n = 5 is not text) "
-        "(change the rule to a SQL filter, or resubmit --to a queue)\n"
+        "sbdlq: rule count of subscription n: its correlation filter has no exact SQL equivalent "
+        "(property n = 5 is not text) (change the rule to a SQL filter, or resubmit --to a queue)\n"
     )
     assert [r.name for r in engine.rules("t/Subscriptions/ok")] == ["$Default"]  # nothing changed
 

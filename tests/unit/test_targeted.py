@@ -63,7 +63,8 @@ def test_the_target_rule_takes_only_copies_naming_its_subscription() -> None:
     ],
 )
 def test_a_correlation_filter_without_an_exact_equivalent_is_refused(correlation: dict[str, Any], why: str) -> None:
-    with pytest.raises(Inexact, match=f"rule r: its correlation filter has no exact SQL equivalent \\({why}\\)"):
+    expected = f"rule r of subscription s: its correlation filter has no exact SQL equivalent \\({why}\\)"
+    with pytest.raises(Inexact, match=expected):
         rewrite("s", SubscriptionRule("r", correlation=correlation))
 
 
