@@ -26,15 +26,17 @@ from sbdlq.errors import BadInput, OperationFailed
 
 if TYPE_CHECKING:
     from sbdlq.emulator.admin import EmulatorAdmin
+    from sbdlq.emulator.tls import TlsFiles
     from sbdlq.paths import Address
 
 app = typer.Typer(
     name="emulator",
-    help="The local emulator: init, list, send, receive, demo, reset, serve.",
+    help="The local emulator: init, list, send, receive, demo, reset, serve, ca.",
     no_args_is_help=True,
 )
 
 MSG = "Message"
+TLS = "TLS"
 
 SendTo = Annotated[str, typer.Argument(help="Queue or topic.", show_default=False)]
 ReceiveFrom = Annotated[
@@ -506,11 +508,42 @@ def serve(
     auth_timeout: Annotated[
         float, typer.Option("--auth-timeout", help="Seconds a client has to authenticate (SASL + token).", min=0.1)
     ] = 10.0,
+    tls: Annotated[
+        bool,
+        typer.Option(
+            "--tls", help="Also serve AMQPS on --tls-port, and HTTPS (wss) on --http-port.", rich_help_panel=TLS
+        ),
+    ] = False,
+    tls_port: Annotated[
+        int,
+        typer.Option("--tls-port", help="AMQPS port (0: any free port).", min=0, max=65535, rich_help_panel=TLS),
+    ] = 5671,
+    cert: Annotated[
+        str | None,
+        typer.Option(
+            "--cert",
+            help="Your own PEM certificate (chain) instead of the local CA's (implies --tls).",
+            metavar="FILE",
+            show_default=False,
+            rich_help_panel=TLS,
+        ),
+    ] = None,
+    cert_key: Annotated[
+        str | None,
+        typer.Option(
+            "--cert-key",
+            help="The private key (PEM) of --cert.",
+            metavar="FILE",
+            show_default=False,
+            rich_help_panel=TLS,
+        ),
+    ] = None,
 ) -> None:
-    """Serve the store over AMQP 1.0 to any Service Bus SDK (UseDevelopmentEmulator=true)."""
+    """Serve the store over AMQP 1.0 to any Service Bus SDK (UseDevelopmentEmulator=true; --tls: any client)."""
     with handled(ctx) as s:
         from sbdlq.emulator.amqp.limits import Limits, resolve_key
 
+        files = _tls_files(tls, cert, cert_key)
         key = resolve_key(key, key_file)
         limits = Limits(max_connections=max_connections, auth_timeout_s=auth_timeout)
         local = emulator_settings(s)
@@ -525,16 +558,25 @@ def serve(
         server = _server_module()
         stop = threading.Event()
         announced: list[Path] = []
+        secure: list[int] = []
 
         def ready(amqp_port: int, web_port: int | None) -> None:
-            http = f" (http {host}:{web_port})" if web_port is not None else ""
+            scheme = "https" if files is not None else "http"
+            http = f" ({scheme} {host}:{web_port})" if web_port is not None else ""
+            amqps = f", amqps://{host}:{secure[0]}" if secure else ""
             # sbdlq clients given only the connection string find the HTTP port in this file.
-            found_at = discovery.announce(host, amqp_port, web_port) if web_port is not None else None
+            found_at = None
+            if web_port is not None:
+                found_at = discovery.announce(
+                    host, amqp_port, web_port, https=files is not None, ca=files.ca if files else None
+                )
             announced.extend([found_at] if found_at else [])
-            sys.stdout.write(f"listening on amqp://{host}:{amqp_port}{http}\n")
+            sys.stdout.write(f"listening on amqp://{host}:{amqp_port}{amqps}{http}\n")
             sys.stdout.write(
                 _connection_string_line(host, amqp_port, web_port, keyed=bool(key), announced=bool(found_at))
             )
+            if files is not None and secure:
+                sys.stdout.write(_tls_lines(host, secure[0], web_port, files, keyed=bool(key)))
             sys.stdout.flush()
 
         try:
@@ -548,6 +590,9 @@ def serve(
                     ready=ready,
                     stop_event=stop,
                     limits=limits,
+                    tls=files,
+                    tls_port=tls_port,
+                    tls_ready=secure.append,
                 )
         finally:
             for found_at in announced:
@@ -569,6 +614,55 @@ def _connection_string_line(
     if web_port is not None and web_port != 5300 and not announced:
         line += f"admin clients: export SBDLQ_EMULATOR_HTTP_PORT={web_port}\n"
     return line
+
+
+def _tls_files(tls: bool, cert: str | None, cert_key: str | None) -> "TlsFiles | None":
+    """What --tls serves: the user's --cert/--cert-key, else the local CA's (made on first use)."""
+    from sbdlq.emulator import tls as tls_files
+
+    if (cert is None) != (cert_key is None):
+        raise BadInput("--cert and --cert-key go together", hint="give the certificate and its private key")
+    if cert is not None and cert_key is not None:
+        return tls_files.user_files(cert, cert_key)
+    return tls_files.local_files() if tls else None
+
+
+def _tls_lines(host: str, tls_port: int, web_port: int | None, files: "TlsFiles", *, keyed: bool) -> str:
+    """How TLS clients reach this server and trust its certificate (never the key itself)."""
+    reach = "localhost" if host in ("0.0.0.0", "::", "", "127.0.0.1") else host
+    secret = "<the key>" if keyed else "SAS_KEY_VALUE"
+    lines = []
+    if tls_port == 5671 and web_port is not None:
+        # Without UseDevelopmentEmulator the SDKs use TLS on 5671 whatever port the endpoint names,
+        # and the admin clients use https on that port: one string serves both.
+        lines.append(
+            f"TLS clients: Endpoint=sb://{reach}:{web_port};SharedAccessKeyName=RootManageSharedAccessKey;"
+            f"SharedAccessKey={secret}"
+        )
+    elif tls_port != 5671:
+        lines.append(f"TLS clients: AMQPS on {reach}:{tls_port} (the SDKs' custom_endpoint_address)")
+    if files.ca is None:
+        lines.append(f"TLS: serving your certificate {files.cert}")
+        return "".join(line + "\n" for line in lines)
+    ca = shlex.quote(str(files.ca))
+    lines += [
+        f"trust the emulator's CA {files.ca}:",
+        f"  Python SDK: connection_verify={str(files.ca)!r} (ServiceBusClient, ServiceBusAdministrationClient)",
+        f"  OpenSSL, requests: export SSL_CERT_FILE={ca} REQUESTS_CA_BUNDLE={ca}",
+        f"  Node.js: export NODE_EXTRA_CA_CERTS={ca}",
+    ]
+    return "".join(line + "\n" for line in lines)
+
+
+@app.command("ca")
+def ca(ctx: typer.Context) -> None:
+    """Print the path of the local CA certificate `serve --tls` uses (made now if missing)."""
+    with handled(ctx):
+        from sbdlq.emulator import tls as tls_files
+
+        found = tls_files.local_files().ca
+        assert found is not None  # the local files always name their CA
+        typer.echo(str(found))
 
 
 def _server_module() -> Any:
