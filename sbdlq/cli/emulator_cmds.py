@@ -38,6 +38,30 @@ app = typer.Typer(
 MSG = "Message"
 TLS = "TLS"
 
+TlsOption = Annotated[
+    bool,
+    typer.Option("--tls", help="Also serve AMQPS on --tls-port, and HTTPS (wss) on --http-port.", rich_help_panel=TLS),
+]
+TlsPortOption = Annotated[
+    int, typer.Option("--tls-port", help="AMQPS port (0: any free port).", min=0, max=65535, rich_help_panel=TLS)
+]
+CertOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cert",
+        help="Your own PEM certificate (chain) instead of the local CA's (implies --tls).",
+        metavar="FILE",
+        show_default=False,
+        rich_help_panel=TLS,
+    ),
+]
+CertKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cert-key", help="The private key (PEM) of --cert.", metavar="FILE", show_default=False, rich_help_panel=TLS
+    ),
+]
+
 SendTo = Annotated[str, typer.Argument(help="Queue or topic.", show_default=False)]
 ReceiveFrom = Annotated[
     str,
@@ -508,36 +532,10 @@ def serve(
     auth_timeout: Annotated[
         float, typer.Option("--auth-timeout", help="Seconds a client has to authenticate (SASL + token).", min=0.1)
     ] = 10.0,
-    tls: Annotated[
-        bool,
-        typer.Option(
-            "--tls", help="Also serve AMQPS on --tls-port, and HTTPS (wss) on --http-port.", rich_help_panel=TLS
-        ),
-    ] = False,
-    tls_port: Annotated[
-        int,
-        typer.Option("--tls-port", help="AMQPS port (0: any free port).", min=0, max=65535, rich_help_panel=TLS),
-    ] = 5671,
-    cert: Annotated[
-        str | None,
-        typer.Option(
-            "--cert",
-            help="Your own PEM certificate (chain) instead of the local CA's (implies --tls).",
-            metavar="FILE",
-            show_default=False,
-            rich_help_panel=TLS,
-        ),
-    ] = None,
-    cert_key: Annotated[
-        str | None,
-        typer.Option(
-            "--cert-key",
-            help="The private key (PEM) of --cert.",
-            metavar="FILE",
-            show_default=False,
-            rich_help_panel=TLS,
-        ),
-    ] = None,
+    tls: TlsOption = False,
+    tls_port: TlsPortOption = 5671,
+    cert: CertOption = None,
+    cert_key: CertKeyOption = None,
 ) -> None:
     """Serve the store over AMQP 1.0 to any Service Bus SDK (UseDevelopmentEmulator=true; --tls: any client)."""
     with handled(ctx) as s:
@@ -557,27 +555,7 @@ def serve(
             raise BadInput(f"no emulator store at {path}", hint=_NO_STORE_HINT)
         server = _server_module()
         stop = threading.Event()
-        announced: list[Path] = []
-        secure: list[int] = []
-
-        def ready(amqp_port: int, web_port: int | None) -> None:
-            scheme = "https" if files is not None else "http"
-            http = f" ({scheme} {host}:{web_port})" if web_port is not None else ""
-            amqps = f", amqps://{host}:{secure[0]}" if secure else ""
-            # sbdlq clients given only the connection string find the HTTP port in this file.
-            found_at = None
-            if web_port is not None:
-                found_at = discovery.announce(
-                    host, amqp_port, web_port, https=files is not None, ca=files.ca if files else None
-                )
-            announced.extend([found_at] if found_at else [])
-            sys.stdout.write(f"listening on amqp://{host}:{amqp_port}{amqps}{http}\n")
-            sys.stdout.write(
-                _connection_string_line(host, amqp_port, web_port, keyed=bool(key), announced=bool(found_at))
-            )
-            if files is not None and secure:
-                sys.stdout.write(_tls_lines(host, secure[0], web_port, files, keyed=bool(key)))
-            sys.stdout.flush()
+        on_air = _OnAir(host, keyed=bool(key), files=files)
 
         try:
             with stop_on_signals(stop):
@@ -587,16 +565,43 @@ def serve(
                     port=port,
                     key=key,
                     http_port=http_port,
-                    ready=ready,
+                    ready=on_air.ready,
                     stop_event=stop,
                     limits=limits,
                     tls=files,
                     tls_port=tls_port,
-                    tls_ready=secure.append,
+                    tls_ready=on_air.secure.append,
                 )
         finally:
-            for found_at in announced:
+            for found_at in on_air.announced:
                 discovery.withdraw(found_at)
+
+
+@dataclasses.dataclass
+class _OnAir:
+    """What serve does once it listens: record its ports for sbdlq clients and say how to reach it."""
+
+    host: str
+    keyed: bool
+    files: "TlsFiles | None"
+    announced: list[Path] = dataclasses.field(default_factory=list)
+    secure: list[int] = dataclasses.field(default_factory=list)  # the AMQPS port, once it listens
+
+    def ready(self, amqp_port: int, web_port: int | None) -> None:
+        host, files = self.host, self.files
+        http = f" ({'https' if files else 'http'} {host}:{web_port})" if web_port is not None else ""
+        amqps = f", amqps://{host}:{self.secure[0]}" if self.secure else ""
+        # sbdlq clients given only the connection string find the HTTP port (and TLS) in this file.
+        found_at = None
+        if web_port is not None:
+            ca = files.ca if files else None
+            found_at = discovery.announce(host, amqp_port, web_port, https=files is not None, ca=ca)
+        self.announced.extend([found_at] if found_at else [])
+        sys.stdout.write(f"listening on amqp://{host}:{amqp_port}{amqps}{http}\n")
+        sys.stdout.write(_connection_string_line(host, amqp_port, web_port, keyed=self.keyed, announced=bool(found_at)))
+        if files is not None and self.secure:
+            sys.stdout.write(_tls_lines(host, self.secure[0], web_port, files, keyed=self.keyed))
+        sys.stdout.flush()
 
 
 def _connection_string_line(

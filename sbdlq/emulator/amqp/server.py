@@ -105,7 +105,7 @@ def serve(
         log.info("emulator: AMQP on %s:%d%s", host, amqp_port, f", HTTP on {web.port}" if web else "")
         if secure is not None and tls_ready is not None:
             tls_ready(int(secure.getsockname()[1]))
-        if ready is not None:
+        if ready is not None:  # last: a caller may connect as soon as it is called
             ready(amqp_port, web.port if web else None)
         # The caller that passes its own stop_event handles signals itself.
         with stop_on_signals(stop) if stop_event is None else nullcontext():
@@ -130,7 +130,6 @@ def serve(
     finally:
         if web is not None:
             web.stop()
-        for sock in (listener, secure):
-            if sock is not None:
-                sock.close()
+        for sock in filter(None, (listener, secure)):
+            sock.close()
         engine.close()
