@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -214,8 +217,9 @@ def _port_5671_lock(root: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def test_a_bare_namespace_reaches_amqps_on_5671(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    # The SDK's own default: namespace "localhost", TLS, port 5671; only the CA is given.
+@contextlib.contextmanager
+def _on_5671(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsEmulator]:
+    """A TLS emulator on 5671 itself, one test at a time; skipped when something else holds the port."""
     with _port_5671_lock(tmp_path_factory.getbasetemp().parent):
         probe = socket.socket()
         try:
@@ -226,14 +230,81 @@ def test_a_bare_namespace_reaches_amqps_on_5671(tmp_path: Path, tmp_path_factory
             probe.close()
         served = TlsEmulator(tmp_path / "emulator.db", tmp_path / "state", tls_port=5671)
         try:
-            q = served.emulator.queue()
-            credential = AzureNamedKeyCredential(KEY_NAME, KEY)
-            with ServiceBusClient("localhost", credential, connection_verify=served.ca, keep_alive=None) as sb:
-                with sb.get_queue_sender(q) as sender:
-                    sender.send_messages(ServiceBusMessage("on 5671"))
-                with sb.get_queue_receiver(q, max_wait_time=WAIT) as receiver:
-                    (got,) = drain(receiver, 1)
-                    receiver.complete_message(got)
-            assert str(got) == "on 5671"
+            yield served
         finally:
             finish(served.emulator)
+
+
+def test_a_bare_namespace_reaches_amqps_on_5671(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The SDK's own default: namespace "localhost", TLS, port 5671; only the CA is given.
+    with _on_5671(tmp_path, tmp_path_factory) as served:
+        q = served.emulator.queue()
+        credential = AzureNamedKeyCredential(KEY_NAME, KEY)
+        with ServiceBusClient("localhost", credential, connection_verify=served.ca, keep_alive=None) as sb:
+            with sb.get_queue_sender(q) as sender:
+                sender.send_messages(ServiceBusMessage("on 5671"))
+            with sb.get_queue_receiver(q, max_wait_time=WAIT) as receiver:
+                (got,) = drain(receiver, 1)
+                receiver.complete_message(got)
+    assert str(got) == "on 5671"
+
+
+_OLD_SDK = "7.12.2"  # always TLS: it never reached the plain port
+_OLD_CLIENT = """
+import sys
+import azure.servicebus as sb
+from azure.core.credentials import AzureNamedKeyCredential
+queue, session_queue, ca, key = sys.argv[1:]
+credential = AzureNamedKeyCredential("RootManageSharedAccessKey", key)
+with sb.ServiceBusClient("localhost", credential, connection_verify=ca) as client:
+    with client.get_queue_sender(queue) as sender:
+        sender.send_messages([sb.ServiceBusMessage("old-1"), sb.ServiceBusMessage("old-2")])
+    with client.get_queue_receiver(queue, max_wait_time=5) as receiver:
+        got = []
+        while len(got) < 2:
+            got += receiver.receive_messages(max_message_count=2, max_wait_time=5)
+        receiver.complete_message(got[0])
+        receiver.dead_letter_message(got[1], reason="old")
+    with client.get_queue_sender(session_queue) as sender:
+        sender.send_messages(sb.ServiceBusMessage("s-1", session_id="S"))
+    with client.get_queue_receiver(session_queue, session_id="S", max_wait_time=5) as receiver:
+        (message,) = receiver.receive_messages(max_wait_time=5)
+        receiver.complete_message(message)
+print(sb.__version__, [str(m) for m in got], str(message))
+"""
+
+
+def _old_sdk(cache: Path) -> Path:
+    """azure-servicebus 7.12.2 alone (no dependencies) in a folder of its own, installed once."""
+    target = cache / f"site-azure-servicebus-{_OLD_SDK}"
+    if not (target / "azure" / "servicebus").is_dir():
+        cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
+        done = subprocess.run([*cmd, f"azure-servicebus=={_OLD_SDK}"], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            pytest.skip(f"cannot install azure-servicebus {_OLD_SDK}: {(done.stderr or done.stdout).strip()[-200:]}")
+    return target
+
+
+@pytest.mark.slow
+def test_an_sdk_release_that_always_uses_tls_reaches_5671(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Issue 27 item 8: azure-servicebus 7.12 and 7.13 never speak plain AMQP.
+    from sdk_samples import CACHE
+
+    site = _old_sdk(CACHE)
+    with _on_5671(tmp_path, tmp_path_factory) as served:
+        queue, session_queue = served.emulator.queue(), served.emulator.queue(requires_session=True)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+        done = subprocess.run(
+            [sys.executable, "-c", _OLD_CLIENT, queue, session_queue, served.ca, KEY],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.split(" ", 1) == [_OLD_SDK, "['old-1', 'old-2'] s-1\n"]
+        counts = served.emulator.engine.counts(queue)
+        assert (counts.active, counts.dead_letter) == (0, 1)

@@ -18,6 +18,7 @@ import pytest
 from sbdlq.emulator import discovery
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
+from sbdlq.paths import Address, EntityPath
 
 CONN = (
     "Endpoint=sb://localhost:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
@@ -39,6 +40,8 @@ def served(cli: Any, state_home: Path) -> Iterator[tuple[subprocess.Popen[str], 
     with Engine(cli.store) as engine:
         engine.create_queue("orders")
         engine.send("orders", [OutboundMessage(body=b"x")] * 2)
+        got = engine.receive(Address(EntityPath("orders")), 1)
+        engine.dead_letter(Address(EntityPath("orders")), [m.lock_token for m in got if m.lock_token], "Poison", "bad")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SBDLQ_")}
     env.update(HOME=str(cli.store.parent), XDG_STATE_HOME=str(state_home), SBDLQ_CONFIG=str(state_home / "none"))
     cmd = [sys.executable, "-m", "sbdlq", "--emulator", str(cli.store), "emulator", "serve", "--tls"]
@@ -83,7 +86,7 @@ def test_sbdlq_reads_counts_over_https_trusting_the_ca_by_itself(cli: Any, serve
     amqp, http = int(lines[0].split(":")[2].split(",")[0]), int(lines[0].rsplit(":", 1)[1].rstrip(")\n"))
     r = cli.bare("--connection-string", CONN.format(port=amqp), "count", "orders", "-o", "json", "-v")
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout)[0]["active"] == 2
+    assert (json.loads(r.stdout)[0]["active"], json.loads(r.stdout)[0]["dead_letter"]) == (1, 1)
     said = r.stderr.splitlines()
     assert any(line.startswith(f"sbdlq: admin endpoint: https://localhost:{http} (port from") for line in said), said
     assert "sbdlq: counts: from the admin endpoint's runtime properties" in said
@@ -105,3 +108,13 @@ def test_an_unusable_certificate_is_refused_before_serving(cli: Any, tmp_path: P
     r = cli("emulator", "serve", "--cert", str(bad), "--cert-key", str(bad))
     assert r.exit_code == 2
     assert "cannot use the certificate" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_sbdlq_over_websockets_uses_wss_on_the_https_port(cli: Any, served: Any) -> None:
+    pytest.importorskip("aiohttp")
+    _, lines = served
+    amqp = int(lines[0].split(":")[2].split(",")[0])
+    conn = CONN.format(port=amqp)
+    r = cli.bare("--connection-string", conn, "--transport", "websockets", "peek", "orders", "--max", "5", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    assert [(m["body"], m["dead_letter_reason"]) for m in json.loads(r.stdout)] == [("x", "Poison")]

@@ -3,7 +3,9 @@
 azure-servicebus's ServiceBusAdministrationClient reads runtime properties with
 `GET /{queue}`, `GET /{topic}` and `GET /{topic}/Subscriptions/{sub}` and parses Atom
 entries; it creates, updates and deletes entities and rules with PUT and DELETE on the
-same paths (atom_write.py). With a key, every call but /health needs a SAS token.
+same paths (atom_write.py). With a key, every call but /health needs a SAS token. With
+`serve --tls` the port speaks HTTPS only (each connection's handshake in its own request
+thread, under the read timeout), and WebSocket upgrades on it are wss.
 """
 
 from __future__ import annotations
