@@ -46,10 +46,12 @@ KEY_NAME = "RootManageSharedAccessKey"
 class TlsEmulator:
     """A keyed emulator serving AMQPS on a free port and HTTPS on its admin port."""
 
-    def __init__(self, store: Path, tls_dir: Path, *, tls_port: int = 0) -> None:
+    def __init__(self, store: Path, tls_dir: Path, *, tls_port: int = 0, **options: Any) -> None:
         self.files: TlsFiles = local_files(tls_dir)
         ports: list[int] = []
-        self.emulator: Emulator = start(store, key=KEY, tls=self.files, tls_port=tls_port, tls_ready=ports.append)
+        self.emulator: Emulator = start(
+            store, key=KEY, tls=self.files, tls_port=tls_port, tls_ready=ports.append, **options
+        )
         self.tls_port = ports[0]
 
     @property
@@ -151,6 +153,37 @@ def test_the_plain_port_still_serves_development_emulator_clients(tls: TlsEmulat
     with plain, plain.get_queue_sender(q) as sender:
         sender.send_messages(ServiceBusMessage("plain"))
     assert tls.emulator.engine.counts(q).active == 1
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Whether the server closes the connection (a TLS alert may come first) before the socket's timeout."""
+    try:
+        while sock.recv(1024):
+            pass
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+    return True
+
+
+def test_a_client_that_never_finishes_the_handshake_is_dropped(tmp_path: Path) -> None:
+    from sbdlq.emulator.amqp.limits import Limits
+
+    limits = Limits(auth_timeout_s=0.5, http_timeout_s=0.5)
+    served = TlsEmulator(tmp_path / "e.db", tmp_path / "state", limits=limits)
+    try:
+        for port in (served.tls_port, served.emulator.http_port):
+            # Silent, then plain AMQP bytes where TLS is spoken: each connection is closed, not held.
+            for greeting in (b"", b"AMQP\x00\x01\x00\x00"):
+                with socket.create_connection(("127.0.0.1", port)) as sock:
+                    sock.sendall(greeting)
+                    sock.settimeout(20 * limits.auth_timeout_s)  # far past the deadline: closed by then
+                    assert _closed(sock), (port, greeting)
+        with served.client() as sb, sb.get_queue_sender(served.emulator.queue()) as sender:
+            sender.send_messages(ServiceBusMessage("still serving"))
+    finally:
+        finish(served.emulator)
 
 
 # ---------------------------------------------------------------------- admin over HTTPS
