@@ -93,8 +93,11 @@ def _decrypted_rest(sock: ssl.SSLSocket) -> bytes:
     """What TLS already decrypted beyond the first read: select() cannot see it, so take it now
     (the wire filter and inbuf hold it until proton has room)."""
     rest = bytearray()
-    while sock.pending() > 0:
-        rest += sock.recv(sock.pending())
+    try:
+        while sock.pending() > 0:
+            rest += sock.recv(sock.pending())
+    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        pass  # what was read so far still goes on: never drop decrypted bytes
     return bytes(rest)
 
 
@@ -196,7 +199,12 @@ class Driver:
             if listening.tls is not None:
                 # The handshake happens in the first reads (non-blocking); a client that never
                 # finishes it is dropped at admit_timeout like one that never authenticates.
-                sock = listening.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                try:
+                    sock = listening.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                except (OSError, ValueError) as exc:  # the client already went away
+                    log.debug("emulator: TLS connection from %s lost before its handshake: %s", addr, exc)
+                    sock.close()
+                    continue
             transport = Transport(Transport.SERVER)
             if self.configure is not None:
                 self.configure(transport)
