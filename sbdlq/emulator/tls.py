@@ -14,6 +14,7 @@ import contextlib
 import ipaddress
 import os
 import ssl
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -66,13 +67,16 @@ def local_files(folder: Path | None = None, *, now: datetime | None = None) -> T
     now = now or datetime.now(UTC)
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        ca = _load_pair(folder / _CA_CERT, folder / _CA_KEY, now)
-        if ca is None:
-            ca = _make_ca(now)
-            _write_pair(folder / _CA_CERT, folder / _CA_KEY, *ca)
-        server = _load_pair(folder / _SERVER_CERT, folder / _SERVER_KEY, now)
-        if server is None or not _issued_by(server[0], ca[0]):
-            _write_pair(folder / _SERVER_CERT, folder / _SERVER_KEY, *_make_server(ca, now))
+        # Two servers starting at once must not each make a CA: the second would sign the first's
+        # certificate out of the trusted file.
+        with _locked(folder / ".lock"):
+            ca = _load_pair(folder / _CA_CERT, folder / _CA_KEY, now)
+            if ca is None:
+                ca = _make_ca(now)
+                _write_pair(folder / _CA_CERT, folder / _CA_KEY, *ca)
+            server = _load_pair(folder / _SERVER_CERT, folder / _SERVER_KEY, now)
+            if server is None or not _issued_by(server[0], ca[0]):
+                _write_pair(folder / _SERVER_CERT, folder / _SERVER_KEY, *_make_server(ca, now))
     except OSError as exc:
         raise BadInput(
             f"cannot keep the emulator's TLS certificates in {folder}: {exc.strerror or exc}",
@@ -104,6 +108,22 @@ def server_context(files: TlsFiles) -> ssl.SSLContext:
 
 
 # ---------------------------------------------------------------------- making and keeping
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on path for the block (POSIX; elsewhere the block runs unlocked)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: a simultaneous first start is the only race, and rare
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 Pair = tuple["x509.Certificate", "ec.EllipticCurvePrivateKey"]
 

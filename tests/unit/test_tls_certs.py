@@ -86,3 +86,14 @@ def test_the_users_own_files_are_checked_at_start(tmp_path: Path) -> None:
         tls.user_files(str(local.cert), str(tmp_path / "ca" / "ca-key.pem"))  # another key
     with pytest.raises(BadInput, match="cannot use the certificate"):
         tls.user_files(str(tmp_path / "missing.pem"), str(local.key))
+
+
+def test_servers_starting_together_share_one_ca(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        made = list(pool.map(lambda _: tls.local_files(tmp_path), range(8)))
+    assert len({files.ca for files in made}) == 1
+    # Whatever each start loaded, the certificate on disk is signed by the CA on disk.
+    _cert(tmp_path / "server.pem").verify_directly_issued_by(_cert(tmp_path / "ca.pem"))
+    assert len(list(tmp_path.glob(".*.pem.*"))) == 0  # no temporary files left
