@@ -26,15 +26,41 @@ from sbdlq.errors import BadInput, OperationFailed
 
 if TYPE_CHECKING:
     from sbdlq.emulator.admin import EmulatorAdmin
+    from sbdlq.emulator.tls import TlsFiles
     from sbdlq.paths import Address
 
 app = typer.Typer(
     name="emulator",
-    help="The local emulator: init, list, send, receive, demo, reset, serve.",
+    help="The local emulator: init, list, send, receive, demo, reset, serve, ca.",
     no_args_is_help=True,
 )
 
 MSG = "Message"
+TLS = "TLS"
+
+TlsOption = Annotated[
+    bool,
+    typer.Option("--tls", help="Also serve AMQPS on --tls-port, and HTTPS (wss) on --http-port.", rich_help_panel=TLS),
+]
+TlsPortOption = Annotated[
+    int, typer.Option("--tls-port", help="AMQPS port (0: any free port).", min=0, max=65535, rich_help_panel=TLS)
+]
+CertOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cert",
+        help="Your own PEM certificate (chain) instead of the local CA's (implies --tls).",
+        metavar="FILE",
+        show_default=False,
+        rich_help_panel=TLS,
+    ),
+]
+CertKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cert-key", help="The private key (PEM) of --cert.", metavar="FILE", show_default=False, rich_help_panel=TLS
+    ),
+]
 
 SendTo = Annotated[str, typer.Argument(help="Queue or topic.", show_default=False)]
 ReceiveFrom = Annotated[
@@ -506,11 +532,16 @@ def serve(
     auth_timeout: Annotated[
         float, typer.Option("--auth-timeout", help="Seconds a client has to authenticate (SASL + token).", min=0.1)
     ] = 10.0,
+    tls: TlsOption = False,
+    tls_port: TlsPortOption = 5671,
+    cert: CertOption = None,
+    cert_key: CertKeyOption = None,
 ) -> None:
-    """Serve the store over AMQP 1.0 to any Service Bus SDK (UseDevelopmentEmulator=true)."""
+    """Serve the store over AMQP 1.0 to any Service Bus SDK (UseDevelopmentEmulator=true; --tls: any client)."""
     with handled(ctx) as s:
         from sbdlq.emulator.amqp.limits import Limits, resolve_key
 
+        files = _tls_files(tls, cert, cert_key)
         key = resolve_key(key, key_file)
         limits = Limits(max_connections=max_connections, auth_timeout_s=auth_timeout)
         local = emulator_settings(s)
@@ -524,18 +555,7 @@ def serve(
             raise BadInput(f"no emulator store at {path}", hint=_NO_STORE_HINT)
         server = _server_module()
         stop = threading.Event()
-        announced: list[Path] = []
-
-        def ready(amqp_port: int, web_port: int | None) -> None:
-            http = f" (http {host}:{web_port})" if web_port is not None else ""
-            # sbdlq clients given only the connection string find the HTTP port in this file.
-            found_at = discovery.announce(host, amqp_port, web_port) if web_port is not None else None
-            announced.extend([found_at] if found_at else [])
-            sys.stdout.write(f"listening on amqp://{host}:{amqp_port}{http}\n")
-            sys.stdout.write(
-                _connection_string_line(host, amqp_port, web_port, keyed=bool(key), announced=bool(found_at))
-            )
-            sys.stdout.flush()
+        on_air = _OnAir(host, keyed=bool(key), files=files)
 
         try:
             with stop_on_signals(stop):
@@ -545,13 +565,43 @@ def serve(
                     port=port,
                     key=key,
                     http_port=http_port,
-                    ready=ready,
+                    ready=on_air.ready,
                     stop_event=stop,
                     limits=limits,
+                    tls=files,
+                    tls_port=tls_port,
+                    tls_ready=on_air.secure.append,
                 )
         finally:
-            for found_at in announced:
+            for found_at in on_air.announced:
                 discovery.withdraw(found_at)
+
+
+@dataclasses.dataclass
+class _OnAir:
+    """What serve does once it listens: record its ports for sbdlq clients and say how to reach it."""
+
+    host: str
+    keyed: bool
+    files: "TlsFiles | None"
+    announced: list[Path] = dataclasses.field(default_factory=list)
+    secure: list[int] = dataclasses.field(default_factory=list)  # the AMQPS port, once it listens
+
+    def ready(self, amqp_port: int, web_port: int | None) -> None:
+        host, files = self.host, self.files
+        http = f" ({'https' if files else 'http'} {host}:{web_port})" if web_port is not None else ""
+        amqps = f", amqps://{host}:{self.secure[0]}" if self.secure else ""
+        # sbdlq clients given only the connection string find the HTTP port (and TLS) in this file.
+        found_at = None
+        if web_port is not None:
+            ca = files.ca if files else None
+            found_at = discovery.announce(host, amqp_port, web_port, https=files is not None, ca=ca)
+        self.announced.extend([found_at] if found_at else [])
+        sys.stdout.write(f"listening on amqp://{host}:{amqp_port}{amqps}{http}\n")
+        sys.stdout.write(_connection_string_line(host, amqp_port, web_port, keyed=self.keyed, announced=bool(found_at)))
+        if files is not None and self.secure:
+            sys.stdout.write(_tls_lines(host, self.secure[0], web_port, files, keyed=self.keyed))
+        sys.stdout.flush()
 
 
 def _connection_string_line(
@@ -569,6 +619,55 @@ def _connection_string_line(
     if web_port is not None and web_port != 5300 and not announced:
         line += f"admin clients: export SBDLQ_EMULATOR_HTTP_PORT={web_port}\n"
     return line
+
+
+def _tls_files(tls: bool, cert: str | None, cert_key: str | None) -> "TlsFiles | None":
+    """What --tls serves: the user's --cert/--cert-key, else the local CA's (made on first use)."""
+    from sbdlq.emulator import tls as tls_files
+
+    if (cert is None) != (cert_key is None):
+        raise BadInput("--cert and --cert-key go together", hint="give the certificate and its private key")
+    if cert is not None and cert_key is not None:
+        return tls_files.user_files(cert, cert_key)
+    return tls_files.local_files() if tls else None
+
+
+def _tls_lines(host: str, tls_port: int, web_port: int | None, files: "TlsFiles", *, keyed: bool) -> str:
+    """How TLS clients reach this server and trust its certificate (never the key itself)."""
+    reach = "localhost" if host in ("0.0.0.0", "::", "", "127.0.0.1") else host
+    secret = "<the key>" if keyed else "SAS_KEY_VALUE"
+    lines = []
+    if tls_port == 5671 and web_port is not None:
+        # Without UseDevelopmentEmulator the SDKs use TLS on 5671 whatever port the endpoint names,
+        # and the admin clients use https on that port: one string serves both.
+        lines.append(
+            f"TLS clients: Endpoint=sb://{reach}:{web_port};SharedAccessKeyName=RootManageSharedAccessKey;"
+            f"SharedAccessKey={secret}"
+        )
+    elif tls_port != 5671:
+        lines.append(f"TLS clients: AMQPS on {reach}:{tls_port} (the SDKs' custom_endpoint_address)")
+    if files.ca is None:
+        lines.append(f"TLS: serving your certificate {files.cert}")
+        return "".join(line + "\n" for line in lines)
+    ca = shlex.quote(str(files.ca))
+    lines += [
+        f"trust the emulator's CA {files.ca}:",
+        f"  Python SDK: connection_verify={str(files.ca)!r} (ServiceBusClient, ServiceBusAdministrationClient)",
+        f"  OpenSSL, requests: export SSL_CERT_FILE={ca} REQUESTS_CA_BUNDLE={ca}",
+        f"  Node.js: export NODE_EXTRA_CA_CERTS={ca}",
+    ]
+    return "".join(line + "\n" for line in lines)
+
+
+@app.command("ca")
+def ca(ctx: typer.Context) -> None:
+    """Print the path of the local CA certificate `serve --tls` uses (made now if missing)."""
+    with handled(ctx):
+        from sbdlq.emulator import tls as tls_files
+
+        found = tls_files.local_files().ca
+        assert found is not None  # the local files always name their CA
+        typer.echo(str(found))
 
 
 def _server_module() -> Any:

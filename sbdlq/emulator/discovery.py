@@ -3,8 +3,10 @@
 `emulator serve` writes the file once both ports listen and removes it on a clean stop. A
 client that has only an emulator connection string (`Endpoint=sb://localhost;...;
 UseDevelopmentEmulator=true`) reads it to find the HTTP (admin) port, so a server on
-another port than 5300 needs no `SBDLQ_EMULATOR_HTTP_PORT`. A file whose process is gone
-(a server killed with -9) is ignored.
+another port than 5300 needs no `SBDLQ_EMULATOR_HTTP_PORT`. A server started with `--tls`
+also says that its HTTP port speaks HTTPS and which CA file signs its certificate, so the
+client trusts that CA for this server (and no other). A file whose process is gone (a server
+killed with -9) is ignored.
 
 The files live in the user state dir (platformdirs): `.../sbdlq/servers/amqp-PORT.json`.
 """
@@ -32,6 +34,10 @@ class ServerRecord:
     http_port: int
     pid: int
     path: Path
+    #: the HTTP port speaks HTTPS (`serve --tls`)
+    https: bool = False
+    #: the CA file that signs the server's certificate (None: the user's own certificate)
+    ca: Path | None = None
 
 
 def discovery_dir() -> Path:
@@ -45,13 +51,17 @@ def _file(amqp_port: int) -> Path:
     return discovery_dir() / f"amqp-{amqp_port}.json"
 
 
-def announce(host: str, amqp_port: int, http_port: int) -> Path | None:
+def announce(
+    host: str, amqp_port: int, http_port: int, *, https: bool = False, ca: Path | None = None
+) -> Path | None:
     """Record this process as the server on amqp_port; None when the file cannot be written.
 
     Written to a temporary name and renamed, so a reader never sees half a file.
     """
     path = _file(amqp_port)
-    doc = {"host": host, "amqp_port": amqp_port, "http_port": http_port, "pid": os.getpid()}
+    doc: dict[str, object] = {"host": host, "amqp_port": amqp_port, "http_port": http_port, "pid": os.getpid()}
+    if https:
+        doc |= {"https": True, "ca": str(ca) if ca is not None else None}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}")
@@ -87,6 +97,8 @@ def _read(path: Path) -> ServerRecord | None:
             http_port=int(doc["http_port"]),
             pid=int(doc["pid"]),
             path=path,
+            https=doc.get("https") is True,
+            ca=Path(doc["ca"]) if isinstance(doc.get("ca"), str) else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None  # missing, or not ours: as if no server recorded itself

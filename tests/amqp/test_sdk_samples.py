@@ -8,6 +8,7 @@ mostly wait), so the module takes about as long as its longest sample.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -28,6 +29,8 @@ pytestmark = pytest.mark.slow
 _PARALLEL = 6
 _SBDLQ = [sys.executable, "-m", "sbdlq"]
 _CONN = "Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+# The admin client's https, on serve --tls's admin port (the certificate names localhost).
+_HTTPS_CONN = "Endpoint=sb://localhost:{port};SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;"
 
 
 def _discover() -> tuple[list[samples.Sample], str | None]:
@@ -68,17 +71,24 @@ class _Farm:
         config.write_text(samples.config_json(selected))
         init = _cli("--emulator", str(self.store), "emulator", "init", "--config", str(config))
         assert init.returncode == 0, init.stderr
+        ports = ["--port", "0", "--tls-port", "0", "--http-port", "0"]
         self.server = subprocess.Popen(
-            [*_SBDLQ, "--emulator", str(self.store), "emulator", "serve", "--port", "0", "--http-port", "0"],
+            [*_SBDLQ, "--emulator", str(self.store), "emulator", "serve", "--tls", *ports],
             stdout=subprocess.PIPE,
             stderr=(workdir / "serve.log").open("w"),
             text=True,
+            env={**os.environ, "XDG_STATE_HOME": str(workdir / "state")},  # its own CA
         )
         assert self.server.stdout is not None
         line = self.server.stdout.readline()
-        found = re.search(r"amqp://[^:]+:(\d+)", line)
+        found = re.search(r"amqp://[^:]+:(\d+).*\(https [^:]+:(\d+)\)", line)
         assert found, f"emulator serve did not start: {line!r}"
-        self.conn_str = _CONN.format(port=found.group(1))
+        said = "".join(self.server.stdout.readline() for _ in range(6))
+        ca = re.search(r"trust the emulator's CA (.+):\n", said)
+        assert ca, said
+        self.reach = samples.Reach(
+            _CONN.format(port=found.group(1)), _HTTPS_CONN.format(port=found.group(2)), ca.group(1)
+        )
         from sbdlq.emulator.engine import Engine
 
         self.engine = Engine(self.store)
@@ -88,7 +98,7 @@ class _Farm:
         # the long ones first, so the module takes about as long as the longest
         order = sorted(selected, key=lambda s: -s.timeout)
         self.runs: dict[str, Future[samples.Run]] = {
-            s.id: self.pool.submit(samples.run, s, self.conn_str, workdir) for s in order
+            s.id: self.pool.submit(samples.run, s, self.reach, workdir) for s in order
         }
 
     def _seed(self, sample: samples.Sample) -> None:

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from sbdlq.backends.servicebus.config import admin_client_kwargs, sdk_connection_string
+from sbdlq.backends.servicebus.config import AdminPort, admin_client_kwargs, sdk_connection_string
 from sbdlq.backends.servicebus.conversion import (
     entity_name,
     queue_info,
@@ -45,8 +45,7 @@ class AdminSide:
         info: ConnectionInfo | None,
         host: str,
         emulator: bool,
-        port: int,
-        port_source: str = "",
+        port: AdminPort,
         proxy: Proxy | None = None,
         timeout_s: float,
         credential: Callable[[], Any],
@@ -55,8 +54,7 @@ class AdminSide:
         self._info = info
         self._host = host
         self._emulator = emulator
-        self._port = port
-        self._port_source = port_source  # where the emulator's admin port came from, for --verbose
+        self._port = port  # the emulator's admin port, where it came from (--verbose), and its TLS
         self._proxy = proxy
         self._timeout_s = timeout_s
         self._credential = credential  # a sync credential, asked for only with a namespace
@@ -173,7 +171,7 @@ class AdminSide:
         """The endpoint's URL, as messages name it."""
         if self._emulator and self._info is not None:
             host = f"[{self._info.host}]" if ":" in self._info.host else self._info.host
-            return f"http://{host}:{self._port}"
+            return f"{self._port.scheme}://{host}:{self._port.port}"
         return f"https://{self._info.host if self._info else self._host}"
 
     def close(self) -> None:
@@ -232,14 +230,16 @@ class AdminSide:
         if self._client is None:
             from azure.servicebus.management import ServiceBusAdministrationClient
 
-            kwargs = admin_client_kwargs(self._timeout_s, emulator=self._emulator, port=self._port, proxy=self._proxy)
+            kwargs = admin_client_kwargs(
+                self._timeout_s, emulator=self._emulator, port=self._port.port, proxy=self._proxy, tls=self._port
+            )
             if self._info is not None:
                 self._client = ServiceBusAdministrationClient.from_connection_string(
                     sdk_connection_string(self._info), **kwargs
                 )
             else:
                 self._client = ServiceBusAdministrationClient(self._host, self._credential(), **kwargs)
-            source = f" (port from {self._port_source})" if self._port_source else ""
+            source = f" (port from {self._port.source})" if self._port.source else ""
             self._say(f"admin endpoint: {self.endpoint()}{source}")
         return self._client
 

@@ -9,6 +9,7 @@ through sdk_compat.py.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -20,6 +21,7 @@ from sbdlq.backends.servicebus.admin import AdminSide
 from sbdlq.backends.servicebus.config import (
     ADMIN_EMULATOR_PORT,
     SOCKET_TIMEOUT_S,
+    AdminPort,
     amqp_client_kwargs,
     amqp_network_kwargs,
     emulator_admin_port,
@@ -106,17 +108,17 @@ class ServiceBusBackend(RunSettlement, Backend):
         self._owned_credential: Any | None = None  # created here, so closed here
         self._client: Any | None = None
         # The emulator's admin (HTTP) port: given, found where `sbdlq emulator serve` left it, or 5300.
-        port, port_source = admin_port or ADMIN_EMULATOR_PORT, ""
+        found = AdminPort(admin_port or ADMIN_EMULATOR_PORT)
         if self._emulator and self._info is not None:
-            port, port_source = emulator_admin_port(self._info, admin_port)
+            found = emulator_admin_port(self._info, admin_port)
         self._network = network
-        self._admin_port = port
+        self._admin_port = found.port
+        self._admin_tls = found
         self._admin = AdminSide(
             info=self._info,
             host=self._host,
             emulator=self._emulator,
-            port=port,
-            port_source=port_source,
+            port=found,
             proxy=network.proxy if network is not None else None,
             timeout_s=self._timeout_s,
             credential=self._sync_credential,
@@ -537,7 +539,14 @@ class ServiceBusBackend(RunSettlement, Backend):
                 self._network, emulator=self._emulator, host=self._host, admin_port=self._admin_port
             )
             if self._info is not None:
-                self._client = ServiceBusClient.from_connection_string(sdk_connection_string(self._info), **kwargs)
+                info = self._info
+                if "custom_endpoint_address" in kwargs and self._admin_tls.https:
+                    # WebSockets to `serve --tls`: its HTTP port speaks wss, which the SDK dials only
+                    # without UseDevelopmentEmulator (that flag means "no TLS"), trusting the server's CA.
+                    info = dataclasses.replace(info, use_emulator=False)
+                    if self._admin_tls.ca is not None:
+                        kwargs["connection_verify"] = self._admin_tls.ca
+                self._client = ServiceBusClient.from_connection_string(sdk_connection_string(info), **kwargs)
             else:
                 self._client = ServiceBusClient(self._host, self._async_credential(), **kwargs)
         return self._client

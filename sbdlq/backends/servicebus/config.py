@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -14,7 +15,7 @@ from sbdlq.connstr import ConnectionInfo
 from sbdlq.errors import BadInput
 from sbdlq.network import Network, Proxy
 
-#: the Service Bus emulator serves its management (HTTP, no TLS) API on this port
+#: the Service Bus emulator serves its management (HTTP, no TLS) API on this port (`serve --tls`: HTTPS)
 ADMIN_EMULATOR_PORT = 5300
 #: AMQP's port when a connection string names none
 AMQP_PORT = 5672
@@ -23,20 +24,37 @@ _NAMESPACE_HOST = re.compile(
 )
 
 
-def emulator_admin_port(info: ConnectionInfo, given: int | None) -> tuple[int, str]:
-    """The emulator's admin (HTTP) port and where it came from, for --verbose.
+@dataclass(frozen=True, slots=True)
+class AdminPort:
+    """Where an emulator's admin endpoint answers: its port, where that came from (for
+    --verbose), and for `serve --tls` https with the CA file to trust (None: the system's)."""
 
-    Given (SBDLQ_EMULATOR_HTTP_PORT) wins; else the file a running `sbdlq emulator serve`
-    on the connection string's AMQP port left; else 5300, as Microsoft's emulator.
+    port: int = ADMIN_EMULATOR_PORT
+    source: str = ""
+    https: bool = False
+    ca: str | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.https else "http"
+
+
+def emulator_admin_port(info: ConnectionInfo, given: int | None) -> AdminPort:
+    """The emulator's admin (HTTP) port and where it came from.
+
+    The file a running `sbdlq emulator serve` on the connection string's AMQP port left says
+    its port and whether it speaks HTTPS (`--tls`, and the CA then trusted for it); a given
+    port (SBDLQ_EMULATOR_HTTP_PORT) wins over the recorded one; else 5300, as Microsoft's emulator.
     """
-    if given:
-        return given, "given (SBDLQ_EMULATOR_HTTP_PORT)"
     from sbdlq.emulator import discovery
 
     found = discovery.find(info.host, info.port or AMQP_PORT)
-    if found is not None:
-        return found.http_port, f"`sbdlq emulator serve` (pid {found.pid}) in {found.path}"
-    return ADMIN_EMULATOR_PORT, "the default"
+    if found is None:
+        return AdminPort(given, "given (SBDLQ_EMULATOR_HTTP_PORT)") if given else AdminPort(source="the default")
+    ca = str(found.ca) if found.ca is not None else None
+    if given:  # HTTPS only if it names the recorded server's port
+        return AdminPort(given, "given (SBDLQ_EMULATOR_HTTP_PORT)", found.https and given == found.http_port, ca)
+    return AdminPort(found.http_port, f"`sbdlq emulator serve` (pid {found.pid}) in {found.path}", found.https, ca)
 
 
 def normalize_namespace(text: str) -> str:
@@ -127,7 +145,12 @@ def require_websocket_client() -> None:
 
 
 def admin_client_kwargs(
-    timeout_s: float, *, emulator: bool, port: int = ADMIN_EMULATOR_PORT, proxy: Proxy | None = None
+    timeout_s: float,
+    *,
+    emulator: bool,
+    port: int = ADMIN_EMULATOR_PORT,
+    proxy: Proxy | None = None,
+    tls: AdminPort | None = None,
 ) -> dict[str, Any]:
     """Retry policy, transport and proxy for the (sync) admin client."""
     factor = min(0.8, timeout_s / 20)
@@ -142,27 +165,39 @@ def admin_client_kwargs(
         "retry_backoff_factor": factor,
         "retry_backoff_max": max(2 * factor, 0.01),
         "timeout": timeout_s,
-        "transport": admin_transport(timeout_s, emulator=emulator, port=port),
+        "transport": admin_transport(timeout_s, emulator=emulator, port=port, tls=tls),
     }
 
 
-def admin_transport(timeout_s: float, *, emulator: bool, port: int = ADMIN_EMULATOR_PORT) -> Any:
-    """The admin HTTP transport: https as usual, or plain http on the emulator's port (5300)."""
+def admin_transport(
+    timeout_s: float, *, emulator: bool, port: int = ADMIN_EMULATOR_PORT, tls: AdminPort | None = None
+) -> Any:
+    """The admin HTTP transport: https as usual, or http on the emulator's port (5300); https
+    there with the emulator's CA when it serves with --tls."""
     from azure.core.pipeline.transport import RequestsTransport
 
-    options = {"connection_timeout": max(timeout_s / 4, 0.05), "read_timeout": max(timeout_s / 2, 0.05)}
+    options: dict[str, Any] = {
+        "connection_timeout": max(timeout_s / 4, 0.05),
+        "read_timeout": max(timeout_s / 2, 0.05),
+    }
     if not emulator:
         return RequestsTransport(**options)
-    return _plain_http_transport_class()(port=port, **options)
+    scheme = "http"
+    if tls is not None and tls.https:
+        scheme = "https"
+        if tls.ca is not None:  # this server's CA, for this transport only
+            options["connection_verify"] = tls.ca
+    return _plain_http_transport_class()(port=port, scheme=scheme, **options)
 
 
-def admin_http_url(url: str, port: int = ADMIN_EMULATOR_PORT) -> str:
-    """The SDK's `https://host:amqp-port/...` admin URL as the emulator serves it: `http://host:5300/...`."""
+def admin_http_url(url: str, port: int = ADMIN_EMULATOR_PORT, scheme: str = "http") -> str:
+    """The SDK's `https://host:amqp-port/...` admin URL as the emulator serves it: `http://host:5300/...`
+    (`https` for `serve --tls`)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
-    return urlunsplit(("http", f"{host}:{port}", parts.path, parts.query, parts.fragment))
+    return urlunsplit((scheme, f"{host}:{port}", parts.path, parts.query, parts.fragment))
 
 
 @functools.cache
@@ -173,15 +208,16 @@ def _plain_http_transport_class() -> type:
     class PlainHttpAdminTransport(RequestsTransport):  # type: ignore[misc]
         """Admin transport for the emulator: its management API has no TLS, on its own port."""
 
-        def __init__(self, *, port: int, **kwargs: Any) -> None:
+        def __init__(self, *, port: int, scheme: str = "http", **kwargs: Any) -> None:
             super().__init__(**kwargs)
             self.admin_port = port
+            self.scheme = scheme
 
         def send(self, request: Any, **kwargs: Any) -> Any:  # type: ignore[override]
             """Rewrite the scheme and port, then send."""
             # The admin client always builds https://<endpoint host:AMQP port>; there is no
             # option for the scheme, so the transport is the one place to change it.
-            request.url = admin_http_url(request.url, self.admin_port)
+            request.url = admin_http_url(request.url, self.admin_port, self.scheme)
             return super().send(request, **kwargs)
 
     return PlainHttpAdminTransport

@@ -3,6 +3,10 @@
 Proton's engine (Connection, Transport, Collector) does the AMQP framing; this loop moves
 bytes between sockets and transports, hands proton events to a handler, calls the
 handler's periodic tick, and stops when asked. Nothing here knows about Service Bus.
+
+A listener may come with an `ssl.SSLContext` (AMQPS): its sockets are wrapped with Python's
+`ssl` module, so the bytes this loop moves in and out of proton (and the wire filter) are
+plain AMQP either way. Proton's own SSL would sit under the wire filter, which must see frames.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import logging
 import os
 import selectors
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +33,14 @@ _RECV_CHUNK = 64 * 1024
 
 
 _QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
+
+
+@dataclass(frozen=True, eq=False)
+class Listening:
+    """A listening socket, and the TLS context its connections are wrapped in (None: plain AMQP)."""
+
+    sock: socket.socket
+    tls: ssl.SSLContext | None = None
 
 
 class Handler(Protocol):
@@ -76,6 +89,18 @@ class _Throttled:
         log.warning(message + (f" ({more} more since the last report)" if more else ""), *args)
 
 
+def _decrypted_rest(sock: ssl.SSLSocket) -> bytes:
+    """What TLS already decrypted beyond the first read: select() cannot see it, so take it now
+    (the wire filter and inbuf hold it until proton has room)."""
+    rest = bytearray()
+    try:
+        while sock.pending() > 0:
+            rest += sock.recv(sock.pending())
+    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        pass  # what was read so far still goes on: never drop decrypted bytes
+    return bytes(rest)
+
+
 _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
@@ -90,6 +115,8 @@ class Driver:
     listener: socket.socket
     handler: Handler
     _: KW_ONLY
+    #: more listeners served by the same loop (the AMQPS one)
+    also: tuple[Listening, ...] = ()
     configure: Callable[[Transport], None] | None = None
     tick_interval: float = 0.25
     admitted: Callable[[Connection], bool] | None = None
@@ -102,16 +129,19 @@ class Driver:
     peers: dict[int, _Peer] = field(init=False, default_factory=dict)
     accepting_again: float | None = field(init=False, default=None)  # set while backing off from EMFILE
     throttled: _Throttled = field(init=False)
+    listening: tuple[Listening, ...] = field(init=False)
 
     def __post_init__(self, log_interval: float) -> None:
         self.throttled = _Throttled(log_interval)
+        self.listening = (Listening(self.listener), *self.also)
 
     # ------------------------------------------------------------------ running
 
     def run(self, stop: threading.Event) -> None:
         """Serve until stop is set, then close every connection politely."""
-        self.listener.setblocking(False)
-        self.selector.register(self.listener, selectors.EVENT_READ, None)
+        for listening in self.listening:
+            listening.sock.setblocking(False)
+            self.selector.register(listening.sock, selectors.EVENT_READ, listening)
         next_tick = time.monotonic() + self.tick_interval
         try:
             while not stop.is_set():
@@ -119,8 +149,8 @@ class Driver:
                 self._resume_accepting(now)
                 timeout = max(0.0, min(next_tick, self._earliest_deadline(now + 0.2)) - now)
                 for key, mask in self.selector.select(min(timeout, 0.2)):
-                    if key.data is None:
-                        self._accept()
+                    if isinstance(key.data, Listening):
+                        self._accept(key.data)
                     else:
                         peer = key.data
                         if mask & selectors.EVENT_READ:
@@ -151,10 +181,10 @@ class Driver:
 
     # ------------------------------------------------------------------ sockets
 
-    def _accept(self) -> None:
+    def _accept(self, listening: Listening) -> None:
         while True:
             try:
-                sock, addr = self.listener.accept()
+                sock, addr = listening.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -166,6 +196,15 @@ class Driver:
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if listening.tls is not None:
+                # The handshake happens in the first reads (non-blocking); a client that never
+                # finishes it is dropped at admit_timeout like one that never authenticates.
+                try:
+                    sock = listening.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                except (OSError, ValueError) as exc:  # the client already went away
+                    log.debug("emulator: TLS connection from %s lost before its handshake: %s", addr, exc)
+                    sock.close()
+                    continue
             transport = Transport(Transport.SERVER)
             if self.configure is not None:
                 self.configure(transport)
@@ -186,13 +225,15 @@ class Driver:
         else:
             self.throttled.warning("accept", "emulator: accept failed: %s", exc)
         if self.accepting_again is None:
-            self.selector.unregister(self.listener)
+            for listening in self.listening:
+                self.selector.unregister(listening.sock)
         self.accepting_again = time.monotonic() + self.backoff
 
     def _resume_accepting(self, now: float) -> None:
         if self.accepting_again is not None and now >= self.accepting_again:
             self.accepting_again = None
-            self.selector.register(self.listener, selectors.EVENT_READ, None)
+            for listening in self.listening:
+                self.selector.register(listening.sock, selectors.EVENT_READ, listening)
 
     def _feed(self, peer: _Peer) -> None:
         """Push held inbound bytes into the transport, no more than it has room for.
@@ -214,8 +255,10 @@ class Driver:
             return
         try:
             data = peer.sock.recv(min(max(capacity, 1), _RECV_CHUNK)) if capacity > 0 else None
-        except (BlockingIOError, InterruptedError):
-            return
+            if data and isinstance(peer.sock, ssl.SSLSocket):
+                data += _decrypted_rest(peer.sock)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return  # nothing yet (TLS: a handshake or a record still on its way)
         except OSError:
             data = b""
         if data is None:
@@ -244,8 +287,8 @@ class Driver:
             return
         try:
             sent = peer.sock.send(peer.outbuf)
-        except (BlockingIOError, InterruptedError):
-            return
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return  # TLS: retried with the same bytes first, as OpenSSL requires
         except OSError:
             peer.outbuf.clear()
             peer.transport.close_head()
@@ -326,10 +369,11 @@ class Driver:
 
     def _shutdown(self) -> None:
         """Close connections with an AMQP close, give them a moment to flush, then drop them."""
-        try:
-            self.selector.unregister(self.listener)
-        except (KeyError, ValueError):
-            pass
+        for listening in self.listening:
+            try:
+                self.selector.unregister(listening.sock)
+            except (KeyError, ValueError):
+                pass
         now = time.monotonic()
         for peer in self.peers.values():
             peer.closing_since = now

@@ -3,7 +3,9 @@
 azure-servicebus's ServiceBusAdministrationClient reads runtime properties with
 `GET /{queue}`, `GET /{topic}` and `GET /{topic}/Subscriptions/{sub}` and parses Atom
 entries; it creates, updates and deletes entities and rules with PUT and DELETE on the
-same paths (atom_write.py). With a key, every call but /health needs a SAS token.
+same paths (atom_write.py). With a key, every call but /health needs a SAS token. With
+`serve --tls` the port speaks HTTPS only (each connection's handshake in its own request
+thread, under the read timeout), and WebSocket upgrades on it are wss.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import logging
 import os
 import socket
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -119,7 +122,7 @@ class _Handler(BaseHTTPRequestHandler):
                 payload["store"] = self.server.store_path
             self._send(200, json.dumps(payload), "application/json")
             return
-        here = f"http://{self.headers.get('Host', '')}{self.path}"
+        here = f"{self.server.scheme}://{self.headers.get('Host', '')}{self.path}"
         try:
             if "/rules/" in path.lower() and atom_write.target(path).rule is not None:
                 body = self._read_rule(path, here)
@@ -149,9 +152,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._authorize(target.path)
             payload = self._body()
             with Engine(self.server.store_path) as engine:
-                entry = atom_write.put(
-                    engine, path, payload, update=update, url=f"http://{self.headers.get('Host', '')}{self.path}"
-                )
+                here = f"{self.server.scheme}://{self.headers.get('Host', '')}{self.path}"
+                entry = atom_write.put(engine, path, payload, update=update, url=here)
         except Exception as exc:
             self._fail(exc)
         else:
@@ -273,8 +275,16 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(
-        self, address: tuple[str, int], store_path: str, key: str | None, amqp_port: int, limits: Limits
+        self,
+        address: tuple[str, int],
+        store_path: str,
+        key: str | None,
+        amqp_port: int,
+        limits: Limits,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        self.tls = tls
+        self.scheme = "https" if tls is not None else "http"
         self.store_path = store_path
         self.key = key
         self.amqp_port = amqp_port
@@ -294,6 +304,15 @@ class _Server(ThreadingHTTPServer):
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         self._slot.held = True
         try:
+            if self.tls is not None:
+                # In the request's thread, bounded by its read timeout: a client that stalls the
+                # handshake holds one slot, never the accept loop.
+                try:
+                    request = self.tls.wrap_socket(request, server_side=True)
+                except (OSError, ssl.SSLError) as exc:
+                    log.debug("emulator https: handshake with %s failed: %s", client_address, exc)
+                    self.shutdown_request(request)
+                    return
             super().process_request_thread(request, client_address)
         finally:
             self.free_slot()
@@ -317,11 +336,19 @@ class HttpEndpoint:
     """Run the HTTP side in a background thread."""
 
     def __init__(
-        self, store_path: str, *, host: str, port: int, key: str | None, amqp_port: int, limits: Limits | None = None
+        self,
+        store_path: str,
+        *,
+        host: str,
+        port: int,
+        key: str | None,
+        amqp_port: int,
+        limits: Limits | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         kind = _Server6 if ":" in host else _Server
         try:
-            self._server = kind((host.strip("[]"), port), store_path, key, amqp_port, limits or Limits())
+            self._server = kind((host.strip("[]"), port), store_path, key, amqp_port, limits or Limits(), tls)
         except OSError as exc:
             raise ServiceUnavailable(
                 f"cannot serve HTTP on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}",

@@ -20,6 +20,7 @@ import logging
 import struct
 from dataclasses import dataclass, field
 
+from . import sasl
 from .padding import Unparsed, written_out
 
 log = logging.getLogger(__name__)
@@ -197,7 +198,7 @@ class DeliveryIdRepair:
 
     def _inbound_frame(self, frame: bytes) -> bytes:
         if len(frame) < 8 or frame[:4] == b"AMQP" or frame[5] != 0:
-            return frame
+            return sasl.inbound(frame) if len(frame) >= 8 and frame[:4] != b"AMQP" and frame[5] == 1 else frame
         doff = frame[4] * 4
         channel = struct.unpack_from(">H", frame, 6)[0]
         body = frame[doff:]
@@ -256,7 +257,7 @@ class DeliveryIdRepair:
         doff = frame[4] * 4
         frame = _written_out(frame, doff)
         if frame[5] != 0:
-            return frame  # SASL
+            return sasl.outbound(frame)  # MSSBCBS offered next to ANONYMOUS
         body = frame[doff:]
         if body[:3] in (_CLOSE_HEAD, _END_HEAD):
             return _with_error_info(frame, doff)

@@ -1,0 +1,120 @@
+"""`sbdlq emulator serve --tls` from the command line: what it prints, records and serves,
+`sbdlq emulator ca`, and sbdlq's own client trusting the CA for an emulator connection string."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbdlq.emulator import discovery
+from sbdlq.emulator.engine import Engine
+from sbdlq.models import OutboundMessage
+from sbdlq.paths import Address, EntityPath
+
+CONN = (
+    "Endpoint=sb://localhost:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
+    "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
+)
+
+
+@pytest.fixture
+def state_home(cli: Any, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The CLI's state dir, also this process's (so the test reads what the command wrote)."""
+    monkeypatch.setenv("XDG_STATE_HOME", cli.env["XDG_STATE_HOME"])
+    return Path(cli.env["XDG_STATE_HOME"])
+
+
+@pytest.fixture
+def served(cli: Any, state_home: Path) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """`sbdlq emulator serve --tls` on random ports, in a process of its own; yields it and what it printed."""
+    pytest.importorskip("proton")
+    with Engine(cli.store) as engine:
+        engine.create_queue("orders")
+        engine.send("orders", [OutboundMessage(body=b"x")] * 2)
+        got = engine.receive(Address(EntityPath("orders")), 1)
+        engine.dead_letter(Address(EntityPath("orders")), [m.lock_token for m in got if m.lock_token], "Poison", "bad")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SBDLQ_")}
+    env.update(HOME=str(cli.store.parent), XDG_STATE_HOME=str(state_home), SBDLQ_CONFIG=str(state_home / "none"))
+    cmd = [sys.executable, "-m", "sbdlq", "--emulator", str(cli.store), "emulator", "serve", "--tls"]
+    args = ["--port", "0", "--tls-port", "0", "--http-port", "0"]
+    proc = subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(7)]
+        yield proc, lines
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=10)
+
+
+def test_serve_tls_prints_its_ports_and_how_to_trust_the_ca(cli: Any, served: Any) -> None:
+    _, lines = served
+    found = re.fullmatch(
+        r"listening on amqp://127\.0\.0\.1:(\d+), amqps://127\.0\.0\.1:(\d+) \(https 127\.0\.0\.1:(\d+)\)\n", lines[0]
+    )
+    assert found, lines[0]
+    amqp, amqps, _ = (int(g) for g in found.groups())
+    ca = cli("emulator", "ca").stdout.strip()
+    assert Path(ca).is_file()
+    assert lines[2] == f"TLS clients: AMQPS on localhost:{amqps} (the SDKs' custom_endpoint_address)\n"
+    assert lines[3] == f"trust the emulator's CA {ca}:\n"
+    printed = "".join(lines[4:])
+    for hint in (
+        f"connection_verify='{ca}'",
+        f"SSL_CERT_FILE={ca}",
+        f"REQUESTS_CA_BUNDLE={ca}",
+        f"NODE_EXTRA_CA_CERTS={ca}",
+    ):
+        assert hint in printed
+    record = discovery.find("localhost", amqp)
+    assert record is not None and record.https and record.ca == Path(ca)
+    assert json.loads(record.path.read_text())["https"] is True
+
+
+def test_sbdlq_reads_counts_over_https_trusting_the_ca_by_itself(cli: Any, served: Any) -> None:
+    _, lines = served
+    amqp, http = int(lines[0].split(":")[2].split(",")[0]), int(lines[0].rsplit(":", 1)[1].rstrip(")\n"))
+    r = cli.bare("--connection-string", CONN.format(port=amqp), "count", "orders", "-o", "json", "-v")
+    assert r.exit_code == 0, r.stderr
+    assert (json.loads(r.stdout)[0]["active"], json.loads(r.stdout)[0]["dead_letter"]) == (1, 1)
+    said = r.stderr.splitlines()
+    assert any(line.startswith(f"sbdlq: admin endpoint: https://localhost:{http} (port from") for line in said), said
+    assert "sbdlq: counts: from the admin endpoint's runtime properties" in said
+
+
+def test_cert_and_cert_key_go_together(cli: Any) -> None:
+    pytest.importorskip("proton")
+    cli("emulator", "init")
+    r = cli("emulator", "serve", "--cert", "some.pem")
+    assert r.exit_code == 2
+    assert "--cert and --cert-key go together" in r.stderr
+
+
+def test_an_unusable_certificate_is_refused_before_serving(cli: Any, tmp_path: Path) -> None:
+    pytest.importorskip("proton")
+    cli("emulator", "init")
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate")
+    r = cli("emulator", "serve", "--cert", str(bad), "--cert-key", str(bad))
+    assert r.exit_code == 2
+    assert "cannot use the certificate" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_sbdlq_over_websockets_uses_wss_on_the_https_port(cli: Any, served: Any) -> None:
+    pytest.importorskip("aiohttp")
+    _, lines = served
+    amqp = int(lines[0].split(":")[2].split(",")[0])
+    conn = CONN.format(port=amqp)
+    r = cli.bare("--connection-string", conn, "--transport", "websockets", "peek", "orders", "--max", "5", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    assert [(m["body"], m["dead_letter_reason"]) for m in json.loads(r.stdout)] == [("x", "Poison")]
