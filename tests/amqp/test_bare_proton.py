@@ -120,3 +120,15 @@ def test_status_codes_are_typed_int_as_service_bus_sends_them(emulator: Any, con
     assert type(peek.properties["statusCode"]) is int32
     unknown = _request(conn, f"{q}/$management", "com.microsoft:no-such-operation", {})
     assert type(unknown.properties["statusCode"]) is int32
+
+
+def test_batch_delete_with_nothing_to_delete_is_message_not_found(emulator: Any, conn: BlockingConnection) -> None:
+    """As Service Bus answers it: 404 with `com.microsoft:message-not-found`, never a bare 204."""
+    q = emulator.queue()
+    body = {"message-count": int32(10)}
+    reply = _request(conn, f"{q}/$management", "com.microsoft:batch-delete-messages", body)
+    assert reply.properties["statusCode"] == 404
+    assert reply.properties["errorCondition"] == "com.microsoft:message-not-found"
+    emulator.seed(q, "one")
+    reply = _request(conn, f"{q}/$management", "com.microsoft:batch-delete-messages", body)
+    assert (reply.properties["statusCode"], reply.body) == (200, {"message-count": 1})
