@@ -207,6 +207,8 @@ class EntityInfo:
     forward_dead_lettered_to: str | None = None
     status: str = "Active"
     subscription_count: int = 0
+    duplicate_window_s: float = 600.0  # DuplicateDetectionHistoryTimeWindow (the service's PT10M)
+    max_message_size_kb: int = 256  # MaxMessageSizeInKilobytes (Standard's 256 KB)
 
 
 @dataclass(slots=True)

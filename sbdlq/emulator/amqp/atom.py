@@ -40,30 +40,90 @@ def _count_details(counts: Counts | None) -> str:
     return f'<CountDetails xmlns:d2p1="{_COUNTS}">{inner}</CountDetails>'
 
 
+#: The elements of each description, in the order of Microsoft's schema (the DataContract order
+#: the service writes and reads; azure-servicebus lists it in management/_model_workaround.py).
+ORDER: dict[str, tuple[str, ...]] = {
+    "QueueDescription": (
+        "LockDuration", "MaxSizeInMegabytes", "RequiresDuplicateDetection", "RequiresSession",
+        "DefaultMessageTimeToLive", "DeadLetteringOnMessageExpiration", "DuplicateDetectionHistoryTimeWindow",
+        "MaxDeliveryCount", "EnableBatchedOperations", "SizeInBytes", "MessageCount", "IsAnonymousAccessible",
+        "AuthorizationRules", "Status", "CreatedAt", "UpdatedAt", "AccessedAt", "SupportOrdering", "CountDetails",
+        "AutoDeleteOnIdle", "EnablePartitioning", "EntityAvailabilityStatus", "EnableExpress", "ForwardTo",
+        "UserMetadata", "ForwardDeadLetteredMessagesTo", "MaxMessageSizeInKilobytes",
+    ),
+    "TopicDescription": (
+        "DefaultMessageTimeToLive", "MaxSizeInMegabytes", "RequiresDuplicateDetection",
+        "DuplicateDetectionHistoryTimeWindow", "EnableBatchedOperations", "SizeInBytes",
+        "FilteringMessagesBeforePublishing", "IsAnonymousAccessible", "AuthorizationRules", "Status", "CreatedAt",
+        "UpdatedAt", "AccessedAt", "SupportOrdering", "CountDetails", "SubscriptionCount", "SqlFilterCount",
+        "CorrelationFilterCount", "AutoDeleteOnIdle", "EnablePartitioning", "EntityAvailabilityStatus",
+        "EnableSubscriptionPartitioning", "EnableExpress", "UserMetadata", "MaxMessageSizeInKilobytes",
+    ),
+    "SubscriptionDescription": (
+        "LockDuration", "RequiresSession", "DefaultMessageTimeToLive", "DeadLetteringOnMessageExpiration",
+        "DeadLetteringOnFilterEvaluationExceptions", "MessageCount", "MaxDeliveryCount", "EnableBatchedOperations",
+        "Status", "ForwardTo", "CreatedAt", "UpdatedAt", "AccessedAt", "CountDetails",
+        "ForwardDeadLetteredMessagesTo", "AutoDeleteOnIdle", "EntityAvailabilityStatus", "UserMetadata",
+        "DefaultRuleDescription",
+    ),
+}  # fmt: skip
+#: .NET's TimeSpan.MaxValue as the service writes it: AutoDeleteOnIdle's default (never)
+NEVER = "P10675199DT2H48M5.4775807S"
+#: MaxSizeInMegabytes of a Standard namespace's entities (the emulator enforces no size)
+MAX_SIZE_MB = 1024
+
+
+def _elements(info: EntityInfo, counts: Counts | None, now: str) -> dict[str, str | None]:
+    """Every element an entity's description may have, as XML (None: left out, as the service
+    leaves out what is not set); the kind's ORDER picks and orders them."""
+    total = 0 if counts is None else counts.active + counts.dead_letter + counts.transfer_dead_letter + counts.scheduled
+    text: dict[str, Any] = {
+        "LockDuration": _duration(info.lock_duration_s),
+        "MaxSizeInMegabytes": MAX_SIZE_MB,
+        "RequiresDuplicateDetection": _bool(info.requires_duplicate_detection),
+        "RequiresSession": _bool(info.requires_session),
+        "DefaultMessageTimeToLive": _duration(info.default_ttl_s),
+        "DeadLetteringOnMessageExpiration": _bool(info.dead_lettering_on_expiration),
+        "DeadLetteringOnFilterEvaluationExceptions": _bool(info.dead_lettering_on_filter_exceptions),
+        "DuplicateDetectionHistoryTimeWindow": _duration(info.duplicate_window_s),
+        "MaxDeliveryCount": info.max_delivery_count,
+        "EnableBatchedOperations": "true",
+        "SizeInBytes": 0,
+        "MessageCount": total,
+        "FilteringMessagesBeforePublishing": "false",
+        "IsAnonymousAccessible": "false",
+        "Status": info.status,
+        "ForwardTo": info.forward_to,
+        "CreatedAt": now,
+        "UpdatedAt": now,
+        "AccessedAt": now,
+        "SupportOrdering": "true",
+        "SubscriptionCount": info.subscription_count,
+        "SqlFilterCount": 0,
+        "CorrelationFilterCount": 0,
+        "AutoDeleteOnIdle": NEVER,
+        "EnablePartitioning": "false",
+        "EntityAvailabilityStatus": "Available",
+        "EnableSubscriptionPartitioning": "false",
+        "EnableExpress": "false",
+        "UserMetadata": None,
+        "ForwardDeadLetteredMessagesTo": info.forward_dead_lettered_to,
+        "MaxMessageSizeInKilobytes": info.max_message_size_kb,
+        "DefaultRuleDescription": None,  # only in a create request: the service never sends it back
+    }
+    out: dict[str, str | None] = {k: None if v is None else f"<{k}>{escape(str(v))}</{k}>" for k, v in text.items()}
+    out["AuthorizationRules"] = "<AuthorizationRules/>"
+    out["CountDetails"] = _count_details(counts)
+    return out
+
+
 def entry(info: EntityInfo, counts: Counts | None, url: str) -> str:
-    """One Atom entry describing a queue, topic or subscription as the admin client expects."""
+    """One Atom entry describing a queue, topic or subscription as the admin client expects:
+    every element of Microsoft's schema for it, in the schema's order, with the service's defaults."""
     kind = {"queue": "QueueDescription", "topic": "TopicDescription"}.get(info.kind, "SubscriptionDescription")
     now = _now()
-    total = 0 if counts is None else counts.active + counts.dead_letter + counts.transfer_dead_letter + counts.scheduled
-    fields: list[tuple[str, Any]] = [("DefaultMessageTimeToLive", _duration(info.default_ttl_s))]
-    if info.kind != "topic":
-        fields += [
-            ("LockDuration", _duration(info.lock_duration_s)),
-            ("RequiresSession", _bool(info.requires_session)),
-            ("DeadLetteringOnMessageExpiration", _bool(info.dead_lettering_on_expiration)),
-            ("MaxDeliveryCount", info.max_delivery_count),
-            ("MessageCount", total),
-        ]
-    if info.kind != "subscription":
-        fields.append(("RequiresDuplicateDetection", _bool(info.requires_duplicate_detection)))
-    if info.kind == "topic":
-        fields.append(("SubscriptionCount", info.subscription_count))
-    fields += [("Status", info.status), ("CreatedAt", now), ("UpdatedAt", now), ("AccessedAt", now)]
-    if info.forward_to:
-        fields.append(("ForwardTo", info.forward_to))
-    if info.forward_dead_lettered_to:
-        fields.append(("ForwardDeadLetteredMessagesTo", info.forward_dead_lettered_to))
-    body = "".join(f"<{k}>{escape(str(v))}</{k}>" for k, v in fields) + _count_details(counts)
+    elements = _elements(info, counts, now)
+    body = "".join(x for name in ORDER[kind] if (x := elements[name]) is not None)
     title = escape(info.path.rsplit("/", 1)[-1] if info.kind == "subscription" else info.path)
     return (
         f'<entry xmlns="{_ATOM}">'
