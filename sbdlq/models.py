@@ -237,6 +237,9 @@ class SubscriptionRule:
     sql: str | None = None
     correlation: dict[str, Any] | None = None
     action: str | None = None
+    parameters: dict[str, Any] | None = None  # the filter's `@name` values
+    action_parameters: dict[str, Any] | None = None  # the action's `@name` values
+    constant: bool | None = None  # the service's TrueFilter (True) or FalseFilter (False)
 
 
 @dataclass(frozen=True, slots=True)

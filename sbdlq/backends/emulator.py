@@ -79,7 +79,12 @@ class EmulatorBackend(Backend):
             SubscriptionRules(
                 subscription=e.path.rsplit("/", 1)[-1],
                 status=e.status,
-                rules=tuple(SubscriptionRule(r.name, r.sql, r.correlation, r.action) for r in engine.rules(e.path)),
+                rules=tuple(
+                    SubscriptionRule(
+                        r.name, r.sql, r.correlation, r.action, r.parameters, r.action_parameters, r.constant
+                    )
+                    for r in engine.rules(e.path)
+                ),
                 forward_to=e.forward_to,
             )
             for e in engine.list_entities()

@@ -265,3 +265,32 @@ def test_the_admin_client_reads_the_service_defaults(emulator: Any) -> None:
         assert props.auto_delete_on_idle > datetime.timedelta(days=10_000_000)
         admin.update_queue(props)  # what it read goes back as it came
         assert admin.get_queue(q).max_size_in_megabytes == 1024
+
+
+def test_rule_descriptions_follow_the_schema(emulator: Any) -> None:
+    from datetime import timedelta
+
+    from sbdlq.emulator.engine import Rule
+
+    topic = emulator.topic("s")
+    sub = f"{topic}/Subscriptions/s"
+    engine = emulator.engine
+    parameters = {"@n": 2, "@span": timedelta(minutes=1)}
+    action = {"action": "SET a = @a", "action_parameters": {"@a": 1}}
+    engine.add_rule(sub, Rule("p", sql="n > @n", parameters=parameters, **action))
+    engine.add_rule(sub, Rule.false("none"))
+    engine.add_rule(sub, Rule("c", correlation={"Properties": {"k": 1}, "Subject": "s", "CorrelationId": "c"}))
+    types = {}
+    for name in ("$Default", "p", "none", "c"):
+        kind, rule = read_description(_get(emulator, f"{topic}/subscriptions/s/rules/{name}"))
+        assert kind == "RuleDescription" and rule["Name"].text == name
+        types[name] = (rule["Filter"].get(_XSI_TYPE), rule["Action"].get(_XSI_TYPE))
+    assert types == {
+        "$Default": ("TrueFilter", "EmptyRuleAction"),
+        "p": ("SqlFilter", "SqlRuleAction"),
+        "none": ("FalseFilter", "EmptyRuleAction"),
+        "c": ("CorrelationFilter", "EmptyRuleAction"),
+    }
+    _kind, rule = read_description(_get(emulator, f"{topic}/subscriptions/s/rules/p"))
+    values = [v.get(_XSI_TYPE) for v in rule["Filter"].iter(f"{{{_SB}}}Value")]
+    assert values == ["d6p1:int", "d6p1:duration"]

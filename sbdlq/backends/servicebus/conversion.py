@@ -314,15 +314,28 @@ def subscription_info(topic: str, s: Any) -> EntityInfo:
 
 
 def subscription_rule(r: Any) -> SubscriptionRule:
-    """SubscriptionRule of an SDK RuleProperties (SQL, true, false or correlation filter)."""
+    """SubscriptionRule of an SDK RuleProperties (SQL, true, false or correlation filter, with parameters)."""
     flt, action = r.filter, r.action
     sql_action = getattr(action, "sql_expression", None) or None
+    action_parameters = dict(getattr(action, "parameters", None) or {}) or None
     if flt is None:
-        return SubscriptionRule(r.name, sql="1=1", action=sql_action)
+        return SubscriptionRule(
+            r.name, sql="1=1", action=sql_action, action_parameters=action_parameters, constant=True
+        )
     if hasattr(flt, "sql_expression"):
-        return SubscriptionRule(r.name, sql=flt.sql_expression or "1=1", action=sql_action)
+        # The SDK's TrueRuleFilter and FalseRuleFilter are SqlRuleFilters of 1=1 and 1>1.
+        constant = {"TrueRuleFilter": True, "FalseRuleFilter": False}.get(type(flt).__name__)
+        parameters = dict(getattr(flt, "parameters", None) or {}) or None
+        return SubscriptionRule(
+            r.name,
+            sql=flt.sql_expression or "1=1",
+            action=sql_action,
+            parameters=parameters,
+            action_parameters=action_parameters,
+            constant=constant,
+        )
     fields = ("correlation_id", "message_id", "to", "reply_to", "label", "session_id", "reply_to_session_id",
               "content_type")  # fmt: skip
     correlation: dict[str, Any] = {f: getattr(flt, f, None) for f in fields}
     correlation["properties"] = dict(getattr(flt, "properties", None) or {})
-    return SubscriptionRule(r.name, correlation=correlation, action=sql_action)
+    return SubscriptionRule(r.name, correlation=correlation, action=sql_action, action_parameters=action_parameters)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from sbdlq.models import Counts, EntityInfo, SubscriptionRule
+from sbdlq.models import Counts, EntityInfo
 
 _ATOM = "http://www.w3.org/2005/Atom"
 _SB = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
@@ -154,14 +154,32 @@ def feed(title: str, url: str, entries: list[str], next_url: str | None) -> str:
     )
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def _xsd_value(value: Any) -> tuple[str, str]:
+    """A property's or parameter's XSD type and text, as azure-servicebus writes and reads them."""
+    if isinstance(value, bool):
+        return "boolean", _bool(value)
+    if isinstance(value, int):
+        return ("int" if -_INT32_MAX - 1 <= value <= _INT32_MAX else "long"), str(value)
+    if isinstance(value, float):
+        return "double", repr(value)
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return "dateTime", aware.isoformat()
+    if isinstance(value, timedelta):
+        return "duration", _duration(value.total_seconds())
+    return "string", "" if value is None else str(value)
+
+
 def _key_values(values: dict[str, Any]) -> str:
-    """A correlation filter's properties as the admin client's key-value list."""
+    """A correlation filter's properties, or a SQL filter's or action's parameters, as the admin
+    client's key-value list."""
     xsd = "http://www.w3.org/2001/XMLSchema"
     out = []
     for key, value in values.items():
-        kind = "boolean" if isinstance(value, bool) else "long" if isinstance(value, int) else (
-            "double" if isinstance(value, float) else "string")  # fmt: skip
-        text = _bool(value) if isinstance(value, bool) else str(value)
+        kind, text = _xsd_value(value)
         out.append(
             f"<KeyValueOfstringanyType><Key>{escape(str(key))}</Key>"
             f'<Value i:type="d6p1:{kind}" xmlns:d6p1="{xsd}">{escape(text)}</Value></KeyValueOfstringanyType>'
@@ -169,37 +187,45 @@ def _key_values(values: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _rule_filter(rule: SubscriptionRule) -> str:
-    """A rule's `<Filter>`: SQL (with the service's TrueFilter for `1=1`) or correlation."""
+def _sql(expression: str, parameters: dict[str, Any] | None) -> str:
+    """A `<Filter>` or `<Action>` of SQL: its elements in the schema's order."""
+    params = f"<Parameters>{_key_values(parameters)}</Parameters>" if parameters else ""
+    return (
+        f"<SqlExpression>{escape(expression)}</SqlExpression><CompatibilityLevel>20</CompatibilityLevel>"
+        f"{params}<RequiresPreprocessing>false</RequiresPreprocessing>"
+    )
+
+
+def _rule_filter(rule: Any) -> str:
+    """A rule's `<Filter>`: SQL, the service's TrueFilter or FalseFilter, or correlation."""
     if rule.correlation is None:
-        sql = rule.sql or "1=1"
-        kind = "TrueFilter" if "".join(sql.split()) == "1=1" else "SqlFilter"
-        return (
-            f'<Filter i:type="{kind}"><SqlExpression>{escape(sql)}</SqlExpression>'
-            "<CompatibilityLevel>20</CompatibilityLevel></Filter>"
-        )
+        constant = getattr(rule, "constant", None)
+        kind = "SqlFilter" if constant is None else "TrueFilter" if constant else "FalseFilter"
+        body = _sql(rule.sql or "1=1", getattr(rule, "parameters", None))
+        return f'<Filter i:type="{kind}">{body}</Filter>'
     names = {"correlationid": "CorrelationId", "messageid": "MessageId", "to": "To", "replyto": "ReplyTo",
              "label": "Label", "subject": "Label", "sessionid": "SessionId", "replytosessionid": "ReplyToSessionId",
              "contenttype": "ContentType"}  # fmt: skip
-    fields: list[str] = []
+    found: dict[str, str] = {}
     props: dict[str, Any] = {}
     for key, value in rule.correlation.items():
         norm = str(key).replace("_", "").lower()
         if norm in ("properties", "applicationproperties", "userproperties"):
             props.update(value or {})
         elif norm in names and value is not None:
-            fields.append(f"<{names[norm]}>{escape(str(value))}</{names[norm]}>")
-    return f'<Filter i:type="CorrelationFilter">{"".join(fields)}<Properties>{_key_values(props)}</Properties></Filter>'
+            found[names[norm]] = f"<{names[norm]}>{escape(str(value))}</{names[norm]}>"
+    # In the schema's order, whatever order the rule names them in.
+    fields = "".join(found[name] for name in dict.fromkeys(names.values()) if name in found)
+    return f'<Filter i:type="CorrelationFilter">{fields}<Properties>{_key_values(props)}</Properties></Filter>'
 
 
-def rule_entry(rule: SubscriptionRule, url: str) -> str:
-    """One Atom entry describing a subscription rule as the admin client's `list_rules` reads it."""
+def rule_entry(rule: Any, url: str) -> str:
+    """One Atom entry describing a subscription rule (the engine's Rule, or a SubscriptionRule)
+    as the admin client's `get_rule` and `list_rules` read it."""
     now = _now()
     if rule.action:
-        action = (
-            f'<Action i:type="SqlRuleAction"><SqlExpression>{escape(rule.action)}</SqlExpression>'
-            "<CompatibilityLevel>20</CompatibilityLevel></Action>"
-        )
+        body = _sql(rule.action, getattr(rule, "action_parameters", None))
+        action = f'<Action i:type="SqlRuleAction">{body}</Action>'
     else:
         action = '<Action i:type="EmptyRuleAction"/>'
     return (
