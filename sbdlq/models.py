@@ -207,6 +207,8 @@ class EntityInfo:
     forward_dead_lettered_to: str | None = None
     status: str = "Active"
     subscription_count: int = 0
+    duplicate_window_s: float = 600.0  # DuplicateDetectionHistoryTimeWindow (the service's PT10M)
+    max_message_size_kb: int = 256  # MaxMessageSizeInKilobytes (Standard's 256 KB)
 
 
 @dataclass(slots=True)
@@ -235,6 +237,9 @@ class SubscriptionRule:
     sql: str | None = None
     correlation: dict[str, Any] | None = None
     action: str | None = None
+    parameters: dict[str, Any] | None = None  # the filter's `@name` values
+    action_parameters: dict[str, Any] | None = None  # the action's `@name` values
+    constant: bool | None = None  # the service's TrueFilter (True) or FalseFilter (False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,6 +194,7 @@ def build_selection(
     body_contains: str | None = None,
     body_regex: str | None = None,
     where: str | None = None,
+    where_parameters: list[str] | None = None,
     older_than: str | None = None,
     now: datetime | None = None,
 ) -> Selection:
@@ -219,14 +220,42 @@ def build_selection(
             sel.enqueued_before = cutoff
     if body_regex is not None:
         sel.body_regex = BodyRegex(body_regex)
+    parameters = parse_where_parameters(where_parameters or [])
+    if parameters and where is None:
+        raise BadInput("--param gives a value to a @name of --where: it needs --where")
     if where is not None:
         from sbdlq.sqlfilter import SqlFilterSyntaxError, compile_filter
 
         try:
-            sel.where = compile_filter(where)
+            sel.where = compile_filter(where, parameters)
         except SqlFilterSyntaxError as exc:
             raise BadInput(f"invalid --where expression: {exc.message}", hint=_where_hint(exc.message))
     return sel
+
+
+def parse_where_parameters(texts: list[str]) -> dict[str, Any]:
+    """`--param NAME=VALUE`s as the filter's parameters (`@NAME` → value), each name once.
+
+    VALUE is typed as `--set-property` and `emulator send --property` type it: `42` a number,
+    `true` a boolean, `'"42"'` a string, anything else text.
+    """
+    from sbdlq.emulator.property_args import typed_value
+    from sbdlq.models import fits_int64
+
+    parameters: dict[str, Any] = {}
+    for text in texts:
+        name, sep, raw = text.partition("=")
+        name = name.strip()
+        if not sep or not name.lstrip("@"):
+            raise BadInput(f"invalid --param {text!r}", hint="use NAME=VALUE, for @NAME in --where")
+        key = name if name.startswith("@") else f"@{name}"
+        if any(k.casefold() == key.casefold() for k in parameters):
+            raise BadInput(f"--param {key} is given twice")
+        value = typed_value(raw)
+        if isinstance(value, int) and not isinstance(value, bool) and not fits_int64(value):
+            raise BadInput(f"--param {text!r}: {raw} is past the 64-bit range of a SQL filter's integers")
+        parameters[key] = value
+    return parameters
 
 
 # Properties the broker sets on dead-lettering as application properties, not system ones.

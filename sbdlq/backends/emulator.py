@@ -79,7 +79,12 @@ class EmulatorBackend(Backend):
             SubscriptionRules(
                 subscription=e.path.rsplit("/", 1)[-1],
                 status=e.status,
-                rules=tuple(SubscriptionRule(r.name, r.sql, r.correlation, r.action) for r in engine.rules(e.path)),
+                rules=tuple(
+                    SubscriptionRule(
+                        r.name, r.sql, r.correlation, r.action, r.parameters, r.action_parameters, r.constant
+                    )
+                    for r in engine.rules(e.path)
+                ),
                 forward_to=e.forward_to,
             )
             for e in engine.list_entities()
@@ -200,4 +205,12 @@ def _lost(messages: Sequence[Message], lost_tokens: list[str]) -> list[Message]:
 
 
 def _engine_rule(rule: SubscriptionRule) -> Rule:
-    return Rule(name=rule.name, sql=rule.sql, correlation=rule.correlation, action=rule.action)
+    return Rule(
+        name=rule.name,
+        sql=rule.sql,
+        correlation=rule.correlation,
+        action=rule.action,
+        parameters=rule.parameters,
+        action_parameters=rule.action_parameters,
+        constant=rule.constant,
+    )

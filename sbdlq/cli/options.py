@@ -1,6 +1,6 @@
 """Options shared by several commands, declared once.
 
-The ten selection options (DESIGN §5) live on `SelectionOptions`: `@selection_options` puts
+The selection options (DESIGN §5) live on `SelectionOptions`: `@selection_options` puts
 them in a command's signature in place of its `selection` parameter and hands the command one
 typed object, as sqlite-utils' shared option decorators do for click. `for_sub_queue` binds the
 DLQ commands' `sub_queue` parameter, so one definition serves the DLQ and the transfer DLQ.
@@ -101,6 +101,14 @@ class SelectionOptions:
     where: Annotated[
         str | None,
         _selecting("--where", "Service Bus SQL filter, e.g. \"sys.Label = 'orders' AND tenant = 'eu'\"."),
+    ] = None
+    where_parameters: Annotated[
+        list[str] | None,
+        _selecting(
+            "--param",
+            "A value for @NAME in --where: NAME=VALUE (repeatable; typed like --set-property: 42 a number, "
+            "true a boolean, '\"42\"' a string).",
+        ),
     ] = None
 
     def compile(self, *, older_than: str | None = None) -> Selection:

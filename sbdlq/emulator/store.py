@@ -21,7 +21,9 @@ from sbdlq.errors import BadInput, OperationFailed, ServiceUnavailable, Transien
 # 3 (also): entity.max_message_kb and message.releases (added to older stores by _COLUMNS).
 # 4: both 3s above, made in parallel: a store stamped 3 by either gets the other's too.
 # 5: message.amqp, the AMQP sections the other columns would lose (added by _COLUMNS).
-SCHEMA_VERSION = 5
+# 6: rule.parameters and rule.action_parameters (added by _COLUMNS), and the filter types
+#    true and false (the rules of text 1=1 and 1=0 that older stores kept as sql become them).
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
@@ -49,9 +51,11 @@ CREATE TABLE IF NOT EXISTS rule (
     id INTEGER PRIMARY KEY,
     entity_id INTEGER NOT NULL,
     name TEXT NOT NULL,
-    filter_type TEXT NOT NULL,          -- sql | correlation
+    filter_type TEXT NOT NULL,          -- sql | true | false | correlation
     filter TEXT NOT NULL,               -- SQL text, or JSON of the correlation properties
     action TEXT,
+    parameters TEXT,                    -- JSON of the filter's @parameters (props.py encoding)
+    action_parameters TEXT,             -- JSON of the action's @parameters
     UNIQUE (entity_id, name)
 );
 CREATE TABLE IF NOT EXISTS message (
@@ -112,6 +116,8 @@ _COLUMNS = (
     ("entity", "max_message_kb", "INTEGER"),
     ("message", "releases", "INTEGER NOT NULL DEFAULT 0"),
     ("message", "amqp", "BLOB"),
+    ("rule", "parameters", "TEXT"),
+    ("rule", "action_parameters", "TEXT"),
 )
 
 
@@ -124,6 +130,10 @@ def _migrate_columns(conn: sqlite3.Connection) -> None:
             have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
             if column not in have:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+        if conn.execute("PRAGMA user_version").fetchone()[0] < 6:
+            # Before 6 a TrueFilter (every default rule) was stored as sql 1=1, and shown as one.
+            conn.execute("UPDATE rule SET filter_type = 'true' WHERE filter_type = 'sql' AND filter = '1=1'")
+            conn.execute("UPDATE rule SET filter_type = 'false' WHERE filter_type = 'sql' AND filter = '1=0'")
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

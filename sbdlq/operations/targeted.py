@@ -111,7 +111,13 @@ def rewrite(subscription: str, rule: SubscriptionRule) -> SubscriptionRule:
             hint="shorten the rule's filter, or resubmit --to a queue",
         )
     _check_compiles(subscription, rule, sql)
-    return SubscriptionRule(rule.name, sql=sql, action=rule.action)
+    return SubscriptionRule(
+        rule.name,
+        sql=sql,
+        action=rule.action,
+        parameters=rule.parameters,
+        action_parameters=rule.action_parameters,
+    )
 
 
 def _check_compiles(subscription: str, rule: SubscriptionRule, rewritten: str) -> None:
@@ -120,7 +126,7 @@ def _check_compiles(subscription: str, rule: SubscriptionRule, rewritten: str) -
 
     for text in ([rule.sql or "1=1"] if rule.correlation is None else []) + [rewritten]:
         try:
-            sql_filter(text)
+            sql_filter(text, rule.parameters)
         except BadInput as exc:
             raise Inexact(
                 f"rule {rule.name} of subscription {subscription}: sbdlq cannot read its filter ({exc.message}), "
@@ -135,7 +141,16 @@ def original_of(rule: SubscriptionRule) -> SubscriptionRule | None:
     if rule.correlation is not None or sql is None or not sql.endswith(")"):
         return None
     if sql.startswith(_GUARD):
-        return SubscriptionRule(rule.name, sql=sql[len(_GUARD) : -1], action=rule.action)
+        inner = sql[len(_GUARD) : -1]
+        # A TrueFilter or FalseFilter (the default rule is one) was written as its text.
+        return SubscriptionRule(
+            rule.name,
+            sql=inner,
+            action=rule.action,
+            parameters=rule.parameters,
+            action_parameters=rule.action_parameters,
+            constant={"1=1": True, "1=0": False}.get(inner),
+        )
     if not sql.startswith("'" + _CORRELATION_MARK.replace("'", "''")):
         return None
     from sbdlq.sqlfilter.lexer import STRING, tokenize
@@ -153,7 +168,7 @@ def original_of(rule: SubscriptionRule) -> SubscriptionRule | None:
         return None
     if not isinstance(fields, dict):
         return None
-    return SubscriptionRule(rule.name, correlation=fields, action=rule.action)
+    return SubscriptionRule(rule.name, correlation=fields, action=rule.action, action_parameters=rule.action_parameters)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ NUMBER = "number"
 STRING = "string"
 IDENT = "ident"  # regular identifier (may be a function name, SET or REMOVE)
 QIDENT = "qident"  # [delimited] or "quoted" identifier: never a keyword
+PARAM = "param"  # @name: a parameter of the filter or action, its value given beside the text
 KEYWORD = "keyword"
 OP = "op"
 EOF = "eof"
@@ -70,6 +71,11 @@ def tokenize(text: str) -> list[Token]:
         elif ch == '"':
             i, value = _quoted(text, i, '"', '"', "quoted identifier")
             tokens.append(Token(QIDENT, value, start + 1, text[start:i]))
+        elif ch == "@" and i + 1 < n and _is_ident_start(text[i + 1]):
+            i += 2
+            while i < n and _is_ident_part(text[i]):
+                i += 1
+            tokens.append(Token(PARAM, text[start:i], start + 1, text[start:i]))
         elif _is_ident_start(ch):
             i += 1
             while i < n and _is_ident_part(text[i]):

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
 from sbdlq.sqlfilter import nodes as n
 from sbdlq.sqlfilter.errors import SqlFilterSyntaxError
-from sbdlq.sqlfilter.lexer import EOF, IDENT, KEYWORD, NUMBER, OP, QIDENT, STRING, Token, tokenize
+from sbdlq.sqlfilter.lexer import EOF, IDENT, KEYWORD, NUMBER, OP, PARAM, QIDENT, STRING, Token, tokenize
 from sbdlq.sqlfilter.like import like_matcher
 from sbdlq.sqlfilter.sysprops import SETTABLE, canonical
 
@@ -28,12 +33,23 @@ _FUNCTIONS = {"newid": "newid", "property": "property", "p": "property"}
 class _Parser:
     """One parse over the tokens of one text."""
 
-    def __init__(self, text: str, what: str) -> None:
+    def __init__(self, text: str, what: str, parameters: Mapping[str, Any] | None = None) -> None:
         if len(text) > MAX_LENGTH:
             raise SqlFilterSyntaxError(f"{what} is {len(text)} characters long; the maximum is {MAX_LENGTH}")
         self.tokens = tokenize(text)
         self.i = 0
         self.depth = 0
+        self.parameters = check_parameters(parameters)
+
+    def parameter(self, tok: Token) -> n.Const:
+        """`@name` as the constant its value is (names compare without case, as property names)."""
+        if tok.value in self.parameters:
+            return n.Const(self.parameters[tok.value], tok.pos)
+        folded = tok.value.casefold()
+        for name, value in self.parameters.items():
+            if name.casefold() == folded:
+                return n.Const(value, tok.pos)
+        raise SqlFilterSyntaxError(f"parameter {tok.value} has no value (give it in the parameters)", tok.pos)
 
     # --- token helpers ---------------------------------------------------------------
 
@@ -111,6 +127,8 @@ class _Parser:
     def prefix(self, tok: Token) -> n.Node:
         if tok.kind in (NUMBER, STRING):
             return n.Const(tok.value, tok.pos)
+        if tok.kind == PARAM:
+            return self.parameter(tok)
         if tok.kind == KEYWORD:
             if tok.value in ("TRUE", "FALSE", "NULL"):
                 return n.Const({"TRUE": True, "FALSE": False, "NULL": None}[tok.value], tok.pos)
@@ -277,17 +295,34 @@ def _one_char(value: object) -> bool:
     return isinstance(value, str) and len(value) == 1
 
 
-def parse_filter(text: str) -> n.Node:
-    """The predicate tree of a SQL filter; SqlFilterSyntaxError otherwise."""
-    parser = _Parser(text, "filter expression")
+#: the Python types a parameter's value may have (the SDKs': string, whole and real numbers,
+#: boolean, date-time, time span; and null)
+PARAMETER_TYPES = (str, bool, int, float, datetime, timedelta, UUID, type(None))
+
+
+def check_parameters(parameters: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The parameters of a filter or action, checked: names begin with `@`, as Service Bus wants."""
+    checked: dict[str, Any] = {}
+    for name, value in (parameters or {}).items():
+        if not isinstance(name, str) or not name.startswith("@") or len(name) < 2:
+            raise SqlFilterSyntaxError(f"parameter name {name!r} must begin with @ (@name)")
+        if not isinstance(value, PARAMETER_TYPES):
+            raise SqlFilterSyntaxError(f"parameter {name} has a value of type {type(value).__name__}")
+        checked[name] = value
+    return checked
+
+
+def parse_filter(text: str, parameters: Mapping[str, Any] | None = None) -> n.Node:
+    """The predicate tree of a SQL filter, `@name`s replaced by their values; SqlFilterSyntaxError otherwise."""
+    parser = _Parser(text, "filter expression", parameters)
     node = parser.expression(0)
     parser.expect_end()
     return parser.predicate(node)
 
 
-def parse_action(text: str) -> list[n.Statement]:
+def parse_action(text: str, parameters: Mapping[str, Any] | None = None) -> list[n.Statement]:
     """The statements of a SQL rule action (`SET ...; REMOVE ...`); SqlFilterSyntaxError otherwise."""
-    parser = _Parser(text, "action expression")
+    parser = _Parser(text, "action expression", parameters)
     statements: list[n.Statement] = []
     while not parser.at(EOF):
         statements.append(parser.statement())

@@ -67,11 +67,11 @@ def _replace(target: dict[str, Any], source: dict[str, Any]) -> None:
     target.update(source)
 
 
-def compile_filter(expr: str) -> SqlFilter:
-    """Parse and compile a SQL filter; raises SqlFilterSyntaxError."""
-    return SqlFilter(expr, compile_node(parse_filter(expr)))
+def compile_filter(expr: str, parameters: Mapping[str, Any] | None = None) -> SqlFilter:
+    """Parse and compile a SQL filter, with the values of its `@name` parameters; raises SqlFilterSyntaxError."""
+    return SqlFilter(expr, compile_node(parse_filter(expr, parameters)))
 
 
-def compile_action(expr: str) -> SqlAction:
-    """Parse and compile a SQL rule action; raises SqlFilterSyntaxError."""
-    return SqlAction(expr, [compile_statement(s) for s in parse_action(expr)])
+def compile_action(expr: str, parameters: Mapping[str, Any] | None = None) -> SqlAction:
+    """Parse and compile a SQL rule action, with the values of its `@name` parameters; raises SqlFilterSyntaxError."""
+    return SqlAction(expr, [compile_statement(s) for s in parse_action(expr, parameters)])

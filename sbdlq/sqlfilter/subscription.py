@@ -84,22 +84,31 @@ def constant_filter(sql: str) -> bool | None:
     return None
 
 
-def sql_filter(text: str) -> Any:
+def sql_filter(text: str, parameters: dict[str, Any] | None = None) -> Any:
     """A SQL filter compiled: True or False for the constant ones, else a SqlFilter."""
-    constant = constant_filter(text)
+    constant = None if parameters else constant_filter(text)
     if constant is not None:
         return constant
     from sbdlq.sqlfilter.rules import compile_filter
 
-    return compile_filter(text)
+    return compile_filter(text, parameters)
 
 
 def compile_rule(rule: Any) -> Compiled:
-    """Any rule with `name`, `sql`, `correlation` and `action` (the engine's, or one a backend read)."""
+    """Any rule with `name`, `sql`, `correlation` and `action` (the engine's, or one a backend read),
+    and optionally `parameters`, `action_parameters` and `constant` (a True or False filter)."""
     from sbdlq.sqlfilter.rules import compile_action
 
-    flt = compile_correlation(rule.correlation) if rule.correlation is not None else sql_filter(rule.sql or "1=1")
-    return (rule.name, flt, compile_action(rule.action) if rule.action else None)
+    constant = getattr(rule, "constant", None)
+    flt: Any
+    if rule.correlation is not None:
+        flt = compile_correlation(rule.correlation)
+    elif constant is not None:
+        flt = bool(constant)
+    else:
+        flt = sql_filter(rule.sql or "1=1", getattr(rule, "parameters", None))
+    action = compile_action(rule.action, getattr(rule, "action_parameters", None)) if rule.action else None
+    return (rule.name, flt, action)
 
 
 def matching_actions(

@@ -21,6 +21,7 @@ FLAGS: dict[str, tuple[str, bool]] = {
     "--body-contains": ("body_contains", False),
     "--body-regex": ("body_regex", False),
     "--where": ("where", False),
+    "--param": ("where_parameters", True),
     "--older-than": ("older_than", False),
 }
 

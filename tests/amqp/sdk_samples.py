@@ -48,9 +48,7 @@ EXCLUDED: dict[str, str] = {
 OVER_HTTPS = {"mgmt_queue", "mgmt_rule", "mgmt_subscription", "mgmt_topic"}
 
 # Samples that fail today for a feature not built yet: strict xfail, so they flip loudly.
-NOT_YET: dict[str, str] = {
-    "mgmt_rule": "a SqlRuleFilter with parameters (@name): issue 27 item 5, built on another branch",
-}
+NOT_YET: dict[str, str] = {}
 
 # Samples that loop forever by design: they pass when they received everything in time.
 LOOPING = {"receive_iterator_queue", "failure_and_recovery"}

@@ -14,7 +14,12 @@ import pytest
 
 pytest.importorskip("proton")
 
-from azure.core.exceptions import ClientAuthenticationError, ResourceExistsError, ResourceNotFoundError
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceNotFoundError,
+)
 from azure.servicebus import ServiceBusMessage
 from azure.servicebus.management import (
     CorrelationRuleFilter,
@@ -24,6 +29,7 @@ from azure.servicebus.management import (
 )
 
 from sbdlq.backends.servicebus.config import admin_transport
+from sbdlq.paths import parse_address
 
 
 def _admin(emulator: Any, key: str | None = None) -> ServiceBusAdministrationClient:
@@ -191,7 +197,8 @@ def test_readme_admin_snippet_runs(emulator: Any, capsys: pytest.CaptureFixture[
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Use the emulator from your app", 1)[1]
-    (snippet,) = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+    # The section's first Python block; the TLS one after it needs serve --tls.
+    snippet = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)[0]
     code = snippet.replace("localhost:5300", f"127.0.0.1:{emulator.http_port}")
     code = code.replace("sb://localhost;", f"sb://127.0.0.1:{emulator.port};")
     exec(compile(code, "README.md", "exec"), {})
@@ -226,3 +233,61 @@ def test_an_entity_property_past_the_service_limits_is_refused(emulator: Any, na
         conn.close()
     assert response.status == 400, detail
     assert why in detail
+
+
+def test_rule_parameters_and_true_false_filters_keep_their_types(emulator: Any, admin: Any, client: Any) -> None:
+    from azure.servicebus.management import FalseRuleFilter, TrueRuleFilter
+
+    admin.create_topic("atom-p")
+    admin.create_subscription("atom-p", "s")
+    admin.delete_rule("atom-p", "s", "$Default")
+    when = datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)
+    parameters = {"@color": "red", "@n": 2, "@big": 2**40, "@ratio": 0.5, "@on": True, "@before": when}
+    sql = "color = @color AND n >= @n AND big = @big AND ratio = @ratio AND on = @on AND at < @before"
+    created = admin.create_rule(
+        "atom-p", "s", "p", filter=SqlRuleFilter(sql, parameters=parameters),
+        action=SqlRuleAction("SET hit = @hit", parameters={"@hit": "yes"}),
+    )  # fmt: skip
+    assert created.filter.parameters == parameters
+    admin.create_rule("atom-p", "s", "all", filter=TrueRuleFilter())
+    admin.create_rule("atom-p", "s", "none", filter=FalseRuleFilter())
+    admin.create_rule("atom-p", "s", "sql-zero", filter=SqlRuleFilter("1=0"))
+
+    got = {r.name: r for r in admin.list_rules("atom-p", "s")}
+    assert [type(got[n].filter).__name__ for n in ("p", "all", "none", "sql-zero")] == [
+        "SqlRuleFilter",
+        "TrueRuleFilter",
+        "FalseRuleFilter",
+        "SqlRuleFilter",
+    ]
+    rule = admin.get_rule("atom-p", "s", "p")
+    assert (rule.filter.sql_expression, rule.filter.parameters) == (sql, parameters)
+    assert (rule.action.sql_expression, rule.action.parameters) == ("SET hit = @hit", {"@hit": "yes"})
+    assert type(admin.get_rule("atom-p", "s", "none").filter).__name__ == "FalseRuleFilter"
+    assert type(admin.get_rule("atom-p", "s", "all").filter).__name__ == "TrueRuleFilter"
+    engine_rules = {r.name: r for r in emulator.engine.rules("atom-p/Subscriptions/s")}
+    assert (engine_rules["all"].constant, engine_rules["none"].constant, engine_rules["sql-zero"].constant) == (
+        True,
+        False,
+        None,
+    )
+
+    # The parameters route: only the matching message takes the action.
+    admin.delete_rule("atom-p", "s", "all")
+    rule.filter = SqlRuleFilter("color = @color AND n >= @n", parameters={"@color": "red", "@n": 2})
+    admin.update_rule("atom-p", "s", rule)
+    assert admin.get_rule("atom-p", "s", "p").filter.parameters == {"@color": "red", "@n": 2}
+    with client.get_topic_sender("atom-p") as sender:
+        sender.send_messages(
+            [
+                ServiceBusMessage("no", application_properties={"color": "red", "n": 1}),
+                ServiceBusMessage("yes", application_properties={"color": "red", "n": 3}),
+                ServiceBusMessage("blue", application_properties={"color": "blue", "n": 3}),
+            ]
+        )
+    (message,) = emulator.engine.peek(parse_address("atom-p/Subscriptions/s"), 0, 10)
+    assert (message.body, message.application_properties["hit"]) == (b"yes", "yes")
+
+    with pytest.raises(HttpResponseError):
+        admin.create_rule("atom-p", "s", "bad", filter=SqlRuleFilter("a = @missing", parameters={"@other": 1}))
+    admin.delete_topic("atom-p")

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("proton")
 
-from proton import Delivery, Link, Message, Timeout, ulong
+from proton import Delivery, Link, Message, Timeout, int32, ulong
 from proton.reactor import LinkOption
 from proton.utils import BlockingConnection
 
@@ -91,3 +91,44 @@ def test_released_is_not_a_delivery_attempt_but_poison_still_dead_letters(
     (dead,) = emulator.engine.peek(parse_address(f"{q}/$DeadLetterQueue"), 0, 5)
     assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
     assert emulator.engine.counts(q).active == 0
+
+
+def _request(conn: BlockingConnection, node: str, operation: str, body: Any, **props: Any) -> Message:
+    """One request-response exchange on `node`; the reply."""
+    name = f"reply-{uuid.uuid4()}"
+    replies = conn.create_receiver(node, name=name, credit=1)
+    request = Message(id=uuid.uuid4(), reply_to=name, properties={"operation": operation, **props}, body=body)
+    sender = conn.create_sender(node)
+    sender.send(request)
+    reply = replies.receive(timeout=5)
+    sender.close()
+    replies.close()
+    assert reply.correlation_id == request.id
+    return reply
+
+
+def test_status_codes_are_typed_int_as_service_bus_sends_them(emulator: Any, conn: BlockingConnection) -> None:
+    """A strict client reads `status-code` / `statusCode` as AMQP int (proton: int32), not long."""
+    q = emulator.queue()
+    token = _request(conn, "$cbs", "put-token", "SharedAccessSignature sr=x&sig=y&se=9999999999&skn=k",
+                     type="servicebus.windows.net:sastoken", name=f"amqp://127.0.0.1/{q}")  # fmt: skip
+    assert token.properties["status-code"] == 202
+    assert type(token.properties["status-code"]) is int32
+    peek = _request(conn, f"{q}/$management", "com.microsoft:peek-message",
+                    {"from-sequence-number": ulong(0), "message-count": 1})  # fmt: skip
+    assert peek.properties["statusCode"] == 204
+    assert type(peek.properties["statusCode"]) is int32
+    unknown = _request(conn, f"{q}/$management", "com.microsoft:no-such-operation", {})
+    assert type(unknown.properties["statusCode"]) is int32
+
+
+def test_batch_delete_with_nothing_to_delete_is_message_not_found(emulator: Any, conn: BlockingConnection) -> None:
+    """As Service Bus answers it: 404 with `com.microsoft:message-not-found`, never a bare 204."""
+    q = emulator.queue()
+    body = {"message-count": int32(10)}
+    reply = _request(conn, f"{q}/$management", "com.microsoft:batch-delete-messages", body)
+    assert reply.properties["statusCode"] == 404
+    assert reply.properties["errorCondition"] == "com.microsoft:message-not-found"
+    emulator.seed(q, "one")
+    reply = _request(conn, f"{q}/$management", "com.microsoft:batch-delete-messages", body)
+    assert (reply.properties["statusCode"], reply.body) == (200, {"message-count": 1})

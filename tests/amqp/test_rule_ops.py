@@ -98,7 +98,7 @@ def test_enumerate_rules_sends_the_described_types(emulator: Any) -> None:
     emulator.engine.remove_rule(f"{topic}/Subscriptions/sub", "$Default")
     from sbdlq.emulator.engine import Rule
 
-    for rule in (Rule("t", sql="1=1"), Rule("f", sql="1=0"), Rule("s", sql="a > 1", action="SET b = 1")):
+    for rule in (Rule.true("t"), Rule.false("f"), Rule("s", sql="a > 1", action="SET b = 1")):
         emulator.engine.add_rule(f"{topic}/Subscriptions/sub", rule)
     emulator.engine.add_rule(f"{topic}/Subscriptions/sub", Rule("c", correlation={"Subject": "x"}))
     conn = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
@@ -123,3 +123,40 @@ def test_enumerate_rules_sends_the_described_types(emulator: Any) -> None:
     assert first.value[1].descriptor == rule_ops.EMPTY_ACTION_CODE
     assert second.value[0].descriptor == rule_ops.SQL_FILTER_CODE and second.value[0].value == ["a > 1"]
     assert second.value[1].descriptor == rule_ops.SQL_ACTION_CODE and second.value[2] == "s"
+
+
+def test_true_false_and_parameters_through_add_and_enumerate(emulator: Any, client: Any, rule_receiver: Any) -> None:
+    """The SDKs send TrueRuleFilter / FalseRuleFilter as sql-filter 1=1 / 1=0: enumerate-rules hands them
+    back as the true and false filters; a sql-filter's `parameters` give its `@name`s their values."""
+    topic, receiver = rule_receiver
+    add = constants.REQUEST_RESPONSE_ADD_RULE_OPERATION
+    _call(receiver, constants.REQUEST_RESPONSE_REMOVE_RULE_OPERATION, {"rule-name": "$Default"})
+    _call(receiver, add, {"rule-name": "none", "rule-description": {"sql-filter": {"expression": "1=0"}}})
+    _call(receiver, add, {"rule-name": "all", "rule-description": {"sql-filter": {"expression": "1 = 1"}}})
+    red = {"expression": "color = @color", "parameters": {"@color": "red"}}
+    action = {"expression": "SET seen = @by", "parameters": {"@by": "rule"}}
+    _call(receiver, add, {"rule-name": "red", "rule-description": {"sql-filter": red, "sql-rule-action": action}})
+    rules = {r.name: r for r in emulator.engine.rules(f"{topic}/Subscriptions/sub")}
+    assert (rules["none"].constant, rules["all"].constant, rules["red"].constant) == (False, True, None)
+    assert (rules["red"].parameters, rules["red"].action_parameters) == ({"@color": "red"}, {"@by": "rule"})
+
+    conn = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
+    try:
+        node = f"{topic}/Subscriptions/sub/$management"
+        replies = conn.create_receiver(node, name="rules-reply", credit=10)
+        request = Message(
+            id=uuid.uuid4(), reply_to="rules-reply", properties={"operation": rule_ops.ENUMERATE_RULES}, body={}
+        )
+        conn.create_sender(node).send(request)
+        reply = replies.receive(timeout=5)
+    finally:
+        conn.close()
+    codes = [entry["rule-description"].value[0].descriptor for entry in reply.body["rules"]]
+    assert codes == [rule_ops.FALSE_FILTER_CODE, rule_ops.TRUE_FILTER_CODE, rule_ops.SQL_FILTER_CODE]
+
+    _call(receiver, constants.REQUEST_RESPONSE_REMOVE_RULE_OPERATION, {"rule-name": "all"})
+    with client.get_topic_sender(topic) as sender:
+        sender.send_messages([ServiceBusMessage(c, application_properties={"color": c}) for c in ("blue", "red")])
+    (got,) = receiver.receive_messages(max_message_count=2, max_wait_time=5)
+    assert (str(got), got.application_properties[b"seen"]) == ("red", b"rule")
+    receiver.complete_message(got)

@@ -34,8 +34,8 @@ from azure.servicebus.management import (
     SqlRuleAction,
     SqlRuleFilter,
 )
-from conftest import Emulator, finish, start
 from support.sdk import WAIT, bodies, drain
+from support.serve import Emulator, finish, start
 
 from sbdlq.emulator.tls import TlsFiles, local_files
 

@@ -259,6 +259,11 @@ def test_peek_of_an_empty_dlq(seed: Store, sbdlq: Any) -> None:
         (["--description-contains", "TOO"], ["o0", "o1", "o2"]),
         (["--sequence", "2-3", "--sequence", "5"], ["o1", "o2", "p1"]),
         (["--where", "sys.MessageId LIKE 'p%' OR sys.SequenceNumber = 1"], ["o0", "p0", "p1"]),
+        (
+            ["--where", "sys.MessageId LIKE @like OR sys.SequenceNumber = @n", "--param", "like=p%", "--param", "@n=1"],
+            ["o0", "p0", "p1"],
+        ),
+        (["--where", "DeadLetterReason = @why", "--param", "why=Poison"], ["p0", "p1"]),
         (["--enqueued-after", "2025-01-01T00:30:00Z"], ["p0", "p1"]),
         (["--enqueued-before", "2025-01-01T00:30:00"], ["o0", "o1", "o2"]),
         (["--body-regex", "^o[02]$"], ["o0", "o2"]),
@@ -294,6 +299,13 @@ def test_peek_changes_nothing(orders: Store, sbdlq: Any) -> None:
         (["--body-regex", "[z-a]"], "sbdlq: invalid --body-regex '[z-a]': bad character range z-a at position 1"),
         (["-o", "xml"], "sbdlq: invalid output format 'xml' (use table, json, jsonl, yaml or tsv)"),
         (["--property", "novalue"], "sbdlq: invalid --property 'novalue' (use NAME=VALUE)"),
+        (["--param", "a=1"], "sbdlq: --param gives a value to a @name of --where: it needs --where"),
+        (["--where", "x = @a", "--param", "a"], "sbdlq: invalid --param 'a' (use NAME=VALUE, for @NAME in --where)"),
+        (
+            ["--where", "x = @a"],
+            "sbdlq: invalid --where expression: syntax error at position 5: parameter @a has no value "
+            "(give it in the parameters)",
+        ),
         (["--max", "0"], "sbdlq: Invalid value for '--max': 0 is not in the range x>=1. (see 'sbdlq peek --help')"),
     ],
 )

@@ -57,3 +57,22 @@ def test_resubmit_of_a_subscription_dlq_whose_copies_would_miss_it_is_refused(
     with pytest.raises(BadInput, match="would not reach subscription s"):
         aio(resubmit(backend, source, EntityPath("t")))
     assert len(seed.dlq("t/Subscriptions/s")) == 1
+
+
+def test_rule_parameters_and_true_false_filters_reach_the_routing_check(
+    backend: Backend, seed: Seeder, aio: Any
+) -> None:
+    """Both backends read a rule's `@parameters` and the TrueFilter / FalseFilter types, and route with them."""
+    rule = Rule("eu", sql="region = @region", parameters={"@region": "eu"}, action="SET by = @by",
+                action_parameters={"@by": "rule"})  # fmt: skip
+    seed.queue("q")
+    seed.topic("T", "eu", rules=[rule, Rule.false("never")])
+    got = {s.subscription: s for s in aio(backend.subscription_rules(EntityPath("T")))}
+    listed = [(r.name, r.constant, r.parameters, r.action_parameters) for r in got["eu"].rules]
+    assert listed == [("eu", None, {"@region": "eu"}, {"@by": "rule"}), ("never", False, None, None)]
+    seed.dead_letter(
+        "q", [OutboundMessage(body=b"x", message_id=g, application_properties={"region": g}) for g in ("eu", "us")]
+    )
+    r = aio(resubmit(backend, Address(EntityPath("q"), SubQueue.DEAD_LETTER), EntityPath("T")))
+    assert (r.selected, r.resubmitted, r.unroutable, r.failed) == (2, 1, 1, 0)
+    assert [m.message_id for m in seed.active("T/Subscriptions/eu")] == ["eu"]

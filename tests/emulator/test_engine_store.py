@@ -87,6 +87,33 @@ def test_a_version_2_store_gains_the_size_limit_and_release_columns(tmp_path: Pa
         assert _schema_version(engine) == store.SCHEMA_VERSION
 
 
+def test_a_version_5_store_gains_rule_parameters_and_true_false_types(tmp_path: Path) -> None:
+    """Before 6 a TrueFilter (the default rule) was kept as sql 1=1: it becomes the true type."""
+    from sbdlq.emulator.engine import Rule
+
+    path = tmp_path / "v5.db"
+    with Engine(path) as engine:
+        engine.create_topic("t")
+        engine.create_subscription("t", "s")
+        engine.add_rule("t/Subscriptions/s", Rule("other", sql="a = 1"))
+    _as_written_by(
+        path,
+        5,
+        "ALTER TABLE rule DROP COLUMN parameters",
+        "ALTER TABLE rule DROP COLUMN action_parameters",
+        "UPDATE rule SET filter_type = 'sql'",
+    )
+    with Engine(path) as engine:
+        rules = engine.rules("t/Subscriptions/s")
+        assert [(r.name, r.sql, r.constant, r.parameters) for r in rules] == [
+            ("$Default", "1=1", True, None),
+            ("other", "a = 1", None, None),
+        ]
+        engine.add_rule("t/Subscriptions/s", Rule("p", sql="a = @a", parameters={"@a": 1}))
+        assert engine.rules("t/Subscriptions/s")[-1].parameters == {"@a": 1}
+        assert _schema_version(engine) == store.SCHEMA_VERSION
+
+
 def test_a_newer_store_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
     Engine(path).close()

@@ -273,3 +273,51 @@ def test_rules_are_listed_as_created(engine: Engine) -> None:
     rules = [Rule("c", correlation={"Label": "x", "Properties": {"k": 1}}), Rule("s", sql="1=1", action=None)]
     engine.create_subscription("t", "s", rules=rules)
     assert engine.rules(sub("s")) == rules
+
+
+@needs_sql
+def test_sql_parameters_route_and_survive_the_store(engine: Engine, h: Helpers) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    when = datetime(2030, 1, 1, tzinfo=UTC)
+    parameters = {"@region": "eu", "@min": 3, "@until": when, "@span": timedelta(minutes=5)}
+    rule = Rule(
+        "p",
+        sql="region = @region AND priority >= @min",
+        parameters=parameters,
+        action="SET tagged = @tag",
+        action_parameters={"@tag": "eu-high"},
+    )
+    engine.create_topic("t")
+    engine.create_subscription("t", "s", rules=[rule])
+    assert engine.rules(sub("s")) == [rule]  # the typed values come back from the store
+    engine.send(
+        "t",
+        [
+            OutboundMessage(body=b"", message_id=i, application_properties={"region": r, "priority": p})
+            for i, r, p in (("low", "eu", 1), ("us", "us", 5), ("hit", "eu", 4))
+        ],
+    )
+    (got,) = engine.peek(A(sub("s")), 0, 10)
+    assert (got.message_id, got.application_properties["tagged"]) == ("hit", "eu-high")
+
+
+@needs_sql
+def test_a_parameter_without_a_value_is_refused_at_creation(engine: Engine) -> None:
+    engine.create_topic("t")
+    with pytest.raises(BadInput, match="parameter @region has no value"):
+        engine.create_subscription("t", "s", rules=[Rule("p", sql="region = @region", parameters={"@other": 1})])
+    with pytest.raises(BadInput, match="must begin with @"):
+        engine.create_subscription("t", "s", rules=[Rule("p", sql="region = @region", parameters={"region": 1})])
+
+
+def test_true_and_false_filters_keep_their_type(engine: Engine, h: Helpers) -> None:
+    engine.create_topic("t")
+    rules = [Rule.false("none"), Rule("zero", sql="1=0")]
+    engine.create_subscription("t", "s", rules=rules)
+    engine.create_subscription("t", "all")
+    listed = [(r.name, r.sql, r.constant) for r in engine.rules(sub("s"))]
+    assert listed == [("none", "1=0", False), ("zero", "1=0", None)]
+    assert [(r.name, r.constant) for r in engine.rules(sub("all"))] == [("$Default", True)]
+    engine.send("t", h.msgs(1))
+    assert (engine.counts(sub("s")).active, engine.counts(sub("all")).active) == (0, 1)

@@ -181,3 +181,40 @@ def test_is_empty_notices_every_criterion() -> None:
         {"older_than": "1d"},
     ):
         assert not build_selection(**options).is_empty, options
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("5", 5),
+        ("-2.5", -2.5),
+        ("true", True),
+        ("FALSE", False),
+        ('"007"', "007"),
+        ("007", 7),
+        ("eu", "eu"),
+        ("it's", "it's"),
+        ("", ""),
+    ],
+)
+def test_where_parameter_values_are_typed_like_set_property(value: str, expected: Any) -> None:
+    from sbdlq.selection import parse_where_parameters
+
+    assert parse_where_parameters([f"p={value}"]) == {"@p": expected}
+
+
+def test_where_parameters_select() -> None:
+    sel = build_selection(where="tenant = @tenant AND n > @n", where_parameters=["tenant=eu", "@n=2"])
+    assert sel.matches(msg(props={"tenant": "eu", "n": 3}))
+    assert not sel.matches(msg(props={"tenant": "eu", "n": 1}))
+    with pytest.raises(BadInput, match="given twice"):
+        build_selection(where="a = @a", where_parameters=["a=1", "@A=2"])
+    with pytest.raises(BadInput, match="64-bit"):
+        build_selection(where="a = @a", where_parameters=[f"a={2**64}"])
+
+
+def test_the_ui_filter_line_takes_param_too() -> None:
+    from sbdlq.ui.filterline import parse_filter
+
+    sel = parse_filter("--where 'tenant = @t' --param t=eu").compile()
+    assert sel.matches(msg(props={"tenant": "eu"})) and not sel.matches(msg(props={"tenant": "us"}))

@@ -217,7 +217,8 @@ SYNTAX_CASES = [
     ("foo(1) = 1", 1, "unknown function 'foo'"),
     ("a = 99999999999999999999", 5, "out of range"),
     ("a = 1e", 5, "malformed number"),
-    ("a = @p", 5, "unexpected character '@'"),
+    ("a = @p", 5, "parameter @p has no value"),
+    ("a = @", 5, "unexpected character '@'"),
     ("AND = 1", 1, "unexpected 'AND'"),
     ("a IN ()", 7, "unexpected ')'"),
     ("EXISTS(1)", 8, "expected a property name"),
@@ -448,3 +449,55 @@ def test_filters_over_message_context(expr: str, expected: bool) -> None:
 def test_outbound_message_has_no_sequence_number() -> None:
     outbound = OutboundMessage(subject="s")
     assert compile_filter("sys.SequenceNumber IS NULL AND sys.Label = 's'").matches(*message_context(outbound))
+
+
+# --- parameters (`SqlRuleFilter("... @name ...", parameters={"@name": v})`) ---------------------
+
+
+@pytest.mark.parametrize(
+    ("expr", "parameters", "props", "expected"),
+    [
+        ("color = @color", {"@color": "red"}, {"color": "red"}, True),
+        ("color = @color", {"@color": "red"}, {"color": "blue"}, False),
+        ("n > @min AND n < @max", {"@min": 1, "@max": 10}, {"n": 5}, True),
+        ("n > @min", {"@min": 2.5}, {"n": 2}, False),
+        ("flag = @on", {"@on": True}, {"flag": True}, True),
+        ("color = @Color", {"@color": "red"}, {"color": "red"}, True),  # names compare without case
+        ("color IN (@a, @b)", {"@a": "x", "@b": "red"}, {"color": "red"}, True),
+        ("code LIKE @pattern", {"@pattern": "ab%"}, {"code": "abc"}, True),
+        ("at < @when", {"@when": datetime(2030, 1, 1, tzinfo=UTC)}, {"at": datetime(2029, 1, 1, tzinfo=UTC)}, True),
+        ("span > @d", {"@d": timedelta(minutes=1)}, {"span": timedelta(minutes=2)}, True),
+        ("color = @none", {"@none": None}, {"color": "red"}, None),
+        ("'@color' = '@color'", {}, {}, True),  # inside a string it is text
+    ],
+)
+def test_parameters_stand_for_their_values(
+    expr: str, parameters: dict[str, Any], props: dict[str, Any], expected: bool | None
+) -> None:
+    from sbdlq.sqlfilter.evaluator import compile_node
+    from sbdlq.sqlfilter.parser import parse_filter
+
+    assert compile_node(parse_filter(expr, parameters))({}, props) is expected
+    assert compile_filter(expr, parameters).matches({}, props) is (expected is True)
+
+
+@pytest.mark.parametrize(
+    ("expr", "parameters", "fragment"),
+    [
+        ("a = @p", {"@q": 1}, "parameter @p has no value"),
+        ("a = @p", {"p": 1}, "parameter name 'p' must begin with @"),
+        ("a = @p", {"@": 1}, "must begin with @"),
+        ("a = @p", {"@p": [1]}, "parameter @p has a value of type list"),
+        ("a LIKE @p", {"@p": 5}, "a LIKE pattern must be a string"),
+    ],
+)
+def test_parameter_errors(expr: str, parameters: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(SqlFilterSyntaxError) as info:
+        compile_filter(expr, parameters)
+    assert fragment in info.value.message
+
+
+def test_action_parameters() -> None:
+    props: dict[str, Any] = {"n": 1}
+    compile_action("SET n = n + @step; SET label = @label", {"@step": 2, "@label": "x"}).apply({}, props)
+    assert props == {"n": 3, "label": "x"}

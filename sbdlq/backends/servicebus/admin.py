@@ -114,10 +114,10 @@ class AdminSide:
                 return
             assert isinstance(rule, SubscriptionRule)
             if how == "create":
-                admin.create_rule(topic, sub, rule.name, filter=sdk_filter(rule, None), action=sdk_action(rule))
+                admin.create_rule(topic, sub, rule.name, filter=sdk_filter(rule), action=sdk_action(rule))
                 return
             held = admin.get_rule(topic, sub, rule.name)
-            held.filter = sdk_filter(rule, held.filter)
+            held.filter = sdk_filter(rule)
             held.action = sdk_action(rule)
             admin.update_rule(topic, sub, held)
 

@@ -314,37 +314,43 @@ def subscription_info(topic: str, s: Any) -> EntityInfo:
 
 
 def subscription_rule(r: Any) -> SubscriptionRule:
-    """SubscriptionRule of an SDK RuleProperties (SQL, true, false or correlation filter)."""
+    """SubscriptionRule of an SDK RuleProperties (SQL, true, false or correlation filter, with parameters)."""
     flt, action = r.filter, r.action
     sql_action = getattr(action, "sql_expression", None) or None
+    action_parameters = dict(getattr(action, "parameters", None) or {}) or None
     if flt is None:
-        return SubscriptionRule(r.name, sql="1=1", action=sql_action)
+        return SubscriptionRule(
+            r.name, sql="1=1", action=sql_action, action_parameters=action_parameters, constant=True
+        )
     if hasattr(flt, "sql_expression"):
-        return SubscriptionRule(r.name, sql=flt.sql_expression or "1=1", action=sql_action)
+        # The SDK's TrueRuleFilter and FalseRuleFilter are SqlRuleFilters of 1=1 and 1>1.
+        constant = {"TrueRuleFilter": True, "FalseRuleFilter": False}.get(type(flt).__name__)
+        parameters = dict(getattr(flt, "parameters", None) or {}) or None
+        return SubscriptionRule(
+            r.name,
+            sql=flt.sql_expression or "1=1",
+            action=sql_action,
+            parameters=parameters,
+            action_parameters=action_parameters,
+            constant=constant,
+        )
     fields = ("correlation_id", "message_id", "to", "reply_to", "label", "session_id", "reply_to_session_id",
               "content_type")  # fmt: skip
     correlation: dict[str, Any] = {f: getattr(flt, f, None) for f in fields}
     correlation["properties"] = dict(getattr(flt, "properties", None) or {})
-    return SubscriptionRule(r.name, correlation=correlation, action=sql_action)
+    return SubscriptionRule(r.name, correlation=correlation, action=sql_action, action_parameters=action_parameters)
 
 
-def sdk_filter(rule: SubscriptionRule, held: Any) -> Any:
-    """The SDK filter of a rule; a SQL filter keeps the parameters of the one it replaces (`held`).
-
-    `1=1` and `1=0` are written as the service's TrueFilter and FalseFilter, as it lists them.
-    """
+def sdk_filter(rule: SubscriptionRule) -> Any:
+    """The SDK filter of a rule: correlation, True, False (`constant`) or SQL (with its parameters)."""
     from azure.servicebus.management import CorrelationRuleFilter, FalseRuleFilter, SqlRuleFilter, TrueRuleFilter
 
     if rule.correlation is not None:
         fields = {str(k): v for k, v in rule.correlation.items() if k != "properties"}
         return CorrelationRuleFilter(**fields, properties=rule.correlation.get("properties") or None)
-    sql = rule.sql or "1=1"
-    if sql == "1=1":
-        return TrueRuleFilter()
-    if sql == "1=0":
-        return FalseRuleFilter()
-    parameters = getattr(held, "parameters", None) if held is not None and hasattr(held, "sql_expression") else None
-    return SqlRuleFilter(sql, parameters=parameters or None)
+    if rule.constant is not None:
+        return TrueRuleFilter() if rule.constant else FalseRuleFilter()
+    return SqlRuleFilter(rule.sql or "1=1", parameters=rule.parameters or None)
 
 
 def sdk_action(rule: SubscriptionRule) -> Any:
@@ -353,4 +359,4 @@ def sdk_action(rule: SubscriptionRule) -> Any:
         return None
     from azure.servicebus.management import SqlRuleAction
 
-    return SqlRuleAction(rule.action)
+    return SqlRuleAction(rule.action, parameters=rule.action_parameters or None)

@@ -356,15 +356,29 @@ class BatchDeleteRefused(Unavailable):
         self.status_code = status_code
 
 
+#: the condition of Service Bus's answer to a batch delete that found nothing to delete
+MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
+
+
+def _condition_of(message: Any) -> str | None:
+    """The `errorCondition` of a management reply, as text (pyamqp gives keys and symbols as bytes)."""
+    try:
+        props = message.application_properties or {}
+        raw = props.get(b"errorCondition", props.get("errorCondition"))
+    except SHAPE_ERRORS:
+        return None
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else None if raw is None else str(raw)
+
+
 def _batch_delete_reply(answered: list[int]) -> Any:
-    """The reply callback: how many messages a reply says went (200 with `message-count`, 204 for
-    none); an error status raises the SDK's error for it. Positional, so a renamed keyword
-    argument of the SDK's call does not break it; `answered` records each status seen."""
+    """The reply callback: how many messages a reply says went (200 with `message-count`; 404
+    message-not-found, or 204, for none); an error status raises the SDK's error for it. Positional,
+    so a renamed keyword argument of the SDK's call does not break it; `answered` records each status."""
 
     def reply(status_code: Any, message: Any, description: Any = None, *_: Any, **kwargs: Any) -> int:
         answered.append(int(status_code))
-        if status_code == 204:
-            return 0
+        if status_code == 204 or (status_code == 404 and _condition_of(message) == MESSAGE_NOT_FOUND):
+            return 0  # Service Bus answers "nothing to delete" with 404 message-not-found
         if status_code == 200:
             body = message.value
             count = body.get(b"message-count", body.get("message-count")) if isinstance(body, dict) else None

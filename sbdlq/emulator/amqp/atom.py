@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from sbdlq.models import Counts, EntityInfo, SubscriptionRule
+from sbdlq.models import Counts, EntityInfo
 
 _ATOM = "http://www.w3.org/2005/Atom"
 _SB = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
@@ -40,30 +40,90 @@ def _count_details(counts: Counts | None) -> str:
     return f'<CountDetails xmlns:d2p1="{_COUNTS}">{inner}</CountDetails>'
 
 
+#: The elements of each description, in the order of Microsoft's schema (the DataContract order
+#: the service writes and reads; azure-servicebus lists it in management/_model_workaround.py).
+ORDER: dict[str, tuple[str, ...]] = {
+    "QueueDescription": (
+        "LockDuration", "MaxSizeInMegabytes", "RequiresDuplicateDetection", "RequiresSession",
+        "DefaultMessageTimeToLive", "DeadLetteringOnMessageExpiration", "DuplicateDetectionHistoryTimeWindow",
+        "MaxDeliveryCount", "EnableBatchedOperations", "SizeInBytes", "MessageCount", "IsAnonymousAccessible",
+        "AuthorizationRules", "Status", "CreatedAt", "UpdatedAt", "AccessedAt", "SupportOrdering", "CountDetails",
+        "AutoDeleteOnIdle", "EnablePartitioning", "EntityAvailabilityStatus", "EnableExpress", "ForwardTo",
+        "UserMetadata", "ForwardDeadLetteredMessagesTo", "MaxMessageSizeInKilobytes",
+    ),
+    "TopicDescription": (
+        "DefaultMessageTimeToLive", "MaxSizeInMegabytes", "RequiresDuplicateDetection",
+        "DuplicateDetectionHistoryTimeWindow", "EnableBatchedOperations", "SizeInBytes",
+        "FilteringMessagesBeforePublishing", "IsAnonymousAccessible", "AuthorizationRules", "Status", "CreatedAt",
+        "UpdatedAt", "AccessedAt", "SupportOrdering", "CountDetails", "SubscriptionCount", "SqlFilterCount",
+        "CorrelationFilterCount", "AutoDeleteOnIdle", "EnablePartitioning", "EntityAvailabilityStatus",
+        "EnableSubscriptionPartitioning", "EnableExpress", "UserMetadata", "MaxMessageSizeInKilobytes",
+    ),
+    "SubscriptionDescription": (
+        "LockDuration", "RequiresSession", "DefaultMessageTimeToLive", "DeadLetteringOnMessageExpiration",
+        "DeadLetteringOnFilterEvaluationExceptions", "MessageCount", "MaxDeliveryCount", "EnableBatchedOperations",
+        "Status", "ForwardTo", "CreatedAt", "UpdatedAt", "AccessedAt", "CountDetails",
+        "ForwardDeadLetteredMessagesTo", "AutoDeleteOnIdle", "EntityAvailabilityStatus", "UserMetadata",
+        "DefaultRuleDescription",
+    ),
+}  # fmt: skip
+#: .NET's TimeSpan.MaxValue as the service writes it: AutoDeleteOnIdle's default (never)
+NEVER = "P10675199DT2H48M5.4775807S"
+#: MaxSizeInMegabytes of a Standard namespace's entities (the emulator enforces no size)
+MAX_SIZE_MB = 1024
+
+
+def _elements(info: EntityInfo, counts: Counts | None, now: str) -> dict[str, str | None]:
+    """Every element an entity's description may have, as XML (None: left out, as the service
+    leaves out what is not set); the kind's ORDER picks and orders them."""
+    total = 0 if counts is None else counts.active + counts.dead_letter + counts.transfer_dead_letter + counts.scheduled
+    text: dict[str, Any] = {
+        "LockDuration": _duration(info.lock_duration_s),
+        "MaxSizeInMegabytes": MAX_SIZE_MB,
+        "RequiresDuplicateDetection": _bool(info.requires_duplicate_detection),
+        "RequiresSession": _bool(info.requires_session),
+        "DefaultMessageTimeToLive": _duration(info.default_ttl_s),
+        "DeadLetteringOnMessageExpiration": _bool(info.dead_lettering_on_expiration),
+        "DeadLetteringOnFilterEvaluationExceptions": _bool(info.dead_lettering_on_filter_exceptions),
+        "DuplicateDetectionHistoryTimeWindow": _duration(info.duplicate_window_s),
+        "MaxDeliveryCount": info.max_delivery_count,
+        "EnableBatchedOperations": "true",
+        "SizeInBytes": 0,
+        "MessageCount": total,
+        "FilteringMessagesBeforePublishing": "false",
+        "IsAnonymousAccessible": "false",
+        "Status": info.status,
+        "ForwardTo": info.forward_to,
+        "CreatedAt": now,
+        "UpdatedAt": now,
+        "AccessedAt": now,
+        "SupportOrdering": "true",
+        "SubscriptionCount": info.subscription_count,
+        "SqlFilterCount": 0,
+        "CorrelationFilterCount": 0,
+        "AutoDeleteOnIdle": NEVER,
+        "EnablePartitioning": "false",
+        "EntityAvailabilityStatus": "Available",
+        "EnableSubscriptionPartitioning": "false",
+        "EnableExpress": "false",
+        "UserMetadata": None,
+        "ForwardDeadLetteredMessagesTo": info.forward_dead_lettered_to,
+        "MaxMessageSizeInKilobytes": info.max_message_size_kb,
+        "DefaultRuleDescription": None,  # only in a create request: the service never sends it back
+    }
+    out: dict[str, str | None] = {k: None if v is None else f"<{k}>{escape(str(v))}</{k}>" for k, v in text.items()}
+    out["AuthorizationRules"] = "<AuthorizationRules/>"
+    out["CountDetails"] = _count_details(counts)
+    return out
+
+
 def entry(info: EntityInfo, counts: Counts | None, url: str) -> str:
-    """One Atom entry describing a queue, topic or subscription as the admin client expects."""
+    """One Atom entry describing a queue, topic or subscription as the admin client expects:
+    every element of Microsoft's schema for it, in the schema's order, with the service's defaults."""
     kind = {"queue": "QueueDescription", "topic": "TopicDescription"}.get(info.kind, "SubscriptionDescription")
     now = _now()
-    total = 0 if counts is None else counts.active + counts.dead_letter + counts.transfer_dead_letter + counts.scheduled
-    fields: list[tuple[str, Any]] = [("DefaultMessageTimeToLive", _duration(info.default_ttl_s))]
-    if info.kind != "topic":
-        fields += [
-            ("LockDuration", _duration(info.lock_duration_s)),
-            ("RequiresSession", _bool(info.requires_session)),
-            ("DeadLetteringOnMessageExpiration", _bool(info.dead_lettering_on_expiration)),
-            ("MaxDeliveryCount", info.max_delivery_count),
-            ("MessageCount", total),
-        ]
-    if info.kind != "subscription":
-        fields.append(("RequiresDuplicateDetection", _bool(info.requires_duplicate_detection)))
-    if info.kind == "topic":
-        fields.append(("SubscriptionCount", info.subscription_count))
-    fields += [("Status", info.status), ("CreatedAt", now), ("UpdatedAt", now), ("AccessedAt", now)]
-    if info.forward_to:
-        fields.append(("ForwardTo", info.forward_to))
-    if info.forward_dead_lettered_to:
-        fields.append(("ForwardDeadLetteredMessagesTo", info.forward_dead_lettered_to))
-    body = "".join(f"<{k}>{escape(str(v))}</{k}>" for k, v in fields) + _count_details(counts)
+    elements = _elements(info, counts, now)
+    body = "".join(x for name in ORDER[kind] if (x := elements[name]) is not None)
     title = escape(info.path.rsplit("/", 1)[-1] if info.kind == "subscription" else info.path)
     return (
         f'<entry xmlns="{_ATOM}">'
@@ -94,14 +154,32 @@ def feed(title: str, url: str, entries: list[str], next_url: str | None) -> str:
     )
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def _xsd_value(value: Any) -> tuple[str, str]:
+    """A property's or parameter's XSD type and text, as azure-servicebus writes and reads them."""
+    if isinstance(value, bool):
+        return "boolean", _bool(value)
+    if isinstance(value, int):
+        return ("int" if -_INT32_MAX - 1 <= value <= _INT32_MAX else "long"), str(value)
+    if isinstance(value, float):
+        return "double", repr(value)
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return "dateTime", aware.isoformat()
+    if isinstance(value, timedelta):
+        return "duration", _duration(value.total_seconds())
+    return "string", "" if value is None else str(value)
+
+
 def _key_values(values: dict[str, Any]) -> str:
-    """A correlation filter's properties as the admin client's key-value list."""
+    """A correlation filter's properties, or a SQL filter's or action's parameters, as the admin
+    client's key-value list."""
     xsd = "http://www.w3.org/2001/XMLSchema"
     out = []
     for key, value in values.items():
-        kind = "boolean" if isinstance(value, bool) else "long" if isinstance(value, int) else (
-            "double" if isinstance(value, float) else "string")  # fmt: skip
-        text = _bool(value) if isinstance(value, bool) else str(value)
+        kind, text = _xsd_value(value)
         out.append(
             f"<KeyValueOfstringanyType><Key>{escape(str(key))}</Key>"
             f'<Value i:type="d6p1:{kind}" xmlns:d6p1="{xsd}">{escape(text)}</Value></KeyValueOfstringanyType>'
@@ -109,37 +187,45 @@ def _key_values(values: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _rule_filter(rule: SubscriptionRule) -> str:
-    """A rule's `<Filter>`: SQL (with the service's TrueFilter for `1=1`) or correlation."""
+def _sql(expression: str, parameters: dict[str, Any] | None) -> str:
+    """A `<Filter>` or `<Action>` of SQL: its elements in the schema's order."""
+    params = f"<Parameters>{_key_values(parameters)}</Parameters>" if parameters else ""
+    return (
+        f"<SqlExpression>{escape(expression)}</SqlExpression><CompatibilityLevel>20</CompatibilityLevel>"
+        f"{params}<RequiresPreprocessing>false</RequiresPreprocessing>"
+    )
+
+
+def _rule_filter(rule: Any) -> str:
+    """A rule's `<Filter>`: SQL, the service's TrueFilter or FalseFilter, or correlation."""
     if rule.correlation is None:
-        sql = rule.sql or "1=1"
-        kind = "TrueFilter" if "".join(sql.split()) == "1=1" else "SqlFilter"
-        return (
-            f'<Filter i:type="{kind}"><SqlExpression>{escape(sql)}</SqlExpression>'
-            "<CompatibilityLevel>20</CompatibilityLevel></Filter>"
-        )
+        constant = getattr(rule, "constant", None)
+        kind = "SqlFilter" if constant is None else "TrueFilter" if constant else "FalseFilter"
+        body = _sql(rule.sql or "1=1", getattr(rule, "parameters", None))
+        return f'<Filter i:type="{kind}">{body}</Filter>'
     names = {"correlationid": "CorrelationId", "messageid": "MessageId", "to": "To", "replyto": "ReplyTo",
              "label": "Label", "subject": "Label", "sessionid": "SessionId", "replytosessionid": "ReplyToSessionId",
              "contenttype": "ContentType"}  # fmt: skip
-    fields: list[str] = []
+    found: dict[str, str] = {}
     props: dict[str, Any] = {}
     for key, value in rule.correlation.items():
         norm = str(key).replace("_", "").lower()
         if norm in ("properties", "applicationproperties", "userproperties"):
             props.update(value or {})
         elif norm in names and value is not None:
-            fields.append(f"<{names[norm]}>{escape(str(value))}</{names[norm]}>")
-    return f'<Filter i:type="CorrelationFilter">{"".join(fields)}<Properties>{_key_values(props)}</Properties></Filter>'
+            found[names[norm]] = f"<{names[norm]}>{escape(str(value))}</{names[norm]}>"
+    # In the schema's order, whatever order the rule names them in.
+    fields = "".join(found[name] for name in dict.fromkeys(names.values()) if name in found)
+    return f'<Filter i:type="CorrelationFilter">{fields}<Properties>{_key_values(props)}</Properties></Filter>'
 
 
-def rule_entry(rule: SubscriptionRule, url: str) -> str:
-    """One Atom entry describing a subscription rule as the admin client's `list_rules` reads it."""
+def rule_entry(rule: Any, url: str) -> str:
+    """One Atom entry describing a subscription rule (the engine's Rule, or a SubscriptionRule)
+    as the admin client's `get_rule` and `list_rules` read it."""
     now = _now()
     if rule.action:
-        action = (
-            f'<Action i:type="SqlRuleAction"><SqlExpression>{escape(rule.action)}</SqlExpression>'
-            "<CompatibilityLevel>20</CompatibilityLevel></Action>"
-        )
+        body = _sql(rule.action, getattr(rule, "action_parameters", None))
+        action = f'<Action i:type="SqlRuleAction">{body}</Action>'
     else:
         action = '<Action i:type="EmptyRuleAction"/>'
     return (

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.emulator.engine.errors import EntityMissing
 from sbdlq.emulator.entity_props import ALLOWED, PROPERTIES, from_text
 from sbdlq.errors import BadInput
-from sbdlq.models import SubscriptionRule
 from sbdlq.paths import EntityPath
+from sbdlq.timeparse import parse_duration
 
 from . import atom
 
@@ -103,43 +104,66 @@ def _text(element: ET.Element | None, name: str) -> str | None:
 
 
 def _typed(value: ET.Element) -> Any:
-    """A correlation property's `<Value i:type="d6p1:int">` as a Python value."""
+    """A correlation property's or parameter's `<Value i:type="d6p1:int">` as a Python value."""
     xsd_type = (value.get(_XSI_TYPE) or "string").rsplit(":", 1)[-1]
     text = value.text or ""
-    if xsd_type in _INTEGER_TYPES:
-        return int(text)
-    if xsd_type in _NUMBER_TYPES:
-        return float(text)
+    try:
+        if xsd_type in _INTEGER_TYPES:
+            return int(text)
+        if xsd_type in _NUMBER_TYPES:
+            return float(text)
+        if xsd_type == "dateTime":
+            when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+            return when if when.tzinfo else when.replace(tzinfo=UTC)
+        if xsd_type == "duration":
+            return timedelta(seconds=parse_duration(text, what="a duration value"))
+    except ValueError:
+        raise BadInput(f"{text[:60]!r} is not a valid {xsd_type}") from None
     if xsd_type == "boolean":
         return text.strip().lower() == "true"
     return text
+
+
+def _key_values(element: ET.Element | None) -> dict[str, Any]:
+    """A `<Properties>` or `<Parameters>` list of KeyValueOfstringanyType as a dict."""
+    values: dict[str, Any] = {}
+    for pair in [] if element is None else list(element):
+        key, value = _text(pair, "Key"), _child(pair, "Value")
+        if key is not None and value is not None:
+            values[key] = _typed(value)
+    return values
 
 
 def rule_from(name: str, element: ET.Element) -> Rule:
     """The engine's rule for a `RuleDescription` (or a subscription's `DefaultRuleDescription`)."""
     flt = _child(element, "Filter")
     act = _child(element, "Action")
-    action = _text(act, "SqlExpression") if act is not None and "SqlRuleAction" in (act.get(_XSI_TYPE) or "") else None
+    is_sql_action = act is not None and "SqlRuleAction" in (act.get(_XSI_TYPE) or "")
+    action = _text(act, "SqlExpression") if is_sql_action else None
+    action_parameters = _key_values(_child(act, "Parameters")) if is_sql_action and act is not None else {}
     ftype = "TrueFilter" if flt is None else (flt.get(_XSI_TYPE) or "SqlFilter").rsplit(":", 1)[-1]
+    rule = _filter_rule(name, ftype, flt)
+    rule.action, rule.action_parameters = action, action_parameters or None
+    return rule
+
+
+def _filter_rule(name: str, ftype: str, flt: ET.Element | None) -> Rule:
+    """A rule with the filter of a `<Filter i:type=...>` (TrueFilter and FalseFilter keep their type)."""
     if ftype == "CorrelationFilter":
         assert flt is not None
         correlation: dict[str, Any] = {k: v for k in _CORRELATION_FIELDS if (v := _text(flt, k)) is not None}
-        props = _child(flt, "Properties")
-        values = {}
-        for pair in [] if props is None else list(props):
-            key, value = _text(pair, "Key"), _child(pair, "Value")
-            if key is not None and value is not None:
-                values[key] = _typed(value)
+        values = _key_values(_child(flt, "Properties"))
         if values:
             correlation["Properties"] = values
         if not correlation:
             raise BadInput("a CorrelationFilter needs at least one property to match")
-        return Rule(name=name, correlation=correlation, action=action)
+        return Rule(name=name, correlation=correlation)
     if ftype == "FalseFilter":
-        return Rule(name=name, sql="1=0", action=action)
+        return Rule.false(name)
     if ftype == "TrueFilter":
-        return Rule(name=name, sql="1=1", action=action)
-    return Rule(name=name, sql=_text(flt, "SqlExpression") or "1=1", action=action)
+        return Rule.true(name)
+    parameters = _key_values(_child(flt, "Parameters")) if flt is not None else {}
+    return Rule(name=name, sql=_text(flt, "SqlExpression") or "1=1", parameters=parameters or None)
 
 
 def _check_forwards(engine: Engine, path: str, props: dict[str, Any]) -> None:
@@ -163,7 +187,7 @@ def put(engine: Engine, path: str, body: bytes, *, update: bool, url: str) -> st
         if kind != "rule":
             raise BadInput(f"a rule path needs a RuleDescription, not a {kind} description")
         rule = engine.add_rule(where.path, rule_from(where.rule, element), replace=update)
-        return atom.rule_entry(SubscriptionRule(rule.name, rule.sql, rule.correlation, rule.action), url)
+        return atom.rule_entry(rule, url)
     if kind not in (("subscription",) if where.subscription else ("queue", "topic")):
         raise BadInput(f"{where.path!r} cannot be described by a {kind} description")
     if update:
@@ -197,5 +221,5 @@ def get_rule(engine: Engine, path: str, url: str) -> str:
     assert where.rule is not None
     for rule in engine.rules(where.path):
         if rule.name.casefold() == where.rule.casefold():
-            return atom.rule_entry(SubscriptionRule(rule.name, rule.sql, rule.correlation, rule.action), url)
+            return atom.rule_entry(rule, url)
     raise EntityMissing(f"{where.path}/Rules/{where.rule}")

@@ -28,6 +28,7 @@ from proton import (
     Sender,
     Session,
     Terminus,
+    int32,
     symbol,
 )
 
@@ -569,12 +570,13 @@ class Broker:
         outcome = cbs.put_token(props, body, self.key, now=self.clock())
         if outcome.grant is not None:
             cbs.add_grant(self.peers.setdefault(connection, _Peer()).grants, outcome.grant, self.clock())
-        return Message(properties={"status-code": outcome.status, "status-description": outcome.description})
+        # Service Bus types the status code as AMQP int; a strict client refuses a long.
+        return Message(properties={"status-code": int32(outcome.status), "status-description": outcome.description})
 
     def _management_reply(self, address: Address, props: dict[str, Any], body: Any, holder: str | None) -> Message:
         operation = str(props.get("operation") or "")
         reply = management.handle(self.engine, address, operation, body, holder=holder)
-        app: dict[str, Any] = {"statusCode": reply.status, "statusDescription": reply.description}
+        app: dict[str, Any] = {"statusCode": int32(reply.status), "statusDescription": reply.description}
         if reply.condition:
             app["errorCondition"] = symbol(reply.condition)
         # Operations that changed messages may have made some available to receivers.

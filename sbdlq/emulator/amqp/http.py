@@ -26,7 +26,6 @@ from sbdlq.connstr import is_loopback
 from sbdlq.emulator.engine import Engine
 from sbdlq.emulator.engine.errors import EntityExists, KindMismatch
 from sbdlq.errors import BadInput, EntityNotFound, SbdlqError, ServiceUnavailable
-from sbdlq.models import SubscriptionRule
 from sbdlq.paths import parse_entity
 
 from . import atom, atom_write, sas, websocket
@@ -226,7 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
         with Engine(self.server.store_path) as engine:
             rules = engine.rules(entity)
         page = rules[skip : skip + top]
-        entries = [atom.rule_entry(SubscriptionRule(r.name, r.sql, r.correlation, r.action), url) for r in page]
+        entries = [atom.rule_entry(r, url) for r in page]
         next_url = None
         if skip + top < len(rules):
             base = url.split("?", 1)[0]

@@ -32,6 +32,8 @@ CANCEL_SCHEDULED = "com.microsoft:cancel-scheduled-message"
 BATCH_DELETE = "com.microsoft:batch-delete-messages"
 #: messages one batch-delete request may name: Service Bus Standard's limit (Premium: 4,000)
 BATCH_DELETE_MAX = 500
+#: the description of a batch delete's reply when nothing matched
+NOTHING_TO_DELETE = "No messages to delete."
 
 
 @dataclass(slots=True)
@@ -140,7 +142,11 @@ def _batch_delete(engine: Engine, address: Address, body: dict[str, Any]) -> Rep
     raw = body.get("enqueued-time-utc")
     before = None if raw is None else from_timestamp(int(raw))
     gone = engine.delete_messages(address, count, before=before)
-    return _ok({"message-count": int32(gone)}) if gone else Reply(204, "No Content")
+    if not gone:
+        # Service Bus answers an empty batch delete with message-not-found, not a bare 204
+        # (which one SDK takes for an error); the SDKs read it as "0 deleted".
+        return Reply(404, NOTHING_TO_DELETE, condition=conditions.MESSAGE_NOT_FOUND)
+    return _ok({"message-count": int32(gone)})
 
 
 _OPERATIONS: dict[str, Callable[[Engine, Address, dict[str, Any]], Reply]] = {

@@ -15,9 +15,9 @@ from typing import Any
 from proton import Described, ulong
 
 from sbdlq.emulator.engine import Engine, Rule
+from sbdlq.emulator.engine.model import FALSE_SQL, TRUE_SQL
 from sbdlq.errors import BadInput
 from sbdlq.paths import Address
-from sbdlq.sqlfilter.subscription import constant_filter
 
 from .node_ops import Operation, Outcome, paging, required_text
 from .values import as_text, to_amqp, to_plain, to_timestamp
@@ -52,31 +52,49 @@ def _rule_name(body: dict[str, Any]) -> str:
     return required_text(body, "rule-name")
 
 
-def _expression(value: Any, what: str) -> str:
-    """The `expression` of a sql-filter or sql-rule-action map."""
+def _sql_map(value: Any, what: str) -> tuple[str, dict[str, Any] | None]:
+    """The `expression` of a sql-filter or sql-rule-action map, and its `parameters` (an sbdlq
+    extension: the values of the expression's `@name`s, as the admin API's SqlFilter carries them)."""
     if not isinstance(value, dict):
         raise BadInput(f"{what} must be a map with an expression")
-    text = as_text({str(k): v for k, v in value.items()}.get("expression"))
+    given = {str(k): v for k, v in value.items()}
+    text = as_text(given.get("expression"))
     if not text:
         raise BadInput(f"{what} needs an expression")
-    return text
+    raw = given.get("parameters")
+    if raw is not None and not isinstance(raw, dict):
+        raise BadInput(f"{what} parameters must be a map")
+    parameters = {str(k): to_plain(v) for k, v in raw.items()} if raw else None
+    return text, parameters
 
 
 def rule_from_description(name: str, description: Any) -> Rule:
-    """The engine's rule for an add-rule `rule-description` map."""
+    """The engine's rule for an add-rule `rule-description` map.
+
+    The SDKs send a TrueRuleFilter and a FalseRuleFilter as a sql-filter of 1=1 and 1=0 (this
+    map has no other way to say them): those texts become the service's TrueFilter and
+    FalseFilter, so enumerate-rules hands them back with their types.
+    """
     if not isinstance(description, dict):
         raise BadInput("rule-description must be a map")
     desc = {str(k): v for k, v in description.items()}
     raw_action = desc.get("sql-rule-action")
-    action = None if raw_action is None else _expression(raw_action, "sql-rule-action")
+    action, action_parameters = (None, None) if raw_action is None else _sql_map(raw_action, "sql-rule-action")
     correlation = desc.get("correlation-filter")
     if correlation is not None:
         if desc.get("sql-filter") is not None:
             raise BadInput("a rule has a sql-filter or a correlation-filter, not both")
-        return Rule(name=name, correlation=_correlation(correlation), action=action)
-    raw_sql = desc.get("sql-filter")
-    sql = "1=1" if raw_sql is None else _expression(raw_sql, "sql-filter")
-    return Rule(name=name, sql=sql, action=action)
+        rule = Rule(name=name, correlation=_correlation(correlation))
+    else:
+        raw_sql = desc.get("sql-filter")
+        sql, parameters = (TRUE_SQL, None) if raw_sql is None else _sql_map(raw_sql, "sql-filter")
+        constant = {TRUE_SQL: True, FALSE_SQL: False}.get("".join(sql.split()))
+        if constant is not None and not parameters:
+            rule = Rule.true(name) if constant else Rule.false(name)
+        else:
+            rule = Rule(name=name, sql=sql, parameters=parameters)
+    rule.action, rule.action_parameters = action, action_parameters
+    return rule
 
 
 def _correlation(value: Any) -> dict[str, Any]:
@@ -104,13 +122,12 @@ def _filter(rule: Rule) -> Described:
         props = by_name.get("properties") or by_name.get("applicationproperties") or by_name.get("userproperties")
         fields.append(to_amqp(dict(props or {})))
         return Described(ulong(CORRELATION_FILTER_CODE), fields)
-    sql = rule.sql or "1=1"
-    constant = constant_filter(sql)
-    if constant is True:
+    if rule.constant is True:
         return Described(ulong(TRUE_FILTER_CODE), [])
-    if constant is False:
+    if rule.constant is False:
         return Described(ulong(FALSE_FILTER_CODE), [])
-    return Described(ulong(SQL_FILTER_CODE), [sql])
+    # The codec's list has no place for parameters: enumerate-rules gives the expression only.
+    return Described(ulong(SQL_FILTER_CODE), [rule.sql or TRUE_SQL])
 
 
 def rule_description(rule: Rule, created: datetime) -> Described:

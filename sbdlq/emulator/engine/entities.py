@@ -207,4 +207,6 @@ def info(db: sqlite3.Connection, e: Entity) -> EntityInfo:
         forward_dead_lettered_to=e.forward_dlq_to,
         status=e.status,
         subscription_count=subs,
+        duplicate_window_s=e.dup_window_ms / 1000,
+        max_message_size_kb=e.max_message_bytes // 1024,
     )

@@ -126,18 +126,37 @@ def max_deliveries(max_delivery_count: int) -> DeadLetterCause:
     return DeadLetterCause(MAX_DELIVERY_REASON, mdc_description(max_delivery_count))
 
 
+#: The SQL texts of the service's TrueFilter and FalseFilter.
+TRUE_SQL, FALSE_SQL = "1=1", "1=0"
+
+
 @dataclass(slots=True)
 class Rule:
-    """A subscription rule: a SQL or correlation filter, and an optional SQL action."""
+    """A subscription rule: a SQL, true, false or correlation filter, and an optional SQL action.
+
+    `constant` marks the service's TrueFilter (True) and FalseFilter (False), whose `sql` is
+    1=1 and 1=0: they keep that type through the admin API, where a SqlFilter of the same
+    text stays a SqlFilter. `parameters` and `action_parameters` give the `@name`s of the
+    filter's and the action's SQL their values (names begin with `@`).
+    """
 
     name: str
     sql: str | None = None
     correlation: dict[str, Any] | None = None
     action: str | None = None
+    parameters: dict[str, Any] | None = None
+    action_parameters: dict[str, Any] | None = None
+    constant: bool | None = None
 
     @staticmethod
-    def true(name: str = "$Default") -> Rule:
-        return Rule(name=name, sql="1=1")
+    def true(name: str = "$Default", action: str | None = None) -> Rule:
+        """The service's TrueFilter: takes every message."""
+        return Rule(name=name, sql=TRUE_SQL, action=action, constant=True)
+
+    @staticmethod
+    def false(name: str, action: str | None = None) -> Rule:
+        """The service's FalseFilter: takes none."""
+        return Rule(name=name, sql=FALSE_SQL, action=action, constant=False)
 
 
 @dataclass(slots=True)
