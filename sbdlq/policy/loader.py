@@ -232,6 +232,13 @@ def _action(name: str, key_node: yaml.Node, node: yaml.Node) -> tuple[str, dict[
         raise _At(node, "then: purge needs `export` (a directory): messages are exported before they are deleted")
     if "then" in options and "max_attempts" not in options:
         raise _At(node, "`then` says what happens at max_attempts: give max_attempts too")
+    if "to" in options:
+        from sbdlq.cli.copy_cmds import send_to
+
+        try:
+            send_to(options["to"])
+        except BadInput as exc:
+            raise _At(node, exc.line()) from None
     edits = CopyEdits()
     if name == "resubmit":
         edits = _edits(options, node)
