@@ -53,8 +53,9 @@ def is_glob(pattern: str) -> bool:
 
 
 def matching(rule: Rule, listing: list[EntityInfo]) -> list[str]:
-    """The queues and subscriptions the rule's names and globs match, in listing order (case-insensitive,
-    as Service Bus names are); a plain name that is not there is kept, to fail as not found."""
+    """The queues and subscriptions the rule's names and globs match (case-insensitive, as Service Bus
+    names are), in name order whatever order the backend lists them in; a plain name that is not
+    there is kept, to fail as not found."""
     paths = [info.path for info in listing if info.kind != "topic"]
     chosen: list[str] = []
     for pattern in rule.entities:
@@ -64,7 +65,7 @@ def matching(rule: Rule, listing: list[EntityInfo]) -> list[str]:
             wanted = str(parse_entity(pattern)).lower()
             hits = [p for p in paths if p.lower() == wanted] or [pattern]
         chosen.extend(h for h in hits if h.lower() not in {c.lower() for c in chosen})
-    return chosen
+    return sorted(chosen, key=str.lower)
 
 
 def selection_of(rule: Rule, now: datetime) -> Selection:
