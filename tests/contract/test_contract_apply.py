@@ -66,7 +66,8 @@ def export_lines(folder: Path) -> dict[str, list[str]]:
     for path in sorted(folder.iterdir()):
         text = path.read_text()
         assert text == "" or text.endswith("\n")
-        out[path.name] = [json.loads(line)["message_id"] for line in text.splitlines()]
+        # Sorted: without the SDK shortcuts a receive may hand a batch over in another order.
+        out[path.name] = sorted(json.loads(line)["message_id"] for line in text.splitlines())
     return out
 
 
