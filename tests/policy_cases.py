@@ -5,6 +5,8 @@ Shared by the loader's unit test and the CLI test that runs `sbdlq apply` on eac
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import NamedTuple
 
 
@@ -66,3 +68,16 @@ BAD_POLICIES = [
     Bad("a bad sequence range", _rule("sequence: 9-3", "purge: {}"), "4:15", "--sequence"),
     Bad("then without max_attempts", _rule("resubmit: {then: keep}"), "4:15", "give max_attempts"),
 ]
+
+
+def write_bad(tmp_path: Path, case: Bad) -> Path:
+    """The case's file; the 50 MB one is made sparse (its size is what is refused)."""
+    path = tmp_path / "policy.yaml"
+    if case.id == "a file of 50 MB":
+        path.write_bytes(b"rules:\n")
+        os.truncate(path, 50 * 1024 * 1024)
+    elif isinstance(case.text, bytes):
+        path.write_bytes(case.text)
+    else:
+        path.write_text(case.text)
+    return path

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from policy_cases import BAD_POLICIES, Bad
+from policy_cases import BAD_POLICIES, Bad, write_bad
 
 from sbdlq.policy.loader import MAX_BYTES, PolicyError, load_policy
 from sbdlq.policy.schema import SELECTION_KEYS
@@ -28,19 +27,6 @@ rules:
     entities: [payments]
     alert: {above: 1000}
 """
-
-
-def write_bad(tmp_path: Path, case: Bad) -> Path:
-    """The case's file; the 50 MB one is made sparse (its size is what is refused)."""
-    path = tmp_path / "policy.yaml"
-    if case.id == "a file of 50 MB":
-        path.write_bytes(b"rules:\n")
-        os.truncate(path, 50 * 1024 * 1024)
-    elif isinstance(case.text, bytes):
-        path.write_bytes(case.text)
-    else:
-        path.write_text(case.text)
-    return path
 
 
 def test_a_good_policy_loads_in_file_order(tmp_path: Path) -> None:
