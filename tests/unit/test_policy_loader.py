@@ -79,3 +79,17 @@ def test_a_bad_policy_is_one_line_with_its_line_and_column(tmp_path: Path, case:
     assert line.startswith(f"{path}:{case.at}: "), line
     assert case.says in line, line
     assert MAX_BYTES == 1024 * 1024
+
+
+def test_the_readme_policy_loads(tmp_path: Path) -> None:
+    import re
+
+    from support.readme import section
+
+    text = section("## Policies: `sbdlq apply`")
+    (block,) = re.findall(r"```yaml\n([\s\S]*?)```", text)
+    path = tmp_path / "policy.yaml"
+    path.write_text(block)
+    policy = load_policy(str(path))
+    assert [r.action for r in policy.rules] == ["resubmit", "purge", "resubmit", "alert"]
+    assert dict(policy.rules[2].edits.set_properties) == {"retried-by": "policy"}
