@@ -14,11 +14,10 @@ from datetime import datetime
 from typing import Any
 
 from sbdlq.backends.base import Backend
-from sbdlq.errors import EntityNotFound
 from sbdlq.models import EntityInfo
 from sbdlq.operations.move import plan_run
 from sbdlq.paths import Address, EntityPath, SubQueue, parse_entity
-from sbdlq.policy.schema import THEN_KEEP, THEN_PURGE, Policy, Rule
+from sbdlq.policy.schema import THEN_KEEP, Policy, Rule
 from sbdlq.selection import Selection
 
 _GLOB_CHARS = frozenset("*?[")
@@ -113,18 +112,32 @@ async def count_step(backend: Backend, step: Step, now: datetime) -> None:
     rule = step.rule
     try:
         address = step.address
-        step.matched = await _count(backend, address, action_selection(rule, now), rule.option("max"))
-        if rule.option("max_attempts") is not None:
-            step.at_max = await _count(backend, address, exhausted_selection(rule, now), None)
-    except EntityNotFound as exc:
-        step.status, step.error = "failed", exc.line()
-    except SbdlqError as exc:
+        if rule.option("max_attempts") is None:
+            step.matched = await _count(backend, address, action_selection(rule, now), rule.option("max"))
+        else:
+            step.matched, step.at_max = await _split(backend, address, rule, now)
+    except SbdlqError as exc:  # a plain name that is not there (EntityNotFound), an unreachable broker ...
         step.status, step.error = "failed", exc.line()
     step.will = describe_step(step)
 
 
 async def _count(backend: Backend, address: Address, selection: Selection, limit: int | None) -> int:
     return (await plan_run(backend, address, selection, max_count=limit, scan=False)).selected
+
+
+async def _split(backend: Backend, address: Address, rule: Rule, now: datetime) -> tuple[int, int]:
+    """One browse of a max_attempts rule's matches: (below max_attempts, up to `max`; at it or past)."""
+    from sbdlq.models import attempt_of
+    from sbdlq.operations.browse import iter_messages
+
+    limit, most = rule.option("max_attempts"), rule.option("max")
+    below = at_max = 0
+    async for m in iter_messages(backend, address, selection=selection_of(rule, now)):
+        if attempt_of(m.application_properties) >= limit:
+            at_max += 1
+        elif most is None or below < most:
+            below += 1
+    return below, at_max
 
 
 def describe_step(step: Step) -> str:
@@ -145,7 +158,6 @@ def describe_step(step: Step) -> str:
         then = rule.option("then", THEN_KEEP)
         handled = "keep in the DLQ" if then == THEN_KEEP else f"export to {rule.option('export')} and delete"
         words += f"; {step.at_max} at max_attempts {limit}: {handled}"
-        assert then in (THEN_KEEP, THEN_PURGE)
     return words
 
 
