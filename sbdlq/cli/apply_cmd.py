@@ -20,11 +20,18 @@ from sbdlq.errors import BadInput, ExitStatus, OperationFailed
 APPLY_OUTPUTS = ("table", "json", "jsonl", "yaml", "prometheus", "none")
 
 PolicyArg = Annotated[str, typer.Argument(help="The policy file (YAML).", show_default=False, metavar="POLICY.yaml")]
+
+
+def _complete_output(incomplete: str) -> list[str]:
+    return [fmt for fmt in APPLY_OUTPUTS if fmt.startswith(incomplete)]
+
+
 ApplyOutput = Annotated[
     str | None,
     typer.Option(
         "--output",
         "-o",
+        autocompletion=_complete_output,
         help="table, json, jsonl, yaml, prometheus (for node_exporter's textfile collector) or none.",
         rich_help_panel="Output",
         show_default=False,

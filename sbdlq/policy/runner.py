@@ -58,7 +58,12 @@ async def run_policy(
             if dry_run:
                 step.status = FIRED if _fires(step) else DRY_RUN
                 continue
-            await _run_step(backend, step, now=now, run_id=run_id, rule_index=_rule_index(steps, index), note=note)
+            try:
+                await _run_step(backend, step, now=now, run_id=run_id, rule_index=_rule_index(steps, index), note=note)
+            except PolicyInterrupted:
+                for later in steps[index + 1 :]:
+                    later.status = SKIPPED
+                raise
         if step.status == FAILED:
             note(f"warning: rule {step.rule.name!r} on {step.entity} failed: {step.error}")
             stopped = step.rule.stop_on_error

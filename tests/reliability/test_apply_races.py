@@ -157,3 +157,24 @@ def test_a_kill_9_during_apply_loses_nothing_and_the_next_run_finishes(tmp_path:
     # The killed run's export file (if it made one) is untouched: the next run wrote a new one.
     assert {name: (exports / name).read_bytes() for name in files_before} == files_before
     assert set(resubmitted) == order_ids
+
+
+def test_sigterm_stops_the_rule_in_flight_reports_and_skips_the_rest(tmp_path: Path) -> None:
+    store, _, policy, env = _setup(tmp_path, 1500, 10)
+    proc = start_sbdlq(["apply", str(policy), "--yes", "-o", "json"], env)
+    try:
+        _wait_for(lambda: len(stored_ids(store, "retry")) > 0 or proc.poll() is not None, "the first copies")
+        assert proc.poll() is None, "the run ended before it could be stopped"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=PATIENCE_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert err.splitlines()[-1] == "sbdlq: terminated (SIGTERM); messages not yet settled stay in their queue"
+    retry, archive = json.loads(out)
+    assert (retry["status"], archive["status"]) == ("interrupted", "skipped")
+    moved = retry["result"]["resubmitted"]
+    assert 0 < moved < 1500
+    assert len(stored_ids(store, "retry")) == moved  # what the report says left the DLQ, no more
+    assert len(stored_ids(store, "archive/$DeadLetterQueue")) == 10  # the next rule did not run
