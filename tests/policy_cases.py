@@ -67,6 +67,10 @@ BAD_POLICIES = [
     Bad("an empty file", "", "1:1", "one YAML document"),
     Bad("a bad sequence range", _rule("sequence: 9-3", "purge: {}"), "4:15", "--sequence"),
     Bad("then without max_attempts", _rule("resubmit: {then: keep}"), "4:15", "give max_attempts"),
+    Bad("an empty name", "rules:\n  - name: ''\n    entities: [q]\n    purge: {}\n", "2:11", "an empty name"),
+    Bad("a YAML tag that builds objects", _rule("reason: !!python/object:os.system x", "purge: {}"), "4:13", "not valid YAML"),
+    Bad("two documents", "rules: [{name: r, entities: [q], purge: {}}]\n---\nrules: []\n", "3:1", "one YAML document"),
+    Bad("entities empty", "rules:\n  - name: r\n    entities: []\n    purge: {}\n", "3:15", "entities"),
 ]
 
 

@@ -15,6 +15,7 @@ import math
 import os
 import stat
 from collections.abc import Iterator
+from pathlib import Path
 from dataclasses import fields
 from typing import Any
 
@@ -49,7 +50,7 @@ def load_policy(path: str) -> Policy:
     text = _read(path)
     try:
         root = _compose(text)
-        rules = _policy(root)
+        rules = _policy(root, Path(path).parent)
     except _At as at:
         raise PolicyError(f"{path}:{at.mark.line + 1}:{at.mark.column + 1}: {at.text}") from None
     except yaml.MarkedYAMLError as exc:
@@ -128,7 +129,7 @@ def _items(node: yaml.Node, what: str) -> Iterator[tuple[str, yaml.Node, yaml.No
         yield key, key_node, value_node
 
 
-def _policy(root: yaml.Node) -> list[Rule]:
+def _policy(root: yaml.Node, base: Path) -> list[Rule]:
     top = dict((k, (kn, vn)) for k, kn, vn in _items(root, "the policy"))
     for key, (kn, _) in top.items():
         if key not in TOP_KEYS:
@@ -146,7 +147,7 @@ def _policy(root: yaml.Node) -> list[Rule]:
     rules: list[Rule] = []
     names: set[str] = set()
     for node in rules_node.value:
-        rule = _rule(node, default_stop=bool(stop))
+        rule = _rule(node, base, default_stop=bool(stop))
         if rule.name in names:
             raise _At(node, f"rule {rule.name!r}: another rule has this name")
         names.add(rule.name)
@@ -154,7 +155,7 @@ def _policy(root: yaml.Node) -> list[Rule]:
     return rules
 
 
-def _rule(node: yaml.Node, *, default_stop: bool) -> Rule:
+def _rule(node: yaml.Node, base: Path, *, default_stop: bool) -> Rule:
     """One rule: its own keys, its selection, exactly one action."""
     given: dict[str, Any] = {}
     selection: dict[str, Any] = {}
@@ -166,6 +167,8 @@ def _rule(node: yaml.Node, *, default_stop: bool) -> Rule:
             action = (key, kn, vn)
         elif key in RULE_KEYS:
             given[key] = check_value(key, RULE_KEYS[key], vn)
+            if key == "name" and not given[key].strip():
+                raise _At(vn, "name: an empty name")
         elif key in SELECTION_KEYS:
             field_name, spec = SELECTION_KEYS[key]
             selection[field_name] = check_value(key, spec, vn)
@@ -180,6 +183,9 @@ def _rule(node: yaml.Node, *, default_stop: bool) -> Rule:
     if action is None:
         raise _At(node, f"rule {given['name']!r}: no action (give one of {', '.join(ACTIONS)})")
     name, options, edits = _action(*action)
+    if "export" in options:
+        # Relative to the policy file, not to wherever cron happens to start (its HOME).
+        options["export"] = str(base / Path(options["export"]).expanduser())
     position = f"{node.start_mark.line + 1}:{node.start_mark.column + 1}"
     _check_selection(selection, given.get(OLDER_THAN), node)
     return Rule(
