@@ -15,8 +15,8 @@ import math
 import os
 import stat
 from collections.abc import Iterator
-from pathlib import Path
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import yaml

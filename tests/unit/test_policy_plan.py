@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from sbdlq.models import EntityInfo
-from sbdlq.policy.lock import LOCK_DIR_ENV, lock_path
 from sbdlq.policy.loader import load_policy
+from sbdlq.policy.lock import LOCK_DIR_ENV, lock_path
 from sbdlq.policy.plan import matching
 from sbdlq.policy.schema import Rule
 
