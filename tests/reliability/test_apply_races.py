@@ -84,7 +84,7 @@ def _held_by(lock: Path, pid: int) -> bool:
 
 
 def test_two_runs_at_once_one_runs_and_the_other_exits_1_at_once(tmp_path: Path) -> None:
-    n = 2000
+    n = 4000  # at 10 ms a round trip, several seconds: the second run is refused long before it ends
     store, _, policy, env = _setup(tmp_path, n, 0)
     argv = ["apply", str(policy), "--yes", "-o", "none"]
     first = start_sbdlq(argv, env)
