@@ -111,7 +111,10 @@ _CONSTRUCTOR = yaml.SafeLoader("")
 
 def _value(node: yaml.Node) -> Any:
     """A scalar node's value as YAML types it (`3` → 3, `true` → True)."""
-    return _CONSTRUCTOR.construct_object(node, deep=True)
+    try:
+        return _CONSTRUCTOR.construct_object(node, deep=True)
+    finally:
+        _CONSTRUCTOR.constructed_objects.clear()  # keep no node of a file alive after it is read
 
 
 def _items(node: yaml.Node, what: str) -> Iterator[tuple[str, yaml.Node, yaml.Node]]:
@@ -322,8 +325,8 @@ def _scalar(key: str, node: yaml.Node, want: Any) -> Any:
         shape = "list" if isinstance(node, yaml.SequenceNode) else "mapping"
         raise _At(node, f"{key}: {_KINDS.get(want, 'a number')} expected, not a {shape}")
     value = _value(node)
-    if want is str and isinstance(value, (int, float)) and not isinstance(value, bool) and node.style is None:
-        value = node.value  # `reason: 404` or `subject: 1.0`: the text as written
+    if want is str and value is not None and not isinstance(value, str) and node.style is None:
+        value = node.value  # `reason: 404`, `enqueued_before: 2026-01-31`, `older_than: 3600`: the text as written
     if not isinstance(value, want) or (want is int and isinstance(value, bool)):
         raise _At(node, f"{key}: {_KINDS.get(want, 'a number')} expected, not {node.value!r}")
     if isinstance(value, str) and "\x00" in value:

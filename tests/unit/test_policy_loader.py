@@ -93,3 +93,14 @@ def test_the_readme_policy_loads(tmp_path: Path) -> None:
     policy = load_policy(str(path))
     assert [r.action for r in policy.rules] == ["resubmit", "purge", "resubmit", "alert"]
     assert dict(policy.rules[2].edits.set_properties) == {"retried-by": "policy"}
+
+
+def test_plain_scalars_that_yaml_types_are_taken_as_written_where_text_is_expected(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "rules:\n"
+        "  - {name: 2026, entities: [q], reason: 404, enqueued_before: 2026-01-31, older_than: 3600, purge: {}}\n"
+    )
+    (rule,) = load_policy(str(path)).rules
+    assert rule.name == "2026" and rule.older_than == "3600"
+    assert rule.selection == {"reasons": ["404"], "enqueued_before": "2026-01-31"}
