@@ -23,6 +23,8 @@ def attempt_of(properties: dict[str, Any]) -> int:
     value = properties.get(ATTEMPT)
     if isinstance(value, int) and not isinstance(value, bool):
         return max(0, value)
+    if isinstance(value, float) and value.is_integer() and 0 <= value < 2**63:
+        return int(value)  # a record some tool rewrote with 2.0 for 2
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
     return 0
