@@ -236,7 +236,9 @@ def test_make_copy_keeps_what_a_producer_set_and_marks_the_source() -> None:
     assert "sbdlq-resubmitted-from" not in m.application_properties
 
 
-@pytest.mark.parametrize(("given", "counted"), [(None, 1), (1, 2), (4, 5), ("2", 3), (2.0, 3), (2.5, 1), ("many", 1), (True, 1), (-3, 1)])
+@pytest.mark.parametrize(
+    ("given", "counted"), [(None, 1), (1, 2), (4, 5), ("2", 3), (2.0, 3), (2.5, 1), ("many", 1), (True, 1), (-3, 1)]
+)
 def test_every_copy_counts_its_attempt(given: object, counted: int) -> None:
     props = {} if given is None else {"sbdlq-attempt": given}
     m = Message(7, b"x", datetime(2025, 1, 1, tzinfo=UTC), application_properties=props)
