@@ -13,11 +13,27 @@ from typing import Any, ClassVar
 DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
 RESUBMITTED_FROM = "sbdlq-resubmitted-from"
+#: How many times sbdlq has sent a copy of this message back (resubmit, replay, apply): the
+#: original's count + 1 on each copy, so `max_attempts` can stop a message that keeps failing.
+ATTEMPT = "sbdlq-attempt"
+
+
+def attempt_of(properties: dict[str, Any]) -> int:
+    """The attempt count a message carries: its `sbdlq-attempt` (a whole number, or its text), else 0."""
+    value = properties.get(ATTEMPT)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return max(0, value)
+    if isinstance(value, float) and value.is_integer() and 0 <= value < 2**63:
+        return int(value)  # a record some tool rewrote with 2.0 for 2
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return 0
 
 
 def fits_int64(value: int) -> bool:
     """Whether an integer fits an AMQP long, the widest integer a Service Bus property holds."""
     return -(2**63) <= value < 2**63
+
 
 # The broker's "never expires": TimeSpan.MaxValue, in seconds.
 MAX_TTL_S = 10675199 * 86400.0

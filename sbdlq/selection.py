@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from sbdlq.errors import BadInput
-from sbdlq.models import Message
+from sbdlq.models import Message, attempt_of
 from sbdlq.timeparse import parse_time
 
 #: How long --body-regex may take on one body before the run fails: a pattern that needs longer
@@ -79,6 +79,10 @@ class Selection:
     body_contains: str | None = None
     body_regex: BodyRegex | None = None
     where: Any = None  # sbdlq.sqlfilter.SqlFilter
+    #: `apply`'s max_attempts: messages whose `sbdlq-attempt` is below this (to resubmit) ...
+    attempts_below: int | None = None
+    #: ... or at least this (reached it: for the rule's `then`). No command option sets these.
+    attempts_from: int | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -93,6 +97,8 @@ class Selection:
                 self.body_contains,
                 self.body_regex,
                 self.where,
+                self.attempts_below,
+                self.attempts_from,
             )
         )
 
@@ -110,6 +116,12 @@ class Selection:
         """True when the message meets every criterion."""
         if self.sequences and not any(lo <= m.sequence_number <= hi for lo, hi in self.sequences):
             return False
+        if self.attempts_below is not None or self.attempts_from is not None:
+            attempt = attempt_of(m.application_properties)
+            if self.attempts_below is not None and attempt >= self.attempts_below:
+                return False
+            if self.attempts_from is not None and attempt < self.attempts_from:
+                return False
         if self.reasons:
             reason = (m.dead_letter_reason or "").casefold()
             if reason not in self._reasons_folded:

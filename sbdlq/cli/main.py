@@ -111,6 +111,9 @@ def _build() -> None:
     from sbdlq.cli.copy_cmds import replay
 
     app.command("replay")(replay)
+    from sbdlq.cli.apply_cmd import apply
+
+    app.command("apply")(apply)
     from sbdlq.cli.config_cmds import app as config_app
     from sbdlq.cli.emulator_cmds import app as emulator_app
     from sbdlq.cli.emulator_entities import register as register_entity_commands

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sbdlq.errors import BadInput
-from sbdlq.models import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, RESUBMITTED_FROM, Message, OutboundMessage
+from sbdlq.models import (
+    ATTEMPT,
+    DEAD_LETTER_DESCRIPTION,
+    DEAD_LETTER_REASON,
+    RESUBMITTED_FROM,
+    Message,
+    OutboundMessage,
+)
 
 #: The system properties an edit can set: OutboundMessage field → its option.
 SYSTEM_OPTIONS = {
@@ -73,6 +80,11 @@ def build_edits(
         raise BadInput(
             f"--set-property {RESUBMITTED_FROM}: sbdlq sets it on every copy (where the copy came from)",
             hint=f"--remove-property {RESUBMITTED_FROM} leaves it off",
+        )
+    if ATTEMPT in setting:
+        raise BadInput(
+            f"--set-property {ATTEMPT}: sbdlq counts it on every copy (the original's count + 1)",
+            hint=f"--remove-property {ATTEMPT} leaves it off",
         )
     both = sorted(set(setting) & set(removing))
     if both:

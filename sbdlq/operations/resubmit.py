@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput
 from sbdlq.models import (
+    ATTEMPT,
     DEAD_LETTER_DESCRIPTION,
     DEAD_LETTER_REASON,
     RESUBMITTED_FROM,
@@ -19,6 +20,7 @@ from sbdlq.models import (
     Message,
     OutboundMessage,
     ResubmitResult,
+    attempt_of,
 )
 from sbdlq.operations.browse import iter_messages, queue_word
 from sbdlq.operations.edits import CopyEdits, copy_example
@@ -58,12 +60,17 @@ def make_copy(
     keep_dead_letter_properties: bool = False,
     edits: CopyEdits | None = None,
 ) -> OutboundMessage:
-    """A fresh message carrying what DESIGN §4 keeps, minus the dead-letter marks, then edited."""
+    """A fresh message carrying what DESIGN §4 keeps, minus the dead-letter marks, then edited.
+
+    Every copy (resubmit, replay, apply, the UI) is made here, so every one carries where it came
+    from and its attempt count: the original's `sbdlq-attempt` + 1 (1 when it had none).
+    """
     props = dict(m.application_properties)
     if not keep_dead_letter_properties:
         props.pop(DEAD_LETTER_REASON, None)
         props.pop(DEAD_LETTER_DESCRIPTION, None)
     props[RESUBMITTED_FROM] = f"{source}:{m.sequence_number}"
+    props[ATTEMPT] = attempt_of(props) + 1
     # COPIED_FIELDS, positional in OutboundMessage's field order (a test holds the two together):
     # a copy per message is the hot path of a resubmit, and keywords cost more than the rest.
     copy = OutboundMessage(

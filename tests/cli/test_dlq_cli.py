@@ -448,6 +448,7 @@ def test_selective_resubmit_keeps_properties_and_leaves_the_rest_available(seed:
         "DeadLetterReason": "Poison",
         "DeadLetterErrorDescription": "bad",
         "sbdlq-resubmitted-from": "q/$DeadLetterQueue:3",
+        "sbdlq-attempt": 1,
     }
     # The skipped ones are back in the DLQ, unlocked, the moment the command ends.
     assert seed.available("q") == ["a0", "a1", "b0", "b1"]
@@ -520,7 +521,7 @@ def test_resubmit_a_copy_the_target_refuses_stays_in_the_dlq_and_the_rest_moves(
     assert r.exit_code == 1
     assert elapsed(r.stdout) == "resubmitted 5 of 6 selected message(s) in X.XXs (1 failed)\n"
     assert r.stderr.splitlines()[-1] == (
-        "sbdlq: send to small refused sequence number 6: The received message (size:2098 bytes) exceeds the limit "
+        "sbdlq: send to small refused sequence number 6: The received message (size:2119 bytes) exceeds the limit "
         "(1024 bytes) currently allowed on 'small'.; 1 message(s) were not resubmitted and remain in the queue; "
         "run the command again to retry"
     )

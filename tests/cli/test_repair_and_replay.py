@@ -13,7 +13,7 @@ import pytest
 from support import Cli, Seeder
 from support.cli import CliResult
 
-from sbdlq.models import RESUBMITTED_FROM
+from sbdlq.models import ATTEMPT, RESUBMITTED_FROM
 
 
 @pytest.fixture
@@ -73,7 +73,12 @@ def test_resubmit_edits_every_copy(cli: Cli, orders: Seeder) -> None:
         "application/json",
         3600.0,
     )
-    assert first.application_properties == {"tenant": "us", "n": 42, RESUBMITTED_FROM: "orders/$DeadLetterQueue:1"}
+    assert first.application_properties == {
+        "tenant": "us",
+        "n": 42,
+        RESUBMITTED_FROM: "orders/$DeadLetterQueue:1",
+        ATTEMPT: 1,
+    }
 
 
 def test_resubmit_dry_run_shows_one_example_before_and_after(cli: Cli, orders: Seeder) -> None:
@@ -91,6 +96,7 @@ def test_resubmit_dry_run_shows_one_example_before_and_after(cli: Cli, orders: S
         '│ property DeadLetterReason           │ "Bad"      │ (absent)                    │',
         '│ property DeadLetterErrorDescription │ "it broke" │ (absent)                    │',
         '│ property sbdlq-resubmitted-from     │ (absent)   │ "orders/$DeadLetterQueue:1" │',
+        "│ property sbdlq-attempt              │ (absent)   │ 1                           │",
         "└─────────────────────────────────────┴────────────┴─────────────────────────────┘",
         "dry run: 3 message(s) would be resubmitted",
     ]
@@ -103,6 +109,7 @@ def test_resubmit_dry_run_shows_one_example_before_and_after(cli: Cli, orders: S
         "tenant": "eu",
         "v": 1,
         RESUBMITTED_FROM: "orders/$DeadLetterQueue:1",
+        ATTEMPT: 1,
     }
 
 
@@ -129,6 +136,11 @@ def test_a_dry_run_without_edits_shows_no_example(cli: Cli, orders: Seeder) -> N
             ["--set-property", f"{RESUBMITTED_FROM}=x"],
             f"sbdlq: --set-property {RESUBMITTED_FROM}: sbdlq sets it on every copy (where the copy came from) "
             f"(--remove-property {RESUBMITTED_FROM} leaves it off)",
+        ),
+        (
+            ["--set-property", f"{ATTEMPT}=0"],
+            f"sbdlq: --set-property {ATTEMPT}: sbdlq counts it on every copy (the original's count + 1) "
+            f"(--remove-property {ATTEMPT} leaves it off)",
         ),
         (
             ["--set-ttl", "soon"],
@@ -159,6 +171,7 @@ def test_removing_a_dead_letter_property_kept_on_purpose_is_allowed(cli: Cli, or
         "v": 1,
         "DeadLetterErrorDescription": "it broke",
         RESUBMITTED_FROM: "orders/$DeadLetterQueue:1",
+        ATTEMPT: 1,
     }
 
 
@@ -199,7 +212,7 @@ def test_replay_an_export_with_the_copy_rules_and_edits(cli: Cli, orders: Seeder
         ("m1", b"m1", "again"),
         ("m2", b"m2", "again"),
     ]
-    assert copies[2].application_properties == {"tenant": "eu", "v": 1, RESUBMITTED_FROM: "dlq.jsonl:3"}
+    assert copies[2].application_properties == {"tenant": "eu", "v": 1, RESUBMITTED_FROM: "dlq.jsonl:3", ATTEMPT: 1}
     # Finished: the state says so, and a second replay of the same export is refused.
     assert export.with_name("dlq.jsonl.replay-state").read_text().endswith("\n3\nfinished\n")
 
@@ -431,6 +444,7 @@ def test_an_unexpected_error_in_a_send_is_counted_not_lost_in_a_task(
     cli: Cli, orders: Seeder, export: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """No chunk's exception is left unretrieved: the run stops, says why, and its figures add up."""
+
     def boom() -> None:
         raise RuntimeError("boom")
 
@@ -495,4 +509,4 @@ def test_the_resubmitted_from_property_can_be_left_off(cli: Cli, orders: Seeder)
     assert code == 0, err
     copies = orders.active("retry")
     assert len(copies) == 3 and all(RESUBMITTED_FROM not in m.application_properties for m in copies)
-    assert all(m.application_properties == {"tenant": "eu", "v": 1} for m in copies)
+    assert all(m.application_properties == {"tenant": "eu", "v": 1, ATTEMPT: 1} for m in copies)

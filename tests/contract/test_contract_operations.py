@@ -12,7 +12,7 @@ from support import ids
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
-from sbdlq.models import RESUBMITTED_FROM, OutboundMessage
+from sbdlq.models import ATTEMPT, RESUBMITTED_FROM, OutboundMessage
 from sbdlq.operations.browse import count_entities, inspect_reasons, iter_messages
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
@@ -175,6 +175,7 @@ def test_resubmit_to_another_queue_with_new_ids_and_kept_dead_letter_properties(
         "DeadLetterReason": "Timeout",
         "DeadLetterErrorDescription": "took 45s",
         RESUBMITTED_FROM: "q/$DeadLetterQueue:8",
+        ATTEMPT: 1,
     }
 
 

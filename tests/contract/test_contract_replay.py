@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from support import ids
 
 from sbdlq.backends.base import Backend
-from sbdlq.models import RESUBMITTED_FROM
+from sbdlq.models import ATTEMPT, RESUBMITTED_FROM
 from sbdlq.operations.edits import build_edits
 from sbdlq.operations.replay import ReplayOptions, replay
 from sbdlq.operations.resubmit import resubmit
@@ -30,7 +30,7 @@ def test_resubmit_sends_edited_copies(backend: Backend, seed: Seeder, aio: Any) 
     assert (r.selected, r.resubmitted) == (2, 2)
     copies = seed.active("retry")
     assert [(m.subject, m.application_properties) for m in copies] == [
-        ("fixed", {"tenant": "us", "n": 7, RESUBMITTED_FROM: f"q/$DeadLetterQueue:{n}"}) for n in (1, 2)
+        ("fixed", {"tenant": "us", "n": 7, RESUBMITTED_FROM: f"q/$DeadLetterQueue:{n}", ATTEMPT: 1}) for n in (1, 2)
     ]
 
 
@@ -49,5 +49,10 @@ def test_replay_sends_the_selected_records_with_edits_and_records_them(
     r = aio(replay(backend, path, EntityPath("retry"), options))
     assert (r.selected, r.replayed, r.failed, r.not_matching) == (3, 3, 0, 2)
     assert ids(seed.active("retry")) == ["r2", "r3", "r4"]
-    assert seed.active("retry")[0].application_properties == {"tenant": "us", "n": 7, RESUBMITTED_FROM: "r.jsonl:2"}
+    assert seed.active("retry")[0].application_properties == {
+        "tenant": "us",
+        "n": 7,
+        RESUBMITTED_FROM: "r.jsonl:2",
+        ATTEMPT: 1,
+    }
     assert state.read_text().endswith("finished\n")  # kept: a --resume now sends nothing

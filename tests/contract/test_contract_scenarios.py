@@ -20,7 +20,7 @@ from support.faults import disk_full_after_exports
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, TransientError
-from sbdlq.models import RESUBMITTED_FROM, Message, OutboundMessage
+from sbdlq.models import ATTEMPT, RESUBMITTED_FROM, Message, OutboundMessage
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
 from sbdlq.paths import Address, EntityPath, SubQueue
@@ -138,6 +138,7 @@ def test_selective_resubmit_moves_exactly_the_matches_with_properties_intact(
     assert m.application_properties == {
         **APPLICATION_PROPERTIES,
         RESUBMITTED_FROM: "q/$DeadLetterQueue:3",
+        ATTEMPT: 1,
     }
     # The skipped ones are still there, unlocked: available again as soon as the run ends.
     assert_all_available(backend, aio, DLQ, ["a0", "a1", "c0", "c1"])

@@ -16,7 +16,7 @@ import pytest
 from sbdlq.backends.base import Backend
 from sbdlq.emulator.engine import Rule
 from sbdlq.errors import BadInput
-from sbdlq.models import RESUBMITTED_FROM, OutboundMessage
+from sbdlq.models import ATTEMPT, RESUBMITTED_FROM, OutboundMessage
 from sbdlq.operations.replay import ReplayOptions, replay
 from sbdlq.operations.resubmit import resubmit
 from sbdlq.operations.targeted import (
@@ -120,6 +120,7 @@ def test_targeted_routing_end_to_end(backend: Backend, seed: Seeder, aio: Any) -
             "seen": "act",
             TARGET_PROPERTY: "act",
             RESUBMITTED_FROM: f"t/Subscriptions/act/$DeadLetterQueue:{m.sequence_number}",
+            ATTEMPT: 1,
         }
         for i, m in enumerate(sorted(got, key=lambda m: m.message_id or ""))
     }

@@ -238,6 +238,9 @@ def test_resubmit_with_edits_shows_the_copy_then_sends_it_edited(store: Path, te
         assert 'property bad: "x" → (absent)' in shown
         assert 'subject: (none) → "fixed"' in shown
         assert not screen.query_one("#confirm", Button).disabled
+        # The example (with the copy's sbdlq-attempt row) is taller than 24 lines leave for it.
+        screen.query_one("#confirm", Button).scroll_visible(animate=False)
+        await settle(app, pilot)
         await pilot.click("#confirm")
         await settle(app, pilot)
         assert "resubmitted 1 of 1" in text(screen, "#result")

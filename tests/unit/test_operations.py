@@ -226,13 +226,23 @@ def test_make_copy_keeps_what_a_producer_set_and_marks_the_source() -> None:
     )
     c = make_copy(m, source=DLQ)
     assert c == OutboundMessage(
-        **PRODUCER_FIELDS, application_properties={"k": 1, "sbdlq-resubmitted-from": "q/$DeadLetterQueue:42"}
+        **PRODUCER_FIELDS,
+        application_properties={"k": 1, "sbdlq-resubmitted-from": "q/$DeadLetterQueue:42", "sbdlq-attempt": 1},
     )
     kept = make_copy(m, source=DLQ, keep_dead_letter_properties=True, new_message_id=True)
     assert kept.application_properties["DeadLetterReason"] == "R"
     assert kept.message_id not in (None, PRODUCER_FIELDS["message_id"])
     # The original's properties are not touched.
     assert "sbdlq-resubmitted-from" not in m.application_properties
+
+
+@pytest.mark.parametrize(
+    ("given", "counted"), [(None, 1), (1, 2), (4, 5), ("2", 3), (2.0, 3), (2.5, 1), ("many", 1), (True, 1), (-3, 1)]
+)
+def test_every_copy_counts_its_attempt(given: object, counted: int) -> None:
+    props = {} if given is None else {"sbdlq-attempt": given}
+    m = Message(7, b"x", datetime(2025, 1, 1, tzinfo=UTC), application_properties=props)
+    assert make_copy(m, source=DLQ).application_properties["sbdlq-attempt"] == counted
 
 
 def test_make_copy_copies_each_of_the_copied_fields_into_its_own_field() -> None:

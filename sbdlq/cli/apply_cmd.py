@@ -1,0 +1,157 @@
+"""`sbdlq apply POLICY.yaml`: load and check the policy, print its plan, run its rules, report.
+
+The rules are run by sbdlq/policy (through the commands' own operations); this module only
+parses the options, holds the policy's lock, asks or requires --yes for rules that delete,
+renders, and turns the run into its exit status (0 done, 3 an alert fired, 1 a rule failed,
+2 a bad file).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from sbdlq.cli.common import Settings, err, handled, note, open_target, run
+from sbdlq.errors import BadInput, ExitStatus, OperationFailed
+
+#: What `apply -o` writes: the common documents, Prometheus text, or nothing (cron).
+APPLY_OUTPUTS = ("table", "json", "jsonl", "yaml", "prometheus", "none")
+
+PolicyArg = Annotated[str, typer.Argument(help="The policy file (YAML).", show_default=False, metavar="POLICY.yaml")]
+
+
+def _complete_output(incomplete: str) -> list[str]:
+    return [fmt for fmt in APPLY_OUTPUTS if fmt.startswith(incomplete)]
+
+
+ApplyOutput = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        "-o",
+        autocompletion=_complete_output,
+        help="table, json, jsonl, yaml, prometheus (for node_exporter's textfile collector) or none.",
+        rich_help_panel="Output",
+        show_default=False,
+    ),
+]
+
+
+def apply(
+    ctx: typer.Context,
+    policy: PolicyArg,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Run rules that delete without asking (required off a terminal).")
+    ] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Say what each rule does, in words; read no broker.")
+    ] = False,
+    output: ApplyOutput = None,
+) -> None:
+    """Run a policy file's rules (resubmit, purge, alert) in order, e.g. from cron."""
+    from sbdlq.policy.loader import load_policy
+
+    with handled(ctx) as s:
+        loaded = load_policy(policy)
+        if explain:
+            from sbdlq.policy.explain import explain as words
+
+            sys.stdout.write(words(loaded))
+            return
+        fmt = _format(s, output)
+        if loaded.deletes and not (dry_run or yes or sys.stdin.isatty()):
+            names = ", ".join(repr(r.name) for r in loaded.rules if r.deletes)
+            raise BadInput(f"{policy} has rules that delete ({names}): apply needs --yes when stdin is not a terminal")
+    if dry_run:
+        steps, stop = run(ctx, lambda st: _apply(st, loaded, dry_run=True, ask=False))
+    else:
+        from sbdlq.policy.lock import policy_lock
+
+        with handled(ctx), policy_lock(policy):
+            steps, stop = run(ctx, lambda st: _apply(st, loaded, dry_run=False, ask=loaded.deletes and not yes))
+    _finish(ctx, policy, steps, fmt, dry_run, stop)
+
+
+def _format(s: Settings, given: str | None) -> str:
+    fmt = given or s.profile_default("output") or "table"
+    if fmt not in APPLY_OUTPUTS:
+        raise BadInput(f"invalid output format {fmt!r} for apply", hint=f"use {', '.join(APPLY_OUTPUTS)}")
+    return str(fmt)
+
+
+async def _apply(s: Settings, policy: Any, *, dry_run: bool, ask: bool) -> tuple[list[Any], int | None]:
+    """Plan, show the plan, ask when rules delete, run; the steps and the signal that stopped it (or None)."""
+    import uuid
+    from datetime import UTC, datetime
+
+    from sbdlq.cli.dlq import _note
+    from sbdlq.policy.plan import plan_policy
+    from sbdlq.policy.runner import PolicyInterrupted, run_policy
+
+    now = datetime.now(UTC)
+    async with open_target(s) as backend:
+        steps = await plan_policy(backend, policy, now=now, note=_note)
+        for step in steps:
+            note(f"sbdlq: plan: rule {step.rule.name!r} on {step.entity}: {step.will}")
+        if ask and not dry_run:
+            _confirm(steps)
+        try:
+            await run_policy(backend, steps, now=now, run_id=uuid.uuid4().hex[:8], dry_run=dry_run, note=_note)
+        except PolicyInterrupted as stop:
+            return steps, stop.signum
+    return steps, None
+
+
+def _confirm(steps: list[Any]) -> None:
+    deleting = sum(s.matched if s.rule.action == "purge" else s.at_max for s in steps if s.rule.deletes)
+    if not typer.confirm(f"Run the policy? Its rules delete up to {deleting} message(s).", default=False, err=True):
+        raise OperationFailed("apply cancelled; nothing was changed")
+
+
+def _finish(ctx: typer.Context, policy: str, steps: list[Any], fmt: str, dry_run: bool, stop: int | None) -> None:
+    """Write the report, say what failed or fired on stderr, and exit with the run's status."""
+    from sbdlq.policy.report import exit_status
+
+    status = exit_status(steps)
+    _write(policy, steps, fmt, dry_run, status)
+    for step in steps:
+        if step.status == "fired":
+            held, above = step.matched, step.rule.option("above")
+            err(f"sbdlq: alert {step.rule.name!r}: {step.entity} holds {held} matching message(s), above {above}")
+    failed = [st for st in steps if st.status in ("failed", "interrupted")]
+    if failed:
+        err(f"sbdlq: {len(failed)} of {len(steps)} rule step(s) failed; the messages they left stay in their DLQ")
+    if stop is not None:
+        from sbdlq.cli.common import fail
+        from sbdlq.operations.stopping import RunInterrupted
+
+        fail(RunInterrupted(None, stop))
+    if status is not ExitStatus.OK:
+        raise typer.Exit(int(status))
+
+
+def _write(policy: str, steps: list[Any], fmt: str, dry_run: bool, status: ExitStatus) -> None:
+    from sbdlq.policy.report import COLUMNS, detail, prometheus, step_json
+
+    if fmt == "none":
+        return
+    if fmt == "prometheus":
+        if not dry_run:
+            sys.stdout.write(prometheus(policy, steps, status))
+        return
+    if fmt == "table":
+        from sbdlq.render import Col, table
+
+        rows = [
+            [st.rule.name, st.entity, st.rule.action, st.matched, st.status, detail(st, planned=dry_run)]
+            for st in steps
+        ]
+        cols = [Col(c, whole=c in ("rule", "entity")) for c in COLUMNS]
+        table(cols, rows, title=f"{policy}: {'plan (dry run)' if dry_run else 'applied'}")
+        return
+    from sbdlq.render import write_document
+
+    write_document([step_json(st) for st in steps], fmt)

@@ -1,0 +1,108 @@
+"""What `apply` reports: each step as JSON (the commands' result shapes inside), as a table row,
+and as Prometheus text for node_exporter's textfile collector; and the run's exit status."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sbdlq.errors import ExitStatus
+from sbdlq.policy.plan import Step
+from sbdlq.policy.runner import FAILED, FIRED, INTERRUPTED
+from sbdlq.render_prometheus import label_value
+
+#: The table's columns (the keys of step_json they show).
+COLUMNS = ("rule", "entity", "action", "matched", "status", "detail")
+
+
+def step_json(step: Step) -> dict[str, Any]:
+    """One rule on one entity: what matched, what was done (the command's result shape), what failed."""
+    rule = step.rule
+    doc: dict[str, Any] = {
+        "rule": rule.name,
+        "entity": step.entity,
+        "action": rule.action,
+        "status": step.status,
+        "matched": step.matched,
+        "error": step.error,
+        "result": step.result,
+        "export": list(step.export),
+    }
+    if rule.option("max_attempts") is not None:
+        doc["max_attempts"] = rule.option("max_attempts")
+        doc["at_max_attempts"] = step.at_max
+        doc["then"] = step.then_result
+    return doc
+
+
+def detail(step: Step, *, planned: bool) -> str:
+    """The table's last column: the plan's words, or what the run did."""
+    if planned or step.result is None:
+        return step.error or step.will
+    r, rule = step.result, step.rule
+    if rule.action == "alert":
+        return f"{r['dead_letter']} message(s), alert above {r['above']}"
+    if rule.action == "purge":
+        text = f"purged {r['purged']} of {r['selected']}" + (f", exported to {step.export[0]}" if step.export else "")
+    else:
+        text = f"resubmitted {r['resubmitted']} of {r['selected']}"
+        then = step.then_result or {}
+        if then.get("then") == "keep":
+            text += f"; {then['kept']} at max_attempts kept"
+        elif then:
+            text += f"; {then['purged']} at max_attempts purged" + (f" to {step.export[-1]}" if step.export else "")
+    return text + (f" ({step.error})" if step.error else "")
+
+
+def exit_status(steps: list[Step]) -> ExitStatus:
+    """1 when any step failed; else 3 when an alert fired; else 0."""
+    if any(s.status in (FAILED, INTERRUPTED) for s in steps):
+        return ExitStatus.FAILED
+    if any(s.status == FIRED for s in steps):
+        return ExitStatus.THRESHOLD
+    return ExitStatus.OK
+
+
+_FAMILIES = (
+    ("sbdlq_apply_messages", "Messages a policy rule matched and handled on an entity in the last apply run."),
+    ("sbdlq_apply_failed", "1 when the rule failed on the entity in the last apply run, else 0."),
+    ("sbdlq_apply_alert_fired", "1 when the alert rule fired on the entity in the last apply run, else 0."),
+    ("sbdlq_apply_last_run_timestamp_seconds", "When the last apply run of this policy ended (Unix time)."),
+    ("sbdlq_apply_exit_status", "The exit status of the last apply run of this policy."),
+)
+
+
+def _outcomes(step: Step) -> dict[str, int]:
+    """The counts worth a series: matched, then the action's own (resubmitted, purged, kept ...)."""
+    out = {"matched": step.matched}
+    r = step.result or {}
+    for key in ("resubmitted", "purged", "exported", "failed", "unroutable"):
+        if key in r:
+            out[key] = int(r[key])
+    if step.rule.option("max_attempts") is not None:
+        out["at_max_attempts"] = step.at_max
+        then = step.then_result or {}
+        for key, name in (("kept", "kept"), ("purged", "then_purged"), ("exported", "then_exported")):
+            if key in then:
+                out[name] = int(then[key])
+    return out
+
+
+def prometheus(policy: str, steps: list[Step], status: ExitStatus, *, now: float | None = None) -> str:
+    """The run as gauges; every family's HELP and TYPE first, and a final newline."""
+    pol = f'policy="{label_value(policy)}"'
+    series: dict[str, list[str]] = {name: [] for name, _ in _FAMILIES}
+    for step in steps:
+        labels = f'{pol},rule="{label_value(step.rule.name)}",entity="{label_value(step.entity)}"'
+        for outcome, n in _outcomes(step).items():
+            action = label_value(step.rule.action)
+            series["sbdlq_apply_messages"].append(f'{{{labels},action="{action}",outcome="{outcome}"}} {n}')
+        series["sbdlq_apply_failed"].append(f"{{{labels}}} {int(step.status in (FAILED, INTERRUPTED))}")
+        if step.rule.action == "alert":
+            series["sbdlq_apply_alert_fired"].append(f"{{{labels}}} {int(step.status == FIRED)}")
+    series["sbdlq_apply_last_run_timestamp_seconds"].append(f"{{{pol}}} {int(now or time.time())}")
+    series["sbdlq_apply_exit_status"].append(f"{{{pol}}} {int(status)}")
+    lines = []
+    for name, help_ in _FAMILIES:
+        lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", *(name + s for s in series[name])]
+    return "\n".join(lines) + "\n"
