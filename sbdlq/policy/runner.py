@@ -152,6 +152,7 @@ async def _resubmit(backend: Backend, step: Step, now: datetime, note: Callable[
         allow_unverified_routing=rule.option("allow_unverified_routing", False),
         edits=rule.edits,
         fan_out=rule.option("fan_out", False),
+        only_this_subscription=rule.option("only_this_subscription", False),
         note=note,
     )
     return _check(step, result)

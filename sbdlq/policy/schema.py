@@ -95,6 +95,7 @@ ACTIONS: dict[str, dict[str, Key]] = {
         "new_message_id": Key(BOOL),
         "keep_dead_letter_properties": Key(BOOL),
         "fan_out": Key(BOOL),
+        "only_this_subscription": Key(BOOL),
         "allow_unverified_routing": Key(BOOL),
         "rate": Key(NUMBER, above_zero=True),
         **_TUNING,

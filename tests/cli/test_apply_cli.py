@@ -245,3 +245,28 @@ def test_apply_rejects_an_output_it_does_not_write(cli: Cli, policy: Path) -> No
     code, out, err = cli("apply", str(policy), "--dry-run", "-o", "tsv")
     assert (code, out) == (2, "")
     assert err == "sbdlq: invalid output format 'tsv' for apply (use table, json, jsonl, yaml, prometheus, none)\n"
+
+
+def test_only_this_subscription_needs_targeted_routing_then_reaches_that_subscription_alone(
+    cli: Cli, seed: Seeder, tmp_path: Path
+) -> None:
+    seed.topic("t", "a", "b")
+    seed.dead_letter("t/Subscriptions/a", 2, prefix="x")
+    assert len(seed.active("t/Subscriptions/b")) == 2  # b took its own copies when they were sent
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "rules:\n"
+        "  - {name: back to a, entities: [t/Subscriptions/a], resubmit: {only_this_subscription: true}}\n"
+    )
+    code, out, err = cli("apply", str(path), "-o", "jsonl")
+    assert code == 1
+    assert "sbdlq routing enable-targeted t" in json.loads(out)["error"]
+    assert seed.dlq_ids("t/Subscriptions/a") == ["x0", "x1"]
+
+    assert cli("routing", "enable-targeted", "t", "--yes")[0] == 0
+    code, out, err = cli("apply", str(path), "-o", "jsonl")
+    assert code == 0, err
+    assert json.loads(out)["result"]["resubmitted"] == 2
+    assert seed.dlq_ids("t/Subscriptions/a") == []
+    assert sorted(m.message_id or "" for m in seed.active("t/Subscriptions/a")) == ["x0", "x1"]
+    assert len(seed.active("t/Subscriptions/b")) == 2  # no copy reached b
