@@ -38,7 +38,7 @@ ENV_VARS = {
     "transport": "SBDLQ_TRANSPORT",
     "proxy": "HTTPS_PROXY",  # the variable every HTTP client already honours (https_proxy too)
 }
-_OUTPUTS = ("table", "json", "jsonl", "yaml", "tsv")
+_OUTPUTS = ("table", "json", "jsonl", "yaml", "tsv", "none")
 
 
 class Source(StrEnum):

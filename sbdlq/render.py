@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from sbdlq.errors import BadInput
 
-OUTPUTS = ("table", "json", "jsonl", "yaml", "tsv")
+OUTPUTS = ("table", "json", "jsonl", "yaml", "tsv", "none")
 
 
 def _finite(value: Any) -> Any:
@@ -53,7 +53,7 @@ _encode_indented = _json_encoder(indent=2)
 
 def check_output(fmt: str) -> str:
     if fmt not in OUTPUTS:
-        raise BadInput(f"invalid output format {fmt!r}", hint="use table, json, jsonl, yaml or tsv")
+        raise BadInput(f"invalid output format {fmt!r}", hint="use table, json, jsonl, yaml, tsv or none")
     return fmt
 
 
@@ -104,6 +104,9 @@ class Emitter:
             self.out.write("[")
 
     def item(self, record: dict[str, Any]) -> None:
+        if self.fmt == "none":
+            self.count += 1
+            return
         if self._held is not None:
             self._held.append(record)
             self.count += 1
@@ -130,6 +133,8 @@ class Emitter:
         self.count += 1
 
     def end(self) -> None:
+        if self.fmt == "none":
+            return
         if self._held is not None:
             write_document(self._held, self.fmt, self.out, query=self.query)
             return
@@ -184,6 +189,8 @@ def write_document(data: Any, fmt: str, out: IO[str] | None = None, *, query: Qu
     stream = out or sys.stdout
     if query is not None:
         data = query.apply(data)
+    if fmt == "none":
+        return
     if fmt == "table":
         auto_table(data, out=stream)
     elif fmt == "json":

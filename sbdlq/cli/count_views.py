@@ -24,7 +24,7 @@ from sbdlq.render import Query
 
 COLUMNS = ("entity", "active", "dead_letter", "transfer_dead_letter", "scheduled")
 #: the outputs a watch can stream, one snapshot after another
-WATCH_OUTPUTS = ("table", "jsonl", "tsv")
+WATCH_OUTPUTS = ("table", "jsonl", "tsv", "none")
 
 
 def count_format(s: Settings, given: str | None, q: Query | None) -> str:

@@ -76,7 +76,7 @@ def _fail_above_option(sub_queue: SubQueue) -> Any:
 CountOutput = Annotated[
     str | None,
     output_option(
-        "table, json, jsonl, yaml, tsv, or prometheus (gauges for node_exporter's textfile collector).",
+        "table, json, jsonl, yaml, tsv, none, or prometheus (gauges for node_exporter's textfile collector).",
         complete_count_output,
     ),
 ]

@@ -9,7 +9,7 @@ import typer
 from sbdlq import __version__
 from sbdlq.cli.common import Settings, given_setting
 from sbdlq.cli.complete import complete_profile
-from sbdlq.cli.group import SbdlqGroup
+from sbdlq.cli.group import LOWERED, SbdlqGroup
 from sbdlq.config import ENV_VARS, flag
 from sbdlq.paths import SubQueue
 
@@ -22,7 +22,8 @@ app = typer.Typer(
     cls=SbdlqGroup,
     name="sbdlq",
     help="Operate Azure Service Bus dead-letter queues: count, peek, inspect, resubmit, purge.",
-    epilog="Target and diagnostic options may also follow the command: sbdlq count orders --profile prod.",
+    epilog="Target and diagnostic options may also follow the command (sbdlq count orders --profile prod); "
+    "-o and --query may come before it (sbdlq -o json count).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
@@ -128,8 +129,9 @@ def _build() -> None:
 _build()
 
 
-# Root options that take a value (every global setting does); the rest are flags.
-_VALUED = frozenset(flag(key) for key in GLOBAL_SETTINGS)
+# Options before the command that take a value (every global setting does, and the output
+# options az users type first); the rest are flags.
+_VALUED = frozenset([*(flag(key) for key in GLOBAL_SETTINGS), *LOWERED])
 
 
 def asked_command(args: list[str]) -> str | None:

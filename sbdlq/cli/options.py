@@ -31,7 +31,10 @@ def output_option(help_: str, completion: Callable[..., list[str]]) -> Any:
 
 Output = Annotated[
     str | None,
-    output_option("table, json, jsonl, yaml or tsv (no header, tab-separated; default: table).", complete_output),
+    output_option(
+        "table, json, jsonl, yaml, tsv (no header, tab-separated) or none (exit status only); default: table.",
+        complete_output,
+    ),
 ]
 QueryOpt = Annotated[
     str | None,

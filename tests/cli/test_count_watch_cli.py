@@ -65,7 +65,7 @@ def test_prometheus_is_counts_own_and_takes_no_query(orders: Store, sbdlq: Any) 
     assert r.stderr == "sbdlq: --query does not apply to -o prometheus (use -o json with --query)\n"
     r = sbdlq("peek", "orders", "-o", "prometheus")
     assert r.exit_code == 2
-    assert r.stderr == "sbdlq: invalid output format 'prometheus' (use table, json, jsonl, yaml or tsv)\n"
+    assert r.stderr == "sbdlq: invalid output format 'prometheus' (use table, json, jsonl, yaml, tsv or none)\n"
     # --fail-above still checks, after the gauges are written.
     r = sbdlq("count", "orders", "-o", "prometheus", "--fail-above", "4")
     assert r.exit_code == 3

@@ -292,7 +292,7 @@ def test_peek_changes_nothing(orders: Store, sbdlq: Any) -> None:
             "(use ISO 8601 like 2026-01-31T12:00:00Z or a duration like 2h)",
         ),
         (["--body-regex", "[z-a]"], "sbdlq: invalid --body-regex '[z-a]': bad character range z-a at position 1"),
-        (["-o", "xml"], "sbdlq: invalid output format 'xml' (use table, json, jsonl, yaml or tsv)"),
+        (["-o", "xml"], "sbdlq: invalid output format 'xml' (use table, json, jsonl, yaml, tsv or none)"),
         (["--property", "novalue"], "sbdlq: invalid --property 'novalue' (use NAME=VALUE)"),
         (["--max", "0"], "sbdlq: Invalid value for '--max': 0 is not in the range x>=1. (see 'sbdlq peek --help')"),
     ],

@@ -182,7 +182,7 @@ def test_list_rejects_a_bad_output_format(cli: Any) -> None:
     assert cli("emulator", "list", "-o", "xml") == (
         2,
         "",
-        "sbdlq: invalid output format 'xml' (use table, json, jsonl, yaml or tsv)\n",
+        "sbdlq: invalid output format 'xml' (use table, json, jsonl, yaml, tsv or none)\n",
     )
 
 

@@ -75,8 +75,9 @@ def test_resubmit_help_at_80_columns() -> None:
     assert "│ --keep-dead-letter-properties                        Keep DeadLetterReason   │\n" in text
     assert "[default: 32]" in text and "[default: 100]" in text
     assert (
-        "│ --output  -o      TEXT  table, json, jsonl, yaml or tsv (no header,          │\n"
-        "│                         tab-separated; default: table).                      │\n"
+        "│ --output  -o      TEXT  table, json, jsonl, yaml, tsv (no header,            │\n"
+        "│                         tab-separated) or none (exit status only); default:  │\n"
+        "│                         table.                                               │\n"
     ) in text
 
 
