@@ -230,6 +230,6 @@ def _endpoint_port(target: Any) -> int | None:
 
 def output_format(s: Settings, given: str | None) -> str:
     """-o, else the profile's output, else table."""
-    from sbdlq.render import check_output
+    from sbdlq.output_formats import DEFAULT_OUTPUT, check_output
 
-    return check_output(given or s.profile_default("output") or "table")
+    return check_output(given or s.profile_default("output") or DEFAULT_OUTPUT)

@@ -23,8 +23,6 @@ from sbdlq.paths import EntityPath, SubQueue
 from sbdlq.render import Query
 
 COLUMNS = ("entity", "active", "dead_letter", "transfer_dead_letter", "scheduled")
-#: the outputs a watch can stream, one snapshot after another
-WATCH_OUTPUTS = ("table", "jsonl", "tsv", "none")
 
 
 def count_format(s: Settings, given: str | None, q: Query | None) -> str:
@@ -61,11 +59,11 @@ class Stream:
         self.fmt, self.q, self.every = fmt, q, every
 
     def show(self, at: datetime, counts: Sequence[Counts]) -> None:
-        from sbdlq.render import Emitter
+        from sbdlq.output_formats import FORMATS, Emitter
 
-        if self.fmt == "table":
+        if FORMATS[self.fmt].for_people:
             sys.stdout.write(f"Every {self.every}: {_stamp(at)}\n")
-            show_counts(counts, "table", self.q)
+            show_counts(counts, self.fmt, self.q)
             sys.stdout.flush()
             return
         emitter = Emitter(self.fmt, query=self.q)
@@ -124,6 +122,7 @@ def watch_counts(
     from sbdlq.operations.browse import count_entities, dlq_count
     from sbdlq.operations.stopping import Stopper
     from sbdlq.operations.watch import every as repeat
+    from sbdlq.output_formats import FORMATS, draws_table, or_list
     from sbdlq.paths import parse_entity
     from sbdlq.timeparse import parse_duration
 
@@ -133,10 +132,11 @@ def watch_counts(
         if interval_s <= 0:
             raise BadInput("--watch must be positive", hint="e.g. --watch 5s")
         fmt = count_format(s, output, q)
-        if fmt not in WATCH_OUTPUTS:
-            raise BadInput(f"--watch cannot stream -o {fmt}", hint="use -o table, jsonl or tsv")
+        if fmt not in FORMATS or not FORMATS[fmt].streams:
+            watched = or_list([name for name, f in FORMATS.items() if f.streams])
+            raise BadInput(f"--watch cannot stream -o {fmt}", hint=f"use -o {watched}")
         paths: list[EntityPath] = [parse_entity(e) for e in entities]
-        view: Stream | Redraw = Redraw(every) if fmt == "table" and q is None and _terminal() else Stream(fmt, q, every)
+        view: Stream | Redraw = Redraw(every) if draws_table(fmt, q) and _terminal() else Stream(fmt, q, every)
 
         def show(at: datetime, counts: list[Counts]) -> bool:
             last[:] = counts

@@ -27,8 +27,9 @@ from sbdlq.cli.options import (
     selection_options,
 )
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceeded
+from sbdlq.output_formats import OUTPUTS, Emitter, draws_table
 from sbdlq.paths import Address, SubQueue, parse_entity
-from sbdlq.render import Emitter, Query
+from sbdlq.render import Query
 from sbdlq.selection import MAX_SEQUENCE, Selection
 
 NO_SELECTION = SelectionOptions()
@@ -76,7 +77,7 @@ def _fail_above_option(sub_queue: SubQueue) -> Any:
 CountOutput = Annotated[
     str | None,
     output_option(
-        "table, json, jsonl, yaml, tsv, none, or prometheus (gauges for node_exporter's textfile collector).",
+        f"{', '.join(OUTPUTS)} or prometheus (gauges for node_exporter's textfile collector).",
         complete_count_output,
     ),
 ]
@@ -171,7 +172,7 @@ def peek(
         address = _address(entity, sub_queue)
         sel = selection.compile()
         fmt = output_format(s, output)
-        table = fmt == "table" and q is None
+        table = draws_table(fmt, q)
         # A script never gets a silently cut list: only a table (for a person) stops at a default.
         limit = None if all_ else max_count if max_count is not None or not table else TABLE_PEEK_MAX
         async with open_target(s) as backend:
@@ -179,7 +180,7 @@ def peek(
             if table:
                 await _peek_to_table(backend, address, sel, from_sequence, limit)
             else:
-                emitter = Emitter(fmt, query=q, tsv_keys=PEEK_TSV_KEYS)
+                emitter = Emitter(fmt, query=q, columns=PEEK_TSV_KEYS)
                 await _peek_to_document(backend, address, sel, from_sequence, limit, emitter)
         return fmt
 
@@ -283,7 +284,7 @@ def inspect_reason(
         return fmt, groups
 
     fmt, groups = run(ctx, work, reads_only=True)
-    if fmt != "table" or q is not None:
+    if not draws_table(fmt, q):
         _write([g.to_json() for g in groups], fmt, q)
         return
     _reasons_table(groups, by)
@@ -535,7 +536,7 @@ def _chart_wanted() -> bool:
 
 
 def _emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str], q: Query | None = None) -> None:
-    if fmt == "table" and q is None:
+    if draws_table(fmt, q):
         from sbdlq.render import Col, table
 
         cols = [Col(c, whole=True, min_width=10) if c == "entity" else c for c in columns]
@@ -545,13 +546,13 @@ def _emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str], q: Quer
 
 
 def _write(data: Any, fmt: str, q: Query | None = None) -> None:
-    from sbdlq.render import write_document
+    from sbdlq.output_formats import write_document
 
     write_document(data, fmt, query=q)
 
 
 def _report(fmt: str, doc: dict[str, Any], summary: str, q: Query | None = None) -> None:
-    if fmt == "table" and q is None:
+    if draws_table(fmt, q):
         if doc.get("example") is not None:
             from sbdlq.cli.edit_options import example_table
 
@@ -563,7 +564,9 @@ def _report(fmt: str, doc: dict[str, Any], summary: str, q: Query | None = None)
 
 def _warn_if_query_found_nothing(q: Query | None, fmt: str) -> None:
     """A jsonl --query that gave null on every line is most likely written for the whole list."""
-    if q is not None and fmt == "jsonl" and q.found_nothing():
+    from sbdlq.output_formats import FORMATS
+
+    if q is not None and FORMATS[fmt].per_record and q.found_nothing():
         err(
             f"sbdlq: warning: --query {q.expression!r} gave null on every line; with -o jsonl it applies "
             "to each record (e.g. --query message_id, not [].message_id)"

@@ -143,9 +143,9 @@ def list_(ctx: typer.Context, output: Output = None) -> None:
         return fmt, store_path(local), [r.to_json() for r in rows]
 
     fmt, path, rows = run(ctx, work)
-    if fmt != "table":
-        from sbdlq.render import write_document
+    from sbdlq.output_formats import draws_table, write_document
 
+    if not draws_table(fmt, None):
         write_document(rows, fmt)
         return
     if not rows:
@@ -370,11 +370,11 @@ def receive(
     summary = f"{_VERBS[action]} {len(got)} message(s) from {where}"
     if action == "--dead-letter" and got and reason:
         summary += f" (reason {reason})"
-    if fmt != "table":
-        from sbdlq.render import write_document
+    from sbdlq.output_formats import FORMATS, draws_table, write_document
 
+    if not draws_table(fmt, None):
         records = [m.to_json() for m in got]
-        if fmt == "tsv":
+        if FORMATS[fmt].table_columns:
             # The table's columns, with full values.
             records = [{k: r[k] for k in RECEIVE_TSV_KEYS} for r in records]
         write_document(records, fmt)

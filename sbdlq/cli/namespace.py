@@ -38,7 +38,9 @@ def inspect_namespace(
         return fmt, groups
 
     fmt, groups = run(ctx, work, reads_only=True)
-    if fmt != "table" or q is not None:
+    from sbdlq.output_formats import draws_table
+
+    if not draws_table(fmt, q):
         dlq._write([g.to_json() for g in groups], fmt, q)
         return
     _table(groups, by, sub_queue)

@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar, get_type_hints
 import typer
 
 from sbdlq.cli.complete import complete_entity, complete_output
+from sbdlq.output_formats import output_help
 from sbdlq.paths import SubQueue
 from sbdlq.selection import Selection, build_selection
 
@@ -31,10 +32,7 @@ def output_option(help_: str, completion: Callable[..., list[str]]) -> Any:
 
 Output = Annotated[
     str | None,
-    output_option(
-        "table, json, jsonl, yaml, tsv (no header, tab-separated) or none (exit status only); default: table.",
-        complete_output,
-    ),
+    output_option(output_help(), complete_output),
 ]
 QueryOpt = Annotated[
     str | None,

@@ -1,11 +1,17 @@
-"""Habits from az and gh: output options before the command, `-o none` for cron (issue 26 #9)."""
+"""Habits from az and gh: output options before the command, `-o none` for cron (issue 26 #9),
+and the output formats as one registry (issue 28).
+"""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import IO, Any
 
 import pytest
 from support import Cli, Seeder
+
+from sbdlq.output_formats import FORMATS, OutputFormat
 
 
 @pytest.fixture
@@ -69,3 +75,34 @@ def test_output_none_keeps_the_exit_status(cli: Cli) -> None:
     code, out, err = cli("-o", "none", "count", "--fail-above", "2")
     assert (code, out) == (3, "")
     assert "orders: 3 messages" in err
+
+
+class Shout(OutputFormat):
+    """A format a test adds: one entry, nothing else changed."""
+
+    name = shown = "shout"
+
+    def document(self, data: Any, out: IO[str]) -> None:
+        out.write("!" + json.dumps(data) + "\n")
+
+
+@pytest.mark.usefixtures("seeded")
+def test_a_new_output_format_is_one_registry_entry(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(FORMATS, "shout", Shout())
+    code, out, _ = cli("count", "-o", "shout")
+    assert (code, out[0], json.loads(out[1:])[0]["entity"]) == (0, "!", "orders")
+    code, out, _ = cli("peek", "orders", "-o", "shout")
+    assert code == 0
+    # Streamed one record at a time: the default item is a one-record document.
+    assert [json.loads(line[1:])[0]["dead_letter_reason"] for line in out.splitlines()] == ["SchemaError"] * 3
+    code, out, _ = cli("count", "-o", "nope")
+    assert code == 2
+
+
+def test_every_format_is_offered_and_documented() -> None:
+    from sbdlq.cli.options import Output
+
+    help_ = Output.__metadata__[0].help
+    assert all(name in help_ for name in FORMATS)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert f"`table|{'|'.join(list(FORMATS)[1:])}`" in readme

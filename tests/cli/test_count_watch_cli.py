@@ -139,10 +139,10 @@ def test_watch_with_fail_above_stops_at_the_first_snapshot_over(orders: Store, s
     [
         (["--watch", "0"], "sbdlq: --watch must be positive (e.g. --watch 5s)"),
         (["--watch", "soon"], "sbdlq: invalid --watch 'soon' (use e.g. 250ms, 30s, 5m, 2h, 3d or ISO 8601 like PT1M)"),
-        (["--watch", "5s", "-o", "json"], "sbdlq: --watch cannot stream -o json (use -o table, jsonl or tsv)"),
+        (["--watch", "5s", "-o", "json"], "sbdlq: --watch cannot stream -o json (use -o table, jsonl, tsv or none)"),
         (
             ["--watch", "5s", "-o", "prometheus"],
-            "sbdlq: --watch cannot stream -o prometheus (use -o table, jsonl or tsv)",
+            "sbdlq: --watch cannot stream -o prometheus (use -o table, jsonl, tsv or none)",
         ),
     ],
 )

@@ -85,7 +85,7 @@ def test_purge_and_peek_defaults_read_plainly() -> None:
     assert "[default: 500]" in help_at_80("purge")
     peek = help_at_80("peek")
     assert "(default: 20 in a table," in peek and "all in other formats)." in peek
-    assert "table, json, jsonl, yaml or tsv" in peek
+    assert "table, json, jsonl, yaml, tsv" in peek
 
 
 # ------------------------------------------------------------------ profile values still apply
@@ -133,7 +133,7 @@ def complete(shell: str, words: str, incomplete: str) -> list[str]:
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_output_values_complete(shell: str) -> None:
-    assert complete(shell, "sbdlq peek q -o", "") == ["table", "json", "jsonl", "yaml", "tsv"]
+    assert complete(shell, "sbdlq peek q -o", "") == ["table", "json", "jsonl", "yaml", "tsv", "none"]
     assert complete(shell, "sbdlq count --output", "js") == ["json", "jsonl"]
     assert complete(shell, "sbdlq emulator list -o", "t") == ["table", "tsv"]
     assert complete(shell, "sbdlq config show -o", "y") == ["yaml"]
