@@ -19,6 +19,7 @@ import typer
 from typer.testing import CliRunner
 
 from sbdlq.cli.main import app
+from sbdlq.selection import SELECTION_OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -154,3 +155,18 @@ def _unparsed(ctx: click.Context) -> list[str]:
         # click 8.2+ deprecates protected_args in favour of a future `args` that holds all of them.
         warnings.simplefilter("ignore", DeprecationWarning)
         return [*ctx.protected_args, *ctx.args]
+
+
+SELECTING = [(p, c) for p, c in COMMANDS if any(getattr(q, "rich_help_panel", None) == "Selection" for q in c.params)]
+
+
+@pytest.mark.parametrize(("path", "cmd"), SELECTING, ids=[" ".join(p) for p, _ in SELECTING])
+def test_a_command_that_selects_takes_every_selection_option(path: tuple[str, ...], cmd: click.Command) -> None:
+    taken = {o for p in cmd.params for o in getattr(p, "opts", ())}
+    assert [o.flag for o in SELECTION_OPTIONS if o.flag not in taken] == [], " ".join(path)
+
+
+def test_the_readme_selection_section_lists_the_declared_options() -> None:
+    section = README.split("### Selection", 1)[1].split("\n#", 1)[0]
+    missing = [o.flag for o in SELECTION_OPTIONS if not re.search(rf"`{re.escape(o.flag)}[ `]", section)]
+    assert missing == []

@@ -340,9 +340,6 @@ def purge(
     sub_queue: SubQueue,
     entity: Entity,
     max_count: Annotated[int | None, count_option("--max", "Delete at most N messages.")] = None,
-    older_than: Annotated[
-        str | None, typer.Option("--older-than", help="Only messages enqueued more than this long ago (7d).")
-    ] = None,
     export: Annotated[
         Path | None,
         typer.Option("--export", help="Append each message to this JSONL file (synced) before deleting it."),
@@ -366,7 +363,7 @@ def purge(
 
     async def work(s: Settings) -> tuple[str, Any]:
         address = _address(entity, sub_queue)
-        sel = selection.compile(older_than=older_than)
+        sel = selection.compile()
         fmt = output_format(s, output)
         if export is not None:
             _check_export_path(export)

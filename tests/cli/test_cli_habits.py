@@ -106,3 +106,19 @@ def test_every_format_is_offered_and_documented() -> None:
     assert all(name in help_ for name in FORMATS)
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert f"`table|{'|'.join(list(FORMATS)[1:])}`" in readme
+
+
+@pytest.mark.parametrize("command", ["peek", "inspect-reason", "resubmit", "purge"])
+def test_peek_and_every_selecting_command_take_older_than(cli: Cli, seed: Seeder, command: str) -> None:
+    seed.queue("orders")
+    seed.dead_letter("orders", 2, reason="SchemaError")
+    # Seeded just now: nothing is a day old.
+    extra = {"resubmit": ["--dry-run"], "purge": ["--dry-run"]}.get(command, [])
+    code, out, _ = cli(command, "orders", "--older-than", "1d", *extra, "-o", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert (doc == []) if command in ("peek", "inspect-reason") else (doc["selected"] == 0)
+    code, out, _ = cli(command, "orders", "--older-than", "0s", *extra, "-o", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert (len(doc) == 2) if command == "peek" else True
