@@ -170,3 +170,22 @@ def test_the_readme_selection_section_lists_the_declared_options() -> None:
     section = README.split("### Selection", 1)[1].split("\n#", 1)[0]
     missing = [o.flag for o in SELECTION_OPTIONS if not re.search(rf"`{re.escape(o.flag)}[ `]", section)]
     assert missing == []
+
+
+LEAVES = [(p, c) for p, c in COMMANDS if not isinstance(c, click.Group)]
+
+
+@pytest.mark.parametrize(("path", "cmd"), LEAVES, ids=[" ".join(p) for p, _ in LEAVES])
+def test_every_command_help_ends_with_examples_that_parse(path: tuple[str, ...], cmd: click.Command) -> None:
+    """2-3 examples of this very command end its --help (as gh and az show them), each one valid."""
+    result = CliRunner().invoke(app, [*path[1:], "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.stderr
+    tail = result.stdout.rsplit("Examples:", 1)
+    assert len(tail) == 2, f"`{' '.join(path)} --help` has no examples"
+    shown = [line.strip().removeprefix("$ ") for line in tail[1].splitlines() if line.strip()]
+    assert 2 <= len(shown) <= 3, shown
+    for line in shown:
+        words = shlex.split(line)
+        args = words[words.index("sbdlq") + 1 :]
+        assert f" {' '.join(path[1:])} " in f" {' '.join(args)} ", line
+        test_readme_examples_parse(args)

@@ -124,6 +124,9 @@ def _build() -> None:
     from sbdlq.ui.command import ui
 
     app.command("ui")(ui)
+    from sbdlq.cli.examples import attach
+
+    attach(app)
 
 
 _build()
