@@ -78,6 +78,19 @@ def find(host: str, amqp_port: int) -> ServerRecord | None:
     return record if _alive(record.pid) else None
 
 
+def owner_of_http_port(http_port: int) -> ServerRecord | None:
+    """The live server that recorded http_port as its HTTP port, if any (whatever its AMQP port)."""
+    try:
+        paths = sorted(discovery_dir().glob("amqp-*.json"))
+    except OSError:
+        return None
+    for path in paths:
+        record = _read(path)
+        if record is not None and record.http_port == http_port and _alive(record.pid):
+            return record
+    return None
+
+
 def _read(path: Path) -> ServerRecord | None:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from sbdlq.connstr import ConnectionInfo
-from sbdlq.errors import BadInput
+from sbdlq.errors import AdminPortUnknown, BadInput
 from sbdlq.network import Network, Proxy
 
 #: the Service Bus emulator serves its management (HTTP, no TLS) API on this port
@@ -26,17 +26,35 @@ _NAMESPACE_HOST = re.compile(
 def emulator_admin_port(info: ConnectionInfo, given: int | None) -> tuple[int, str]:
     """The emulator's admin (HTTP) port and where it came from, for --verbose.
 
-    Given (SBDLQ_EMULATOR_HTTP_PORT) wins; else the file a running `sbdlq emulator serve`
-    on the connection string's AMQP port left; else 5300, as Microsoft's emulator.
+    The port must belong to the AMQP endpoint the string names, or counts and entity
+    properties would come from another store: given (SBDLQ_EMULATOR_HTTP_PORT) wins; else the
+    file a running `sbdlq emulator serve` on that AMQP port left; else, for AMQP's own port
+    5672, Microsoft's emulator pair 5300 (unless a recorded server on another AMQP port holds
+    5300). Any other endpoint without a record is refused: AdminPortUnknown (exit 2).
     """
     if given:
         return given, "given (SBDLQ_EMULATOR_HTTP_PORT)"
     from sbdlq.emulator import discovery
 
-    found = discovery.find(info.host, info.port or AMQP_PORT)
+    amqp_port = info.port or AMQP_PORT
+    found = discovery.find(info.host, amqp_port)
     if found is not None:
         return found.http_port, f"`sbdlq emulator serve` (pid {found.pid}) in {found.path}"
-    return ADMIN_EMULATOR_PORT, "the default"
+    endpoint = f"{info.host}:{amqp_port}"
+    hint = (
+        f"is `sbdlq emulator serve` running on {endpoint}? For another emulator, "
+        "set SBDLQ_EMULATOR_HTTP_PORT to its HTTP port"
+    )
+    if amqp_port != AMQP_PORT:
+        raise AdminPortUnknown(f"no emulator recorded its HTTP (admin) port for {endpoint}", hint=hint)
+    other = discovery.owner_of_http_port(ADMIN_EMULATOR_PORT)
+    if other is not None:
+        raise AdminPortUnknown(
+            f"no emulator recorded its HTTP (admin) port for {endpoint}, and port {ADMIN_EMULATOR_PORT} "
+            f"belongs to the one on AMQP port {other.amqp_port} (pid {other.pid})",
+            hint=hint,
+        )
+    return ADMIN_EMULATOR_PORT, "the default (Microsoft's emulator pairs it with AMQP port 5672)"
 
 
 def normalize_namespace(text: str) -> str:
