@@ -121,8 +121,10 @@ def readme_invocations() -> list[list[str]]:
             words: list[str] = []
             for token in [*lexer, ";"]:
                 if token and set(token) <= set("|&;<>()"):
-                    if "sbdlq" in words:
-                        found.append(words[words.index("sbdlq") + 1 :])
+                    # `sbdlq`, or its full path as crontab lines give it ($HOME/.local/bin/sbdlq)
+                    named = [i for i, w in enumerate(words) if w == "sbdlq" or w.endswith("/bin/sbdlq")]
+                    if named:
+                        found.append(words[named[0] + 1 :])
                     words = []
                 else:
                     words.append(token)

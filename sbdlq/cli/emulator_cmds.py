@@ -435,7 +435,7 @@ def demo(
         typer.Option(
             "--messages",
             help="Dead-lettered messages to seed, in the same mix of entities and reasons "
-            "[default: 251, played out by hand].",
+            "[default: 258].",
             min=1,
             metavar="N",
             show_default=False,
