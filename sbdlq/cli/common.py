@@ -37,6 +37,11 @@ def stderr_is_terminal() -> bool:
     return sys.stderr.isatty()
 
 
+def stdin_is_terminal() -> bool:
+    """Whether a person can answer a prompt (stdin is a terminal); tests stand one in here."""
+    return sys.stdin.isatty()
+
+
 def note(line: str) -> None:
     """An informational line (plan, target, "showing the first N"): the one place that decides.
 

@@ -2,7 +2,7 @@
 
 Both take the copy options (`--new-message-id`, `--keep-dead-letter-properties`, the edit
 options, `--allow-unverified-routing`) and send to a queue or topic `send_to` checks. `resubmit`
-is bound to the DLQ and the transfer DLQ by `dlq.register`.
+is bound to the DLQ and the transfer DLQ by main.py, with the commands of dlq.py.
 """
 
 from pathlib import Path
@@ -10,11 +10,12 @@ from typing import Annotated, Any
 
 import typer
 
+from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, err, open_target, output_format, run
 from sbdlq.cli.complete import complete_destination
-from sbdlq.cli.dlq import NO_SELECTION, _address, _change, _note, _query, _report, _tuning
 from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
 from sbdlq.cli.options import (
+    NO_SELECTION,
     Entity,
     KeepDeadLetterProperties,
     NewMessageId,
@@ -23,9 +24,12 @@ from sbdlq.cli.options import (
     Rate,
     SelectionOptions,
     count_option,
+    dlq_address,
     selection_options,
+    tuning,
     unverified_routing_option,
 )
+from sbdlq.cli.reporting import operation_note
 from sbdlq.errors import BadInput, ExitStatus
 from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
 from sbdlq.render import Query
@@ -77,7 +81,7 @@ def resubmit(
     from sbdlq.render import progress
 
     async def work(s: Settings) -> tuple[str, Any]:
-        address = _address(entity, sub_queue)
+        address = dlq_address(entity, sub_queue)
         target = _resubmit_target(address, to)
         sel = selection.compile()
         copy_edits = edits.compile(keep_dead_letter_properties=keep_dead_letter_properties)
@@ -90,8 +94,8 @@ def resubmit(
                     target,
                     selection=sel,
                     max_count=max_count,
-                    batch_size=_tuning(ctx, s, "batch_size", batch_size),
-                    concurrency=_tuning(ctx, s, "concurrency", concurrency),
+                    batch_size=tuning(ctx, s, "batch_size", batch_size),
+                    concurrency=tuning(ctx, s, "concurrency", concurrency),
                     rate=rate,
                     dry_run=dry_run,
                     new_message_id=new_message_id,
@@ -99,12 +103,12 @@ def resubmit(
                     allow_unverified_routing=allow_unverified_routing,
                     edits=copy_edits,
                     fan_out=fan_out,
-                    note=_note,
+                    note=operation_note,
                     progress=bars,
                 )
         return fmt, result
 
-    _change(ctx, query, work, "resubmitted", output)
+    reporting.change(ctx, query, work, "resubmitted", output)
 
 
 
@@ -173,7 +177,7 @@ def replay(
     from sbdlq.operations.stopping import RunInterrupted
     from sbdlq.render import progress
 
-    q = _query(ctx, query)
+    q = reporting.query(ctx, query)
     source = None if file == "-" else Path(file)
 
     async def work(s: Settings) -> tuple[str, Any, RunInterrupted | None]:
@@ -197,7 +201,8 @@ def replay(
         async with open_target(s) as backend:
             with progress(f"replay {file}") as bars:
                 try:
-                    return fmt, await do_replay(backend, source, target, options, note=_note, progress=bars), None
+                    result = await do_replay(backend, source, target, options, note=operation_note, progress=bars)
+                    return fmt, result, None
                 except RunInterrupted as stop:
                     return fmt, stop.result, stop
 
@@ -206,7 +211,7 @@ def replay(
 
 def _finish(fmt: str, result: Any, stop: Any, q: Query | None) -> None:
     """Report; then exit 130/143 when stopped, or 1 with one line on stderr when records were not sent."""
-    _report(fmt, result.to_json(), result.summary(), q)
+    reporting.report(fmt, result.to_json(), result.summary(), q)
     if stop is not None:
         from sbdlq.cli.common import fail
 

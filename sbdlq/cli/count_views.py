@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 
 import typer
 
+from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, handled, open_target, output_format
-from sbdlq.errors import BadInput, ExitStatus
+from sbdlq.errors import BadInput, ExitStatus, ThresholdExceeded
 from sbdlq.models import Counts, iso
 from sbdlq.paths import EntityPath, SubQueue
 from sbdlq.render import Query
@@ -38,14 +39,27 @@ def count_format(s: Settings, given: str | None, q: Query | None) -> str:
 
 def show_counts(counts: Sequence[Counts], fmt: str, q: Query | None) -> None:
     """One snapshot, as `count` prints it without --watch."""
-    from sbdlq.cli.dlq import _emit_list
     from sbdlq.render_prometheus import FORMAT, gauges
 
     if fmt == FORMAT:
         sys.stdout.write(gauges(counts))
         sys.stdout.flush()
         return
-    _emit_list([c.to_json() for c in counts], fmt, list(COLUMNS), q)
+    reporting.emit_list([c.to_json() for c in counts], fmt, list(COLUMNS), q)
+
+
+def check_threshold(ctx: typer.Context, counts: Sequence[Counts], sub_queue: SubQueue, fail_above: int) -> None:
+    """Exit 3 naming the fullest queue when any holds more than `fail_above` messages."""
+    from sbdlq.operations.browse import dlq_count
+
+    over = [c for c in counts if dlq_count(c, sub_queue) > fail_above]
+    if over:
+        worst = max(over, key=lambda c: dlq_count(c, sub_queue))
+        with handled(ctx):
+            raise ThresholdExceeded(
+                f"{worst.entity}: {dlq_count(worst, sub_queue)} messages in the {reporting.queue_name(sub_queue)}, "
+                f"above {fail_above}" + (f" ({len(over)} entities over)" if len(over) > 1 else "")
+            )
 
 
 def _stamp(at: datetime) -> str:
@@ -118,7 +132,6 @@ def watch_counts(
     import asyncio
     import signal
 
-    from sbdlq.cli.dlq import _check_threshold
     from sbdlq.operations.browse import count_entities, dlq_count
     from sbdlq.operations.stopping import Stopper
     from sbdlq.operations.watch import every as repeat
@@ -160,7 +173,7 @@ def watch_counts(
         finally:
             view.close()
     if fail_above is not None:
-        _check_threshold(ctx, last, sub_queue, fail_above)
+        check_threshold(ctx, last, sub_queue, fail_above)
 
 
 def _terminal() -> bool:

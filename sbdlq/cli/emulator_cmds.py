@@ -5,19 +5,18 @@ profile's `emulator`, else the user data dir). `init` and `demo` create the stor
 others need it to exist.
 """
 
-import dataclasses
 import shlex
 import sys
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from sbdlq.cli import common
 from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
+from sbdlq.cli.emulator_store import NO_STORE_HINT, emulator_settings, open_store, store_path
 from sbdlq.cli.options import Output
 from sbdlq.connstr import is_loopback as _is_loopback
 from sbdlq.emulator import discovery
@@ -25,7 +24,6 @@ from sbdlq.emulator.signals import stop_on_signals
 from sbdlq.errors import BadInput, OperationFailed
 
 if TYPE_CHECKING:
-    from sbdlq.emulator.admin import EmulatorAdmin
     from sbdlq.paths import Address
 
 app = typer.Typer(
@@ -43,43 +41,6 @@ ReceiveFrom = Annotated[
         help="Queue, or TOPIC/Subscriptions/SUB (a /$DeadLetterQueue suffix reads the DLQ).", show_default=False
     ),
 ]
-
-_NO_STORE_HINT = "create one with `sbdlq emulator init` or `sbdlq emulator demo`"
-
-
-# ---------------------------------------------------------------------- the store
-
-
-def emulator_settings(s: Settings) -> Settings:
-    """Settings whose target is the emulator store, whatever connection string the environment holds."""
-    for key, flag in (("connection_string", "--connection-string"), ("namespace", "--namespace")):
-        value, source = s.options.get(key, (None, "default"))
-        if value and source == "option":
-            raise BadInput(
-                f"{flag} does not apply to `sbdlq emulator`", hint="it acts on a local store: --emulator PATH"
-            )
-    options = {k: v for k, v in s.options.items() if k in ("emulator", "timeout")}
-    local = dataclasses.replace(s, options=options, _target=None)
-    target = local.target()
-    if target.kind != "emulator":
-        raise BadInput(
-            f"{target.source} names a Service Bus namespace, not an emulator store",
-            hint="pass --emulator PATH",
-        )
-    return local
-
-
-def store_path(s: Settings) -> str:
-    """Where the emulator store of these (emulator) settings lives."""
-    return s.target().value
-
-
-@asynccontextmanager
-async def open_store(s: Settings, *, create: bool = False) -> AsyncIterator["EmulatorAdmin"]:
-    """The admin operations of the emulator store (created with create=True; else it must exist)."""
-    async with open_target(s, create=create) as backend:
-        yield backend.admin()
-
 
 # ---------------------------------------------------------------------- init / list / reset
 
@@ -149,7 +110,7 @@ def list_(ctx: typer.Context, output: Output = None) -> None:
         write_document(rows, fmt)
         return
     if not rows:
-        typer.echo(f"no entities in {path} ({_NO_STORE_HINT.replace('create one', 'create some')})")
+        typer.echo(f"no entities in {path} ({NO_STORE_HINT.replace('create one', 'create some')})")
         return
     from sbdlq.render import table
 
@@ -166,7 +127,7 @@ def reset(
     async def work(s: Settings) -> tuple[str, int]:
         local = emulator_settings(s)
         path = store_path(local)
-        if not yes and not _interactive():
+        if not yes and not common.stdin_is_terminal():
             # Before any I/O: a script without --yes must not delete, nor wait for an answer.
             raise BadInput(f"reset deletes every entity and message in {path}; pass --yes to confirm")
         async with open_store(local) as store:
@@ -176,11 +137,6 @@ def reset(
 
     path, n = run(ctx, work)
     typer.echo(f"reset {path}: deleted {_plural(n, 'entity', 'entities')} and their messages")
-
-
-def _interactive() -> bool:
-    """Whether a person can answer a prompt (stdin is a terminal)."""
-    return sys.stdin.isatty()
 
 
 def _confirm_reset(path: str, entities: int) -> None:
@@ -521,7 +477,7 @@ def serve(
             )
         path = store_path(local)
         if not Path(path).exists():
-            raise BadInput(f"no emulator store at {path}", hint=_NO_STORE_HINT)
+            raise BadInput(f"no emulator store at {path}", hint=NO_STORE_HINT)
         server = _server_module()
         stop = threading.Event()
         announced: list[Path] = []

@@ -96,18 +96,31 @@ def main(
     ctx.obj = Settings(options=options, profile=profile, timeout=timeout, verbose=verbose, debug=debug)
 
 
+def register_dlq_commands(group: typer.Typer, sub_queue: SubQueue) -> None:
+    """Define the five DLQ commands on `group`, reading `sub_queue` (dlq.py's four and copy_cmds.py's resubmit)."""
+    from sbdlq.cli.copy_cmds import resubmit
+    from sbdlq.cli.dlq import count, fail_above_option, inspect_reason, peek, purge
+    from sbdlq.cli.options import for_sub_queue
+
+    group.command("count")(for_sub_queue(count, sub_queue, options={"fail_above": fail_above_option(sub_queue)}))
+    group.command("peek")(for_sub_queue(peek, sub_queue))
+    group.command("inspect-reason")(for_sub_queue(inspect_reason, sub_queue))
+    group.command("resubmit")(for_sub_queue(resubmit, sub_queue))
+    group.command("purge")(for_sub_queue(purge, sub_queue))
+
+
 def _build() -> None:
-    from sbdlq.cli import dlq, helpfmt
+    from sbdlq.cli import helpfmt
 
     helpfmt.install()
 
-    dlq.register(app, SubQueue.DEAD_LETTER)
+    register_dlq_commands(app, SubQueue.DEAD_LETTER)
     transfer = typer.Typer(
         name="transfer-dlq",
         help="The same commands on the transfer dead-letter queue (forwarding failures).",
         no_args_is_help=True,
     )
-    dlq.register(transfer, SubQueue.TRANSFER_DEAD_LETTER)
+    register_dlq_commands(transfer, SubQueue.TRANSFER_DEAD_LETTER)
     app.add_typer(transfer, name="transfer-dlq")
     from sbdlq.cli.copy_cmds import replay
 

@@ -17,7 +17,7 @@ import typer
 
 from sbdlq.cli.complete import complete_entity, complete_output
 from sbdlq.output_formats import output_help
-from sbdlq.paths import SubQueue
+from sbdlq.paths import Address, SubQueue, parse_entity
 from sbdlq.selection import SELECTION_OPTIONS, Selection, SelectionOption, build_selection
 
 SEL = "Selection"
@@ -91,6 +91,10 @@ class SelectionOptions:
         return build_selection(**{k: v for k, v in self.given.items() if v is not None})
 
 
+#: what a command's `selection` parameter defaults to (Typer passes the options given)
+NO_SELECTION = SelectionOptions()
+
+
 # The parameter a command declares to receive the selection options.
 SELECTION_PARAMETER = "selection"
 
@@ -142,6 +146,29 @@ def selection_options(command: Callable[..., R]) -> Callable[..., R]:
     parameter; pass them as one `SelectionOptions`."""
     declared = [_selecting(option) for option in SELECTION_OPTIONS]
     return _replacing(SELECTION_PARAMETER, declared, SelectionOptions)(command)
+
+
+def dlq_address(entity: str, sub_queue: SubQueue) -> Address:
+    """The ENTITY argument's queue or subscription, on the sub-queue the command is bound to."""
+    return Address(parse_entity(entity), sub_queue)
+
+
+def tuning(ctx: Any, s: Any, key: str, value: int | None, default: int | None = None) -> int:
+    """--concurrency / --batch-size: the option when given, else the profile's value, else the default.
+
+    The option's declared default is the one `--help` shows; a profile's value overrides it.
+    """
+    from click.core import ParameterSource
+
+    if value is not None and ctx.get_parameter_source(key) not in (ParameterSource.DEFAULT, None):
+        return value
+    chosen = s.profile_default(key)
+    if chosen:
+        return int(chosen)
+    if value is not None:
+        return value
+    assert default is not None
+    return default
 
 
 def for_sub_queue(

@@ -683,7 +683,7 @@ def test_purge_export_to_a_bad_path_exits_2(orders: Store, sbdlq: Any, tmp_path:
 
 
 def test_purge_asks_a_person_with_the_count(orders: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("sbdlq.cli.dlq._interactive", lambda: True)
+    monkeypatch.setattr("sbdlq.cli.common.stdin_is_terminal", lambda: True)
     r = sbdlq("purge", "orders", "--reason", "poison", input="n\n")
     assert r.exit_code == 1
     assert r.stderr.splitlines() == [

@@ -542,7 +542,7 @@ def test_reset(cli: Any) -> None:
 
 def test_reset_asks_a_person(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     cli("emulator", "init", "--config", EXAMPLE)
-    monkeypatch.setattr("sbdlq.cli.emulator_cmds._interactive", lambda: True)
+    monkeypatch.setattr("sbdlq.cli.common.stdin_is_terminal", lambda: True)
     # CliRunner echoes the answer after the prompt.
     assert cli("emulator", "reset", input="n\n") == (
         1,

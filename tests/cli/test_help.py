@@ -94,8 +94,8 @@ def test_purge_and_peek_defaults_read_plainly() -> None:
 def test_a_profile_concurrency_applies_when_the_option_is_not_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sbdlq.cli import dlq
     from sbdlq.cli.common import Settings
+    from sbdlq.cli.options import tuning
     from sbdlq.config import Setting, Source
 
     config = tmp_path / "config.yaml"
@@ -105,9 +105,9 @@ def test_a_profile_concurrency_applies_when_the_option_is_not_given(
     command = typer.main.get_command(app).commands["resubmit"]  # type: ignore[attr-defined]
     given = command.make_context("resubmit", ["q", "--concurrency", "9"], parent=None)
     default = command.make_context("resubmit", ["q"], parent=None)
-    assert dlq._tuning(given, s, "concurrency", 9) == 9
-    assert dlq._tuning(default, s, "concurrency", 32) == 4
-    assert dlq._tuning(default, s, "batch_size", 100) == 100
+    assert tuning(given, s, "concurrency", 9) == 9
+    assert tuning(default, s, "concurrency", 32) == 4
+    assert tuning(default, s, "batch_size", 100) == 100
 
 
 # ------------------------------------------------------------------ value completion

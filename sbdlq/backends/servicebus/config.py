@@ -171,7 +171,7 @@ def admin_transport(timeout_s: float, *, emulator: bool, port: int = ADMIN_EMULA
     options = {"connection_timeout": max(timeout_s / 4, 0.05), "read_timeout": max(timeout_s / 2, 0.05)}
     if not emulator:
         return RequestsTransport(**options)
-    return _plain_http_transport_class()(port=port, **options)
+    return plain_http_transport_class()(port=port, **options)
 
 
 def admin_http_url(url: str, port: int = ADMIN_EMULATOR_PORT) -> str:
@@ -184,7 +184,7 @@ def admin_http_url(url: str, port: int = ADMIN_EMULATOR_PORT) -> str:
 
 
 @functools.cache
-def _plain_http_transport_class() -> type:
+def plain_http_transport_class() -> type:
     """A RequestsTransport that rewrites every URL to http on the emulator's management port."""
     from azure.core.pipeline.transport import RequestsTransport
 
