@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -85,6 +88,8 @@ def environment(tmp: Path) -> dict[str, str]:
     # sys.executable is the venv's python; its directory (not resolved: a venv symlinks
     # python) holds the sbdlq console script of the package under test.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    if (tmp / "stand-ins").is_dir():
+        env["PATH"] += os.pathsep + str(tmp / "stand-ins")  # last: a real tool of that name wins
     return env
 
 
@@ -119,6 +124,8 @@ def run_lines(lines: list[str], tmp: Path) -> Run:
 CRON_LINE = re.compile(r"^(?:[\d*/,-]+\s+){5}(?P<command>\S.*)$")
 #: A crontab variable: `NAME=value` sets it for the lines after it (no shell expansion).
 CRON_VARIABLE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\S*)$")
+#: A line that runs until Ctrl-C: `count --watch` without `--fail-above`.
+UNTIL_CTRL_C = re.compile(r"--watch\b")
 #: The PATH cron gives a command.
 CRON_PATH = "/usr/bin:/bin"
 #: Where a crontab line finds sbdlq: its full path after `pipx install sbdlq`, as README writes it.
@@ -166,7 +173,8 @@ def run_cron(command: str, tmp: Path, variables: dict[str, str]) -> Run:
 
 
 def run_block(lines: list[str], tmp: Path, *, directories: dict[str, Path] | None = None) -> Run:
-    """A recipe block: crontab lines as cron runs them, the other lines in one bash session each run.
+    """A recipe block: crontab lines as cron runs them, a `--watch` line until its first output and
+    then Ctrl-C, the other lines in one bash session each run.
 
     `directories` stands in for a crontab variable's value (`BACKUPS=/var/backups/dlq`), as a
     reader sets it to a directory of theirs; every other line runs as written.
@@ -181,7 +189,13 @@ def run_block(lines: list[str], tmp: Path, *, directories: dict[str, Path] | Non
             shell.clear()
 
     for line in lines:
-        if (variable := CRON_VARIABLE.match(line)) is not None:
+        if UNTIL_CTRL_C.search(line) and "--fail-above" not in line:
+            flush()
+            appended = re.search(r">>\s*(\S+)", line)
+            interrupted = run_until_interrupted(line, tmp, output=tmp / appended[1] if appended else None)
+            # Ended by Ctrl-C as the recipe says (130): that is its success.
+            runs.append(interrupted._replace(returncode=0 if interrupted.returncode == 130 else interrupted.returncode))
+        elif (variable := CRON_VARIABLE.match(line)) is not None:
             flush()
             given = (directories or {}).get(variable["name"])
             variables[variable["name"]] = str(given) if given is not None else variable["value"]
@@ -193,3 +207,37 @@ def run_block(lines: list[str], tmp: Path, *, directories: dict[str, Path] | Non
     flush()
     failed = next((r.returncode for r in runs if r.returncode), 0)
     return Run(failed, "".join(r.stdout for r in runs), "".join(r.stderr for r in runs))
+
+
+def run_until_interrupted(line: str, tmp: Path, *, output: Path | None = None) -> Run:
+    """A line that runs until Ctrl-C (`count --watch`): started, and interrupted as a person
+    would once its first output is there (on stdout, or in `output` when it writes a file)."""
+    install_like_a_user(tmp)
+    proc = subprocess.Popen(
+        ["bash", "--noprofile", "--norc", "-c", line],
+        cwd=tmp,
+        env=environment(tmp),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, so Ctrl-C reaches sbdlq under bash
+    )
+    assert proc.stdout is not None
+    first = b""
+    # A guard, not a measure: a line that shows nothing at all is interrupted after a block's time.
+    give_up = time.monotonic() + BLOCK_TIMEOUT_S
+    try:
+        while proc.poll() is None and not first and time.monotonic() < give_up:
+            if output is not None:
+                if output.exists() and output.stat().st_size:
+                    break
+                select.select([], [], [], 0.05)
+            elif select.select([proc.stdout], [], [], 0.05)[0]:
+                first = os.read(proc.stdout.fileno(), 65536)
+        os.killpg(proc.pid, signal.SIGINT)
+        rest, err = proc.communicate(timeout=BLOCK_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return Run(proc.returncode, (first + rest).decode(), err.decode())
