@@ -78,7 +78,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "config show": ("sbdlq config show", "sbdlq --profile prod config show", "sbdlq config show prod -o json"),
 }
 
-#: the commands `dlq.register` binds to the transfer dead-letter queue too
+#: the group `main.register_dlq_commands` binds the DLQ commands to a second time
 TRANSFER_DLQ = "transfer-dlq"
 
 

@@ -11,7 +11,7 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Annotated, Any, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
@@ -19,6 +19,11 @@ from sbdlq.cli.complete import complete_entity, complete_output
 from sbdlq.output_formats import output_help
 from sbdlq.paths import Address, SubQueue, parse_entity
 from sbdlq.selection import SELECTION_OPTIONS, Selection, SelectionOption, build_selection
+
+if TYPE_CHECKING:
+    import click
+
+    from sbdlq.cli.common import Settings
 
 SEL = "Selection"
 OUT = "Output"
@@ -153,7 +158,7 @@ def dlq_address(entity: str, sub_queue: SubQueue) -> Address:
     return Address(parse_entity(entity), sub_queue)
 
 
-def tuning(ctx: Any, s: Any, key: str, value: int | None, default: int | None = None) -> int:
+def tuning(ctx: "click.Context", s: "Settings", key: str, value: int | None, default: int | None = None) -> int:
     """--concurrency / --batch-size: the option when given, else the profile's value, else the default.
 
     The option's declared default is the one `--help` shows; a profile's value overrides it.
