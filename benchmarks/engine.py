@@ -17,8 +17,8 @@ from sbdlq.emulator.engine import Engine
 from sbdlq.operations.browse import iter_messages
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
+from sbdlq.output_formats import Emitter
 from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
-from sbdlq.render import Emitter
 
 DLQ = Address(EntityPath("orders"), SubQueue.DEAD_LETTER)
 

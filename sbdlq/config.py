@@ -38,7 +38,6 @@ ENV_VARS = {
     "transport": "SBDLQ_TRANSPORT",
     "proxy": "HTTPS_PROXY",  # the variable every HTTP client already honours (https_proxy too)
 }
-_OUTPUTS = ("table", "json", "jsonl", "yaml", "tsv")
 
 
 class Source(StrEnum):
@@ -180,8 +179,10 @@ def _check_profile(p: Path, name: str, values: Any) -> dict[str, Any]:
                 raise BadInput(f"{where}.{key} must be a non-empty string")
             out[key] = value.strip()
         elif key == "output":
-            if value not in _OUTPUTS:
-                raise BadInput(f"{where}.output must be one of {', '.join(_OUTPUTS)}")
+            from sbdlq.output_formats import OUTPUTS
+
+            if value not in OUTPUTS:
+                raise BadInput(f"{where}.output must be one of {', '.join(OUTPUTS)}")
             out[key] = value
         elif key == "timeout":
             from sbdlq.timeparse import parse_duration

@@ -50,6 +50,10 @@ class BadInput(SbdlqError, exit_status=ExitStatus.USAGE):
     """Usage errors and invalid values (exit 2)."""
 
 
+class AdminPortUnknown(BadInput):
+    """An emulator connection string whose HTTP (admin) port cannot be tied to its AMQP endpoint (exit 2)."""
+
+
 class ThresholdExceeded(SbdlqError, exit_status=ExitStatus.THRESHOLD):
     """`count --fail-above` tripped (exit 3)."""
 

@@ -109,3 +109,23 @@ def parse_address(text: str) -> Address:
 def parse_entity(text: str) -> EntityPath:
     """An ENTITY argument: the sub-queue suffix is accepted and ignored."""
     return parse_address(text).entity
+
+
+def send_target(to: str) -> EntityPath:
+    """The queue or topic `--to` names: not a sub-queue, not a subscription (resubmit, replay, apply)."""
+    target = parse_address(to)
+    if target.sub_queue is not SubQueue.NONE:
+        raise BadInput(f"--to {to!r}: cannot send to a dead-letter queue")
+    if target.entity.is_subscription:
+        raise BadInput(f"--to {to!r}: cannot send to a subscription; name its topic")
+    return target.entity
+
+
+def resubmit_target(address: Address, to: str | None) -> EntityPath:
+    """Where a resubmit of `address` sends: `--to`, else the entity itself (a subscription's topic)."""
+    if to is not None:
+        return send_target(to)
+    if address.entity.is_subscription:
+        # A subscription's messages go back through its topic.
+        return EntityPath(address.entity.name)
+    return address.entity

@@ -1,5 +1,8 @@
 """Output: table / json / jsonl / yaml / tsv on stdout, progress bars and notes on stderr.
 
+The formats `-o` takes are the `FORMATS` registry (output_formats.py): this module draws tables
+and holds the pieces the formats share (encoders, yaml, tsv cells, the `--query` expression).
+
 stdout carries only the requested output so pipes stay clean; progress appears only
 when stderr is a terminal. Tables never cut an identifier: on a terminal they fold it,
 off one they are as wide as their content.
@@ -12,15 +15,12 @@ import math
 import os
 import re
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any
 
 from sbdlq.errors import BadInput
-
-OUTPUTS = ("table", "json", "jsonl", "yaml", "tsv")
 
 
 def _finite(value: Any) -> Any:
@@ -47,14 +47,8 @@ def _json_encoder(**options: Any) -> Any:
 
 
 # One encoder for every record: json.dumps builds a new one per call when given options.
-_encode = _json_encoder()
-_encode_indented = _json_encoder(indent=2)
-
-
-def check_output(fmt: str) -> str:
-    if fmt not in OUTPUTS:
-        raise BadInput(f"invalid output format {fmt!r}", hint="use table, json, jsonl, yaml or tsv")
-    return fmt
+json_text = _json_encoder()
+json_document_text = _json_encoder(indent=2)
 
 
 def _console(stderr: bool = False) -> Any:
@@ -76,68 +70,6 @@ def note(text: str) -> None:
     """One plain line on stderr."""
     sys.stderr.write(text + "\n")
     sys.stderr.flush()
-
-
-class Emitter:
-    """Writes a stream of records in one format; json becomes one array document, streamed."""
-
-    def __init__(
-        self,
-        fmt: str,
-        out: IO[str] | None = None,
-        query: Query | None = None,
-        *,
-        tsv_keys: Sequence[str] | None = None,
-    ) -> None:
-        self.fmt = check_output(fmt)
-        self.out = out or sys.stdout
-        self.count = 0
-        self.query = query
-        #: the record keys a tsv line holds (the table's columns); None: every key
-        self.tsv_keys = tsv_keys
-        self._flushed = time.monotonic()
-        # A query over the whole list needs the whole list; jsonl applies it line by line.
-        self._held: list[dict[str, Any]] | None = [] if query is not None and fmt != "jsonl" else None
-
-    def begin(self) -> None:
-        if self.fmt == "json" and self._held is None:
-            self.out.write("[")
-
-    def item(self, record: dict[str, Any]) -> None:
-        if self._held is not None:
-            self._held.append(record)
-            self.count += 1
-            return
-        if self.query is not None:
-            self.out.write(_encode(self.query.apply(record)) + "\n")
-            self.count += 1
-            return
-        if self.fmt == "json":
-            self.out.write(("\n  " if self.count == 0 else ",\n  ") + _encode(record))
-        elif self.fmt in ("jsonl", "tsv"):
-            if self.fmt == "tsv":
-                keys = self.tsv_keys or list(record)
-                self.out.write(tsv_line([record.get(k) for k in keys]))
-            else:
-                self.out.write(_encode(record) + "\n")
-            now = time.monotonic()
-            if now - self._flushed > 0.2:
-                # Streamed: a reader sees lines as they come, without a flush per line.
-                self.out.flush()
-                self._flushed = now
-        elif self.fmt == "yaml":
-            self.out.write(dump_yaml([record]))
-        self.count += 1
-
-    def end(self) -> None:
-        if self._held is not None:
-            write_document(self._held, self.fmt, self.out, query=self.query)
-            return
-        if self.fmt == "json":
-            self.out.write("\n]\n" if self.count else "]\n")
-        elif self.fmt == "yaml" and self.count == 0:
-            self.out.write("[]\n")
-        self.out.flush()
 
 
 def dump_yaml(data: Any) -> str:
@@ -179,25 +111,6 @@ def compile_query(expression: str | None) -> Query | None:
     return None if expression is None else Query(expression)
 
 
-def write_document(data: Any, fmt: str, out: IO[str] | None = None, *, query: Query | None = None) -> None:
-    """One document (a result or a list) in json / jsonl / yaml / table, after the query."""
-    stream = out or sys.stdout
-    if query is not None:
-        data = query.apply(data)
-    if fmt == "table":
-        auto_table(data, out=stream)
-    elif fmt == "json":
-        stream.write(_encode_indented(data) + "\n")
-    elif fmt == "jsonl":
-        for record in data if isinstance(data, list) else [data]:
-            stream.write(_encode(record) + "\n")
-    elif fmt == "yaml":
-        stream.write(dump_yaml(data))
-    elif fmt == "tsv":
-        write_tsv(data, stream)
-    stream.flush()
-
-
 def tsv_cell(value: Any) -> str:
     """One tsv field: the full value, with backslash, tab, newline and carriage return escaped."""
     if value is None:
@@ -207,7 +120,7 @@ def tsv_cell(value: Any) -> str:
     elif isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
         text = ",".join(tsv_cell(v) for v in value)
     elif isinstance(value, (dict, list)):
-        text = _encode(value)
+        text = json_text(value)
     else:
         text = str(value)
     return text.translate(_TSV_ESCAPES)
@@ -442,13 +355,13 @@ def auto_table(data: Any, *, out: IO[str] | None = None) -> None:
         columns: list[str] = []
         for r in data:
             columns += [k for k in r if k not in columns]
-        rows = [[_cell(r.get(c)) for c in columns] for r in data]
+        rows = [[cell_value(r.get(c)) for c in columns] for r in data]
     elif isinstance(data, list):
-        columns, rows = ["value"], [[_cell(v)] for v in data]
+        columns, rows = ["value"], [[cell_value(v)] for v in data]
     elif isinstance(data, dict):
-        columns, rows = ["key", "value"], [[k, _cell(v)] for k, v in data.items()]
+        columns, rows = ["key", "value"], [[k, cell_value(v)] for k, v in data.items()]
     else:
-        stream.write(("" if data is None else _cell(data)) + "\n")
+        stream.write(("" if data is None else cell_value(data)) + "\n")
         return
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
     stream.write("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
@@ -456,11 +369,11 @@ def auto_table(data: Any, *, out: IO[str] | None = None) -> None:
         stream.write("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() + "\n")
 
 
-def _cell(value: Any) -> str:
+def cell_value(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, (dict, list)):
-        return _encode(value)
+        return json_text(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

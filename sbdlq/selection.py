@@ -1,4 +1,9 @@
-"""The selection options (DESIGN §5) compiled into one predicate over messages."""
+"""The selection options (DESIGN §5): declared once (`SELECTION_OPTIONS`), compiled into one predicate.
+
+`SELECTION_OPTIONS` is the one list: the commands' option group (cli/options.py), the console's
+filter line (ui/filterline.py) and the docs test read it. Each entry names the
+`build_selection` keyword its value is passed as.
+"""
 
 from __future__ import annotations
 
@@ -59,6 +64,44 @@ def _stop_if_cancelled() -> None:
         return  # not inside an event loop
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+@dataclass(frozen=True)
+class SelectionOption:
+    """One selection option: its flag, the `build_selection` keyword it fills, its help."""
+
+    flag: str
+    keyword: str
+    help: str
+    #: given several times, its values are a list (any one matches, or each range)
+    repeatable: bool = False
+
+
+_TIME_HELP = "ISO 8601 time, or a duration ago (2h, 3d)."
+
+#: Every selection option, in the order --help shows them. Every command that selects takes all.
+SELECTION_OPTIONS: tuple[SelectionOption, ...] = (
+    SelectionOption("--reason", "reasons", "Dead-letter reason (repeatable, case-insensitive).", repeatable=True),
+    SelectionOption("--description-contains", "description_contains", "Text in the dead-letter description."),
+    SelectionOption("--subject", "subject", "Exact subject (label)."),
+    SelectionOption("--property", "properties", "Application property K=V (repeatable).", repeatable=True),
+    SelectionOption("--enqueued-before", "enqueued_before", _TIME_HELP),
+    SelectionOption("--enqueued-after", "enqueued_after", _TIME_HELP),
+    SelectionOption("--older-than", "older_than", "Enqueued more than this long ago (7d)."),
+    SelectionOption("--sequence", "sequences", "Sequence numbers: N, N-M, N-, -M (repeatable).", repeatable=True),
+    SelectionOption("--body-contains", "body_contains", "Text in the body."),
+    SelectionOption("--body-regex", "body_regex", "Python regular expression on the body."),
+    SelectionOption(
+        "--where", "where", "Service Bus SQL filter, e.g. \"sys.Label = 'orders' AND tenant = 'eu'\"."
+    ),
+    SelectionOption(
+        "--param",
+        "where_parameters",
+        "A value for @NAME in --where: NAME=VALUE (repeatable; typed like --set-property: 42 a number, "
+        "true a boolean, '\"42\"' a string).",
+        repeatable=True,
+    ),
+)
 
 
 #: The largest sequence number Service Bus hands out (a signed 64-bit integer).

@@ -19,6 +19,7 @@ import typer
 from typer.testing import CliRunner
 
 from sbdlq.cli.main import app
+from sbdlq.selection import SELECTION_OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -120,8 +121,10 @@ def readme_invocations() -> list[list[str]]:
             words: list[str] = []
             for token in [*lexer, ";"]:
                 if token and set(token) <= set("|&;<>()"):
-                    if "sbdlq" in words:
-                        found.append(words[words.index("sbdlq") + 1 :])
+                    # `sbdlq`, or its full path as crontab lines give it ($HOME/.local/bin/sbdlq)
+                    named = [i for i, w in enumerate(words) if w == "sbdlq" or w.endswith("/bin/sbdlq")]
+                    if named:
+                        found.append(words[named[0] + 1 :])
                     words = []
                 else:
                     words.append(token)
@@ -154,3 +157,37 @@ def _unparsed(ctx: click.Context) -> list[str]:
         # click 8.2+ deprecates protected_args in favour of a future `args` that holds all of them.
         warnings.simplefilter("ignore", DeprecationWarning)
         return [*ctx.protected_args, *ctx.args]
+
+
+SELECTING = [(p, c) for p, c in COMMANDS if any(getattr(q, "rich_help_panel", None) == "Selection" for q in c.params)]
+
+
+@pytest.mark.parametrize(("path", "cmd"), SELECTING, ids=[" ".join(p) for p, _ in SELECTING])
+def test_a_command_that_selects_takes_every_selection_option(path: tuple[str, ...], cmd: click.Command) -> None:
+    taken = {o for p in cmd.params for o in getattr(p, "opts", ())}
+    assert [o.flag for o in SELECTION_OPTIONS if o.flag not in taken] == [], " ".join(path)
+
+
+def test_the_readme_selection_section_lists_the_declared_options() -> None:
+    section = README.split("### Selection", 1)[1].split("\n#", 1)[0]
+    missing = [o.flag for o in SELECTION_OPTIONS if not re.search(rf"`{re.escape(o.flag)}[ `]", section)]
+    assert missing == []
+
+
+LEAVES = [(p, c) for p, c in COMMANDS if not isinstance(c, click.Group)]
+
+
+@pytest.mark.parametrize(("path", "cmd"), LEAVES, ids=[" ".join(p) for p, _ in LEAVES])
+def test_every_command_help_ends_with_examples_that_parse(path: tuple[str, ...], cmd: click.Command) -> None:
+    """2-3 examples of this very command end its --help (as gh and az show them), each one valid."""
+    result = CliRunner().invoke(app, [*path[1:], "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.stderr
+    tail = result.stdout.rsplit("Examples:", 1)
+    assert len(tail) == 2, f"`{' '.join(path)} --help` has no examples"
+    shown = [line.strip().removeprefix("$ ") for line in tail[1].splitlines() if line.strip()]
+    assert 2 <= len(shown) <= 3, shown
+    for line in shown:
+        words = shlex.split(line)
+        args = words[words.index("sbdlq") + 1 :]
+        assert f" {' '.join(path[1:])} " in f" {' '.join(args)} ", line
+        test_readme_examples_parse(args)

@@ -1,34 +1,32 @@
 """README.md's tour and recipes run: each bash block, line by line, against a fresh emulator.
 
 test_docs.py checks that every `sbdlq ...` line parses; here they run (support.readme): the
-five-minute tour as written, and every recipe that targets the local emulator, after a seed
-that gives it the messages its paragraph talks about. Recipes that need a real namespace, cron
-or a service outside sbdlq are skipped with the reason in the test's skip message.
+five-minute tour as written, and every recipe as pasted on `sbdlq emulator demo`'s namespace,
+with a profile `prod` naming the demo's store. Crontab lines run as cron runs them (PATH
+/usr/bin:/bin, /bin/sh in HOME, sbdlq where pipx puts it); their `NAME=/var/...` directories
+point into the test's folder, and `mail` and `page-oncall` are stand-ins that log their
+arguments; a `count --watch` line is interrupted (Ctrl-C) once its first snapshot is out. The
+one recipe that needs a real proxy is skipped with the reason in the skip message.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from support.readme import FAILED, Block, Run, bash_blocks, run_lines, section
+from support.readme import FAILED, USER_CONFIG, Block, Run, bash_blocks, run_block, run_lines, section
 
 TOUR = bash_blocks(section("## A five-minute tour"))
 RECIPES = {block.label: block for block in bash_blocks(section("## Recipes"))}
 
 #: Recipes that can't run here, and why.
 NEEDS_MORE = {
-    "Cron alert when a DLQ grows": "a crontab line for a real namespace (--profile prod) and mail",
-    "Nightly": "a real namespace (--profile prod) and /var/backups",
-    "A CI step that cleans up after an integration": "a real namespace ($SB_NAMESPACE)",
-    "Nightly namespace report": "a crontab line and a real namespace (--profile prod)",
-    "Watch the namespace": "watches until Ctrl-C or a page-oncall command",
-    "DLQ gauges for Prometheus": "a crontab line, a real namespace and node_exporter's directory",
-    "Behind a proxy": "a real namespace behind an HTTP proxy",
+    "Behind a proxy": "a namespace behind an HTTP proxy (AMQP over WebSockets on 443)",
 }
 
 
@@ -95,63 +93,96 @@ def test_the_five_minute_tour_runs(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- recipes
 
-#: A seed per runnable recipe: the demo, then the dead-letters its paragraph talks about.
-#: The demo's orders queue has active messages; they are completed first so that the
-#: `receive --dead-letter` of the seed takes the messages it just sent.
-DRAIN = ["sbdlq emulator demo >/dev/null", "sbdlq emulator receive orders --max 1000 --complete >/dev/null"]
+
+def demo(tmp: Path) -> None:
+    """The demo namespace, and the user's config with a profile `prod` naming its store."""
+    config = tmp / "home" / USER_CONFIG
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"profiles:\n  prod:\n    emulator: {tmp / 'emulator.db'}\n", encoding="utf-8")
+    ok(run_lines(["sbdlq emulator demo >/dev/null"], tmp))
 
 
-def misspelt_tenants(tmp: Path) -> None:
-    """Three orders dead-lettered with tenant 'EU ' and a debug property."""
-    sends = [
-        f"""sbdlq emulator send orders --body '{{"id": {i}}}' --property 'tenant=EU ' --property debug=true"""
-        for i in range(3)
-    ]
-    seed = [*DRAIN, *sends, "sbdlq emulator receive orders --max 3 --dead-letter --reason BadTenant >/dev/null"]
-    ok(run_lines(seed, tmp))
+def dead_letters(tmp: Path) -> int:
+    (orders,) = sbdlq_json(tmp, "count orders")
+    return int(orders["dead_letter"])
+
+
+def stand_ins(tmp: Path) -> list[str]:
+    log = tmp / "home" / "stand-ins.log"
+    return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+
+
+def check_alert(tmp: Path, run: Run) -> None:
+    assert dead_letters(tmp) > 100
+    assert run.stdout == ""  # -o none: cron mails nothing but the alert
+    assert "above 100" in run.stderr
+    assert stand_ins(tmp) == ["mail -s DLQ over 100 ops@example.com"]
+
+
+def check_nightly(tmp: Path, run: Run) -> None:
+    # The demo is hours old: nothing to purge, and still the night's (empty) export file.
+    (export,) = (tmp / "BACKUPS").iterdir()
+    assert export.name.startswith("orders-") and export.read_text(encoding="utf-8") == ""
+    assert "purged 0 of 0" in run.stdout
+
+
+def check_ci_step(tmp: Path, run: Run) -> None:
+    assert dead_letters(tmp) == 0
+    assert len((tmp / "dlq-orders.jsonl").read_text(encoding="utf-8").splitlines()) > 100
+
+
+def check_report(tmp: Path, run: Run) -> None:
+    (report,) = (tmp / "REPORTS").iterdir()
+    rows = [line.split("\t") for line in report.read_text(encoding="utf-8").splitlines()]
+    assert {"orders", "events/Subscriptions/notifications"} <= {row[0] for row in rows}
+    assert "MaxTransferHopCountExceeded" in run.stdout  # the transfer DLQs, as json
+
+
+def check_gauges(tmp: Path, run: Run) -> None:
+    assert [p.name for p in (tmp / "TEXTFILES").iterdir()] == ["sbdlq.prom"]
+    gauges = (tmp / "TEXTFILES" / "sbdlq.prom").read_text(encoding="utf-8")
+    assert f'sbdlq_messages{{entity="orders",queue="dead_letter"}} {dead_letters(tmp)}' in gauges
+
+
+def check_watch(tmp: Path, run: Run) -> None:
+    assert "orders" in run.stdout  # the first snapshot of the live table, before Ctrl-C
+    snapshot = [json.loads(line) for line in (tmp / "dlq-counts.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert snapshot[0]["entity"] == "orders" and "time" in snapshot[0]
+    assert stand_ins(tmp) == ["page-oncall orders dead-letters"]
 
 
 def check_misspelt_tenants(tmp: Path, run: Run) -> None:
     assert "3 message(s) would be resubmitted" in run.stdout
-    active = take_active(tmp, "orders")
-    properties = [m["application_properties"] for m in active]
+    repaired = [m for m in take_active(tmp, "orders") if m["message_id"].startswith("ord-unkn")]
+    properties = [m["application_properties"] for m in repaired]
     assert [(p["tenant"], "debug" in p) for p in properties] == [("eu", False)] * 3
     assert sbdlq_json(tmp, "peek orders --all --where \"tenant = 'EU '\"") == []
 
 
-def schema_errors(tmp: Path) -> None:
-    """Orders whose `amount` is a string (two of them invoices), and a `billing` queue."""
-    sends = [
-        f"""sbdlq emulator send orders --subject {subject} --body '{{"id": {i}, "amount": "1{i}.50"}}'"""
-        for i, subject in enumerate(["invoice", "order", "invoice", "order"])
-    ]
-    seed = [
-        *DRAIN,
-        "sbdlq emulator create queue billing >/dev/null",
-        *sends,
-        "sbdlq emulator receive orders --max 4 --dead-letter --reason SchemaError >/dev/null",
-    ]
-    ok(run_lines(seed, tmp))
-
-
 def check_schema_errors(tmp: Path, run: Run) -> None:
-    assert len((tmp / "orders.jsonl").read_text(encoding="utf-8").splitlines()) == 4
-    replayed = take_active(tmp, "orders")
-    assert [json.loads(m["body"]) for m in replayed] == [{"id": i, "amount": 10 + i + 0.5} for i in range(4)]
+    exported = [json.loads(line) for line in (tmp / "orders.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(exported) == 4 and all(isinstance(json.loads(m["body"])["total"], str) for m in exported)
+    replayed = [m for m in take_active(tmp, "orders") if m["message_id"].startswith("ord-sche")]
+    assert len(replayed) == 4 and all(isinstance(json.loads(m["body"])["total"], float) for m in replayed)
     invoices = take_active(tmp, "billing")
-    assert [json.loads(m["body"])["id"] for m in invoices] == [0, 2]
+    assert len(invoices) == 2 and {m["subject"] for m in invoices} == {"order.invoiced"}
     assert sbdlq_json(tmp, "peek orders --all --reason SchemaError") == []
 
 
 class Recipe(NamedTuple):
-    seed: Callable[[Path], None]
     check: Callable[[Path, Run], None]
     needs: tuple[str, ...] = ()
 
 
 RUNNABLE = {
-    "Repair a bad property and resubmit": Recipe(misspelt_tenants, check_misspelt_tenants),
-    "Export, fix with jq, replay": Recipe(schema_errors, check_schema_errors, needs=("jq",)),
+    "Cron alert when a DLQ grows": Recipe(check_alert),
+    "Nightly": Recipe(check_nightly),
+    "A CI step that cleans up after an integration": Recipe(check_ci_step),
+    "Nightly namespace report": Recipe(check_report),
+    "DLQ gauges for Prometheus": Recipe(check_gauges),
+    "Watch the namespace": Recipe(check_watch),
+    "Repair a bad property and resubmit": Recipe(check_misspelt_tenants),
+    "Export, fix with jq, replay": Recipe(check_schema_errors, needs=("jq",)),
 }
 
 
@@ -169,11 +200,38 @@ def recipe_params() -> list[Any]:
 
 
 @pytest.mark.parametrize(("label", "block"), recipe_params())
-def test_recipe_runs_on_the_emulator(label: str, block: Block, tmp_path: Path) -> None:
+def test_recipe_runs_on_the_demo(label: str, block: Block, tmp_path: Path) -> None:
     recipe = RUNNABLE[label]
     for tool in recipe.needs:
         if shutil.which(tool) is None:
             pytest.skip(f"needs {tool} on PATH (.ci/run installs it)")
-    recipe.seed(tmp_path)
-    run = ok(run_lines(block.lines, tmp_path))
+    demo(tmp_path)
+    # A crontab's directories (BACKUPS=/var/backups/dlq, ...) are the reader's: here, the test's.
+    directories = {name: tmp_path / name for name in ("BACKUPS", "REPORTS", "TEXTFILES")}
+    for folder in directories.values():
+        folder.mkdir()
+    run = run_block(block.lines, tmp_path, directories=directories)
+    # The alert's count exits 3 on purpose: its `|| mail` is the recipe.
+    assert run.returncode == 0 or label == "Cron alert when a DLQ grows", run.stderr
+    assert FAILED not in run.stderr
     recipe.check(tmp_path, run)
+
+
+def test_the_sample_config_json_declares_what_the_next_lines_use(tmp_path: Path) -> None:
+    """README's sample Config.json loads, and the block after it runs on it as pasted."""
+    text = section("## Use the emulator from your app")
+    sample = re.search(r"```json\n(.*?)```", text, re.S)
+    assert sample is not None
+    (tmp_path / "Config.json").write_text(sample.group(1), encoding="utf-8")
+    (declare,) = [b for b in bash_blocks(text) if any("init --config Config.json" in line for line in b.lines)]
+    ok(run_lines(declare.lines, tmp_path))
+    names = {e["entity"] for e in sbdlq_json(tmp_path, "emulator list")}
+    assert {"payments", "events/Subscriptions/billing", "orders", "events/Subscriptions/audit"} <= names
+
+
+def test_crontab_lines_do_not_find_a_bare_sbdlq(tmp_path: Path) -> None:
+    """Why the crontab lines give the full path: cron's PATH does not hold the venv's sbdlq."""
+    from support.readme import run_cron
+
+    assert run_cron("sbdlq --version", tmp_path, {}).returncode == 127
+    assert run_cron("$HOME/.local/bin/sbdlq --version", tmp_path, {}).returncode == 0

@@ -87,7 +87,7 @@ async def _apply(s: Settings, policy: Any, *, dry_run: bool, ask: bool) -> tuple
     import uuid
     from datetime import UTC, datetime
 
-    from sbdlq.cli.dlq import _note
+    from sbdlq.cli.reporting import operation_note as _note
     from sbdlq.policy.plan import plan_policy
     from sbdlq.policy.runner import PolicyInterrupted, run_policy
 
@@ -152,6 +152,6 @@ def _write(policy: str, steps: list[Any], fmt: str, dry_run: bool, status: ExitS
         cols = [Col(c, whole=c in ("rule", "entity")) for c in COLUMNS]
         table(cols, rows, title=f"{policy}: {'plan (dry run)' if dry_run else 'applied'}")
         return
-    from sbdlq.render import write_document
+    from sbdlq.output_formats import write_document
 
     write_document([step_json(st) for st in steps], fmt)

@@ -37,6 +37,11 @@ def stderr_is_terminal() -> bool:
     return sys.stderr.isatty()
 
 
+def stdin_is_terminal() -> bool:
+    """Whether a person can answer a prompt (stdin is a terminal); tests stand one in here."""
+    return sys.stdin.isatty()
+
+
 def note(line: str) -> None:
     """An informational line (plan, target, "showing the first N"): the one place that decides.
 
@@ -230,6 +235,6 @@ def _endpoint_port(target: Any) -> int | None:
 
 def output_format(s: Settings, given: str | None) -> str:
     """-o, else the profile's output, else table."""
-    from sbdlq.render import check_output
+    from sbdlq.output_formats import DEFAULT_OUTPUT, check_output
 
-    return check_output(given or s.profile_default("output") or "table")
+    return check_output(given or s.profile_default("output") or DEFAULT_OUTPUT)

@@ -35,10 +35,10 @@ def path_cmd() -> None:
 def list_cmd(ctx: typer.Context, output: Output = None) -> None:
     """List the profiles with what each one targets, marking the default (never a secret)."""
     from sbdlq.config import config_path, load_config
-    from sbdlq.render import check_output
+    from sbdlq.output_formats import DEFAULT_OUTPUT, check_output, draws_table
 
     with handled(ctx):
-        fmt = check_output(output or "table")
+        fmt = check_output(output or DEFAULT_OUTPUT)
         cfg = load_config()
         records = (
             [] if cfg is None else [_profile_record(p, p.name == cfg.default_profile) for p in cfg.profiles.values()]
@@ -47,7 +47,7 @@ def list_cmd(ctx: typer.Context, output: Output = None) -> None:
         err(f"sbdlq: no config file at {config_path()}")
     elif not records:
         err(f"sbdlq: no profiles in {cfg.path}")
-    if fmt != "table":
+    if not draws_table(fmt, None):
         _write(records, fmt)
     elif records:
         _plain_table(
@@ -79,12 +79,12 @@ def show_cmd(
     output: Output = None,
 ) -> None:
     """Show the effective settings and where each came from: option, env, profile or default."""
-    from sbdlq.render import check_output
+    from sbdlq.output_formats import DEFAULT_OUTPUT, check_output, draws_table
 
     with handled(ctx) as s:
-        fmt = check_output(output or "table")
+        fmt = check_output(output or DEFAULT_OUTPUT)
         rows = _effective(ctx, s, name)
-    if fmt != "table":
+    if not draws_table(fmt, None):
         _write([{"setting": k, "value": v, "source": src} for k, v, src in rows], fmt)
     else:
         _plain_table(["setting", "value", "source"], [[k, "-" if v is None else str(v), src] for k, v, src in rows])
@@ -111,6 +111,7 @@ def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[
     """(setting, value, source) rows: config file, profile, target, then option defaults."""
     from sbdlq.config import OPTION_KEYS, choose_profile, config_path, resolve_target
     from sbdlq.connstr import redact
+    from sbdlq.output_formats import DEFAULT_OUTPUT
 
     root = ctx.find_root()
     rows: list[tuple[str, Any, str]] = [
@@ -158,7 +159,7 @@ def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[
     if prof is not None and prof.option("output"):
         rows.append(("output", prof.option("output"), f"profile {prof.name}"))
     else:
-        rows.append(("output", "table", "default"))
+        rows.append(("output", DEFAULT_OUTPUT, "default"))
     for key in OPTION_KEYS:
         shown_apart = ("output", "timeout", "transport", "proxy", "sdk_shortcuts")
         if key not in shown_apart and prof is not None and prof.option(key) is not None:
@@ -221,7 +222,7 @@ def _param_default(root: click.Context, name: str) -> Any:
 
 
 def _write(data: Any, fmt: str) -> None:
-    from sbdlq.render import write_document
+    from sbdlq.output_formats import write_document
 
     write_document(data, fmt)
 

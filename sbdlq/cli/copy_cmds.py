@@ -1,8 +1,8 @@
 """The commands that send copies: `resubmit` (of DLQ messages) and `replay` (of the records of a file).
 
 Both take the copy options (`--new-message-id`, `--keep-dead-letter-properties`, the edit
-options, `--allow-unverified-routing`) and send to a queue or topic `send_to` checks. `resubmit`
-is bound to the DLQ and the transfer DLQ by `dlq.register`.
+options, `--allow-unverified-routing`) and send to a queue or topic `paths.send_target` checks. `resubmit`
+is bound to the DLQ and the transfer DLQ by main.py, with the commands of dlq.py.
 """
 
 from pathlib import Path
@@ -10,11 +10,12 @@ from typing import Annotated, Any
 
 import typer
 
+from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, err, open_target, output_format, run
 from sbdlq.cli.complete import complete_destination
-from sbdlq.cli.dlq import NO_SELECTION, _address, _change, _note, _query, _report, _tuning
 from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
 from sbdlq.cli.options import (
+    NO_SELECTION,
     Entity,
     KeepDeadLetterProperties,
     NewMessageId,
@@ -23,11 +24,14 @@ from sbdlq.cli.options import (
     Rate,
     SelectionOptions,
     count_option,
+    dlq_address,
     selection_options,
+    tuning,
     unverified_routing_option,
 )
+from sbdlq.cli.reporting import operation_note
 from sbdlq.errors import BadInput, ExitStatus
-from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
+from sbdlq.paths import SubQueue, resubmit_target, send_target
 from sbdlq.render import Query
 
 # ---------------------------------------------------------------------- resubmit
@@ -85,8 +89,8 @@ def resubmit(
     from sbdlq.render import progress
 
     async def work(s: Settings) -> tuple[str, Any]:
-        address = _address(entity, sub_queue)
-        target = _resubmit_target(address, to)
+        address = dlq_address(entity, sub_queue)
+        target = resubmit_target(address, to)
         sel = selection.compile()
         copy_edits = edits.compile(keep_dead_letter_properties=keep_dead_letter_properties)
         fmt = output_format(s, output)
@@ -98,8 +102,8 @@ def resubmit(
                     target,
                     selection=sel,
                     max_count=max_count,
-                    batch_size=_tuning(ctx, s, "batch_size", batch_size),
-                    concurrency=_tuning(ctx, s, "concurrency", concurrency),
+                    batch_size=tuning(ctx, s, "batch_size", batch_size),
+                    concurrency=tuning(ctx, s, "concurrency", concurrency),
                     rate=rate,
                     dry_run=dry_run,
                     new_message_id=new_message_id,
@@ -108,31 +112,12 @@ def resubmit(
                     edits=copy_edits,
                     fan_out=fan_out,
                     only_this_subscription=only_this_subscription,
-                    note=_note,
+                    note=operation_note,
                     progress=bars,
                 )
         return fmt, result
 
-    _change(ctx, query, work, "resubmitted", output)
-
-
-def send_to(to: str) -> EntityPath:
-    """The queue or topic `--to` names: not a sub-queue, not a subscription (resubmit, replay)."""
-    target = parse_address(to)
-    if target.sub_queue is not SubQueue.NONE:
-        raise BadInput(f"--to {to!r}: cannot send to a dead-letter queue")
-    if target.entity.is_subscription:
-        raise BadInput(f"--to {to!r}: cannot send to a subscription; name its topic")
-    return target.entity
-
-
-def _resubmit_target(address: Address, to: str | None) -> EntityPath:
-    if to is not None:
-        return send_to(to)
-    if address.entity.is_subscription:
-        # A subscription's messages go back through its topic.
-        return EntityPath(address.entity.name)
-    return address.entity
+    reporting.change(ctx, query, work, "resubmitted", output)
 
 
 #: Next to the input: `orders.jsonl` → `orders.jsonl.replay-state`.
@@ -197,12 +182,12 @@ def replay(
     from sbdlq.operations.stopping import RunInterrupted
     from sbdlq.render import progress
 
-    q = _query(ctx, query)
+    q = reporting.query(ctx, query)
     source = None if file == "-" else Path(file)
 
     async def work(s: Settings) -> tuple[str, Any, RunInterrupted | None]:
         fmt = output_format(s, output)
-        target = send_to(to)
+        target = send_target(to)
         if source is not None and not source.is_file():
             raise BadInput(f"{file}: no such file")
         options = ReplayOptions(
@@ -223,7 +208,8 @@ def replay(
         async with open_target(s) as backend:
             with progress(f"replay {file}") as bars:
                 try:
-                    return fmt, await do_replay(backend, source, target, options, note=_note, progress=bars), None
+                    result = await do_replay(backend, source, target, options, note=operation_note, progress=bars)
+                    return fmt, result, None
                 except RunInterrupted as stop:
                     return fmt, stop.result, stop
 
@@ -232,7 +218,7 @@ def replay(
 
 def _finish(fmt: str, result: Any, stop: Any, q: Query | None) -> None:
     """Report; then exit 130/143 when stopped, or 1 with one line on stderr when records were not sent."""
-    _report(fmt, result.to_json(), result.summary(), q)
+    reporting.report(fmt, result.to_json(), result.summary(), q)
     if stop is not None:
         from sbdlq.cli.common import fail
 

@@ -16,15 +16,14 @@ from datetime import UTC, datetime
 
 import typer
 
+from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, handled, open_target, output_format
-from sbdlq.errors import BadInput, ExitStatus
+from sbdlq.errors import BadInput, ExitStatus, ThresholdExceeded
 from sbdlq.models import Counts, iso
 from sbdlq.paths import EntityPath, SubQueue
 from sbdlq.render import Query
 
 COLUMNS = ("entity", "active", "dead_letter", "transfer_dead_letter", "scheduled")
-#: the outputs a watch can stream, one snapshot after another
-WATCH_OUTPUTS = ("table", "jsonl", "tsv")
 
 
 def count_format(s: Settings, given: str | None, q: Query | None) -> str:
@@ -40,14 +39,27 @@ def count_format(s: Settings, given: str | None, q: Query | None) -> str:
 
 def show_counts(counts: Sequence[Counts], fmt: str, q: Query | None) -> None:
     """One snapshot, as `count` prints it without --watch."""
-    from sbdlq.cli.dlq import _emit_list
     from sbdlq.render_prometheus import FORMAT, gauges
 
     if fmt == FORMAT:
         sys.stdout.write(gauges(counts))
         sys.stdout.flush()
         return
-    _emit_list([c.to_json() for c in counts], fmt, list(COLUMNS), q)
+    reporting.emit_list([c.to_json() for c in counts], fmt, list(COLUMNS), q)
+
+
+def check_threshold(ctx: typer.Context, counts: Sequence[Counts], sub_queue: SubQueue, fail_above: int) -> None:
+    """Exit 3 naming the fullest queue when any holds more than `fail_above` messages."""
+    from sbdlq.operations.browse import dlq_count
+
+    over = [c for c in counts if dlq_count(c, sub_queue) > fail_above]
+    if over:
+        worst = max(over, key=lambda c: dlq_count(c, sub_queue))
+        with handled(ctx):
+            raise ThresholdExceeded(
+                f"{worst.entity}: {dlq_count(worst, sub_queue)} messages in the {reporting.queue_name(sub_queue)}, "
+                f"above {fail_above}" + (f" ({len(over)} entities over)" if len(over) > 1 else "")
+            )
 
 
 def _stamp(at: datetime) -> str:
@@ -61,11 +73,11 @@ class Stream:
         self.fmt, self.q, self.every = fmt, q, every
 
     def show(self, at: datetime, counts: Sequence[Counts]) -> None:
-        from sbdlq.render import Emitter
+        from sbdlq.output_formats import FORMATS, Emitter
 
-        if self.fmt == "table":
+        if FORMATS[self.fmt].for_people:
             sys.stdout.write(f"Every {self.every}: {_stamp(at)}\n")
-            show_counts(counts, "table", self.q)
+            show_counts(counts, self.fmt, self.q)
             sys.stdout.flush()
             return
         emitter = Emitter(self.fmt, query=self.q)
@@ -120,10 +132,10 @@ def watch_counts(
     import asyncio
     import signal
 
-    from sbdlq.cli.dlq import _check_threshold
     from sbdlq.operations.browse import count_entities, dlq_count
     from sbdlq.operations.stopping import Stopper
     from sbdlq.operations.watch import every as repeat
+    from sbdlq.output_formats import FORMATS, draws_table, or_list
     from sbdlq.paths import parse_entity
     from sbdlq.timeparse import parse_duration
 
@@ -133,10 +145,11 @@ def watch_counts(
         if interval_s <= 0:
             raise BadInput("--watch must be positive", hint="e.g. --watch 5s")
         fmt = count_format(s, output, q)
-        if fmt not in WATCH_OUTPUTS:
-            raise BadInput(f"--watch cannot stream -o {fmt}", hint="use -o table, jsonl or tsv")
+        if fmt not in FORMATS or not FORMATS[fmt].streams:
+            watched = or_list([name for name, f in FORMATS.items() if f.streams])
+            raise BadInput(f"--watch cannot stream -o {fmt}", hint=f"use -o {watched}")
         paths: list[EntityPath] = [parse_entity(e) for e in entities]
-        view: Stream | Redraw = Redraw(every) if fmt == "table" and q is None and _terminal() else Stream(fmt, q, every)
+        view: Stream | Redraw = Redraw(every) if draws_table(fmt, q) and _terminal() else Stream(fmt, q, every)
 
         def show(at: datetime, counts: list[Counts]) -> bool:
             last[:] = counts
@@ -160,7 +173,7 @@ def watch_counts(
         finally:
             view.close()
     if fail_above is not None:
-        _check_threshold(ctx, last, sub_queue, fail_above)
+        check_threshold(ctx, last, sub_queue, fail_above)
 
 
 def _terminal() -> bool:

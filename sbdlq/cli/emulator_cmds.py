@@ -9,15 +9,15 @@ import dataclasses
 import shlex
 import sys
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from sbdlq.cli import common
 from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
+from sbdlq.cli.emulator_store import NO_STORE_HINT, emulator_settings, open_store, store_path
 from sbdlq.cli.options import Output
 from sbdlq.connstr import is_loopback as _is_loopback
 from sbdlq.emulator import discovery
@@ -25,7 +25,6 @@ from sbdlq.emulator.signals import stop_on_signals
 from sbdlq.errors import BadInput, OperationFailed
 
 if TYPE_CHECKING:
-    from sbdlq.emulator.admin import EmulatorAdmin
     from sbdlq.emulator.tls import TlsFiles
     from sbdlq.paths import Address
 
@@ -69,43 +68,6 @@ ReceiveFrom = Annotated[
         help="Queue, or TOPIC/Subscriptions/SUB (a /$DeadLetterQueue suffix reads the DLQ).", show_default=False
     ),
 ]
-
-_NO_STORE_HINT = "create one with `sbdlq emulator init` or `sbdlq emulator demo`"
-
-
-# ---------------------------------------------------------------------- the store
-
-
-def emulator_settings(s: Settings) -> Settings:
-    """Settings whose target is the emulator store, whatever connection string the environment holds."""
-    for key, flag in (("connection_string", "--connection-string"), ("namespace", "--namespace")):
-        value, source = s.options.get(key, (None, "default"))
-        if value and source == "option":
-            raise BadInput(
-                f"{flag} does not apply to `sbdlq emulator`", hint="it acts on a local store: --emulator PATH"
-            )
-    options = {k: v for k, v in s.options.items() if k in ("emulator", "timeout")}
-    local = dataclasses.replace(s, options=options, _target=None)
-    target = local.target()
-    if target.kind != "emulator":
-        raise BadInput(
-            f"{target.source} names a Service Bus namespace, not an emulator store",
-            hint="pass --emulator PATH",
-        )
-    return local
-
-
-def store_path(s: Settings) -> str:
-    """Where the emulator store of these (emulator) settings lives."""
-    return s.target().value
-
-
-@asynccontextmanager
-async def open_store(s: Settings, *, create: bool = False) -> AsyncIterator["EmulatorAdmin"]:
-    """The admin operations of the emulator store (created with create=True; else it must exist)."""
-    async with open_target(s, create=create) as backend:
-        yield backend.admin()
-
 
 # ---------------------------------------------------------------------- init / list / reset
 
@@ -169,13 +131,13 @@ def list_(ctx: typer.Context, output: Output = None) -> None:
         return fmt, store_path(local), [r.to_json() for r in rows]
 
     fmt, path, rows = run(ctx, work)
-    if fmt != "table":
-        from sbdlq.render import write_document
+    from sbdlq.output_formats import draws_table, write_document
 
+    if not draws_table(fmt, None):
         write_document(rows, fmt)
         return
     if not rows:
-        typer.echo(f"no entities in {path} ({_NO_STORE_HINT.replace('create one', 'create some')})")
+        typer.echo(f"no entities in {path} ({NO_STORE_HINT.replace('create one', 'create some')})")
         return
     from sbdlq.render import table
 
@@ -192,7 +154,7 @@ def reset(
     async def work(s: Settings) -> tuple[str, int]:
         local = emulator_settings(s)
         path = store_path(local)
-        if not yes and not _interactive():
+        if not yes and not common.stdin_is_terminal():
             # Before any I/O: a script without --yes must not delete, nor wait for an answer.
             raise BadInput(f"reset deletes every entity and message in {path}; pass --yes to confirm")
         async with open_store(local) as store:
@@ -202,11 +164,6 @@ def reset(
 
     path, n = run(ctx, work)
     typer.echo(f"reset {path}: deleted {_plural(n, 'entity', 'entities')} and their messages")
-
-
-def _interactive() -> bool:
-    """Whether a person can answer a prompt (stdin is a terminal)."""
-    return sys.stdin.isatty()
 
 
 def _confirm_reset(path: str, entities: int) -> None:
@@ -396,11 +353,11 @@ def receive(
     summary = f"{_VERBS[action]} {len(got)} message(s) from {where}"
     if action == "--dead-letter" and got and reason:
         summary += f" (reason {reason})"
-    if fmt != "table":
-        from sbdlq.render import write_document
+    from sbdlq.output_formats import FORMATS, draws_table, write_document
 
+    if not draws_table(fmt, None):
         records = [m.to_json() for m in got]
-        if fmt == "tsv":
+        if FORMATS[fmt].table_columns:
             # The table's columns, with full values.
             records = [{k: r[k] for k in RECEIVE_TSV_KEYS} for r in records]
         write_document(records, fmt)
@@ -461,7 +418,7 @@ def demo(
         typer.Option(
             "--messages",
             help="Dead-lettered messages to seed, in the same mix of entities and reasons "
-            "[default: 251, played out by hand].",
+            "[default: 258].",
             min=1,
             metavar="N",
             show_default=False,
@@ -552,7 +509,7 @@ def serve(
             )
         path = store_path(local)
         if not Path(path).exists():
-            raise BadInput(f"no emulator store at {path}", hint=_NO_STORE_HINT)
+            raise BadInput(f"no emulator store at {path}", hint=NO_STORE_HINT)
         server = _server_module()
         stop = threading.Event()
         on_air = _OnAir(host, keyed=bool(key), files=files)

@@ -4,8 +4,9 @@ from typing import Annotated
 
 import typer
 
+from sbdlq.cli import common
 from sbdlq.cli.common import Settings, run
-from sbdlq.cli.emulator_cmds import _interactive, emulator_settings, open_store
+from sbdlq.cli.emulator_store import emulator_settings, open_store
 from sbdlq.cli.options import Yes
 from sbdlq.emulator.admin import MAX_LOCK_S
 from sbdlq.errors import BadInput, OperationFailed
@@ -158,7 +159,7 @@ def delete(
 
     async def work(s: Settings) -> tuple[str, str]:
         path = parse_entity(entity)
-        if not yes and not _interactive():
+        if not yes and not common.stdin_is_terminal():
             # Before any I/O: a script without --yes must not delete, nor wait for an answer.
             raise BadInput(f"delete removes {path} and its messages; pass --yes to confirm")
         async with open_store(emulator_settings(s)) as store:

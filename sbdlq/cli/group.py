@@ -4,6 +4,8 @@ The target and diagnostic options are the root's, but an operator used to az typ
 the command (`sbdlq count orders --profile prod`). Before click parses, `lift_global_options`
 moves them in front of the command, unless the command declares an option of that name. Shell
 completion sees them on every command too (`_with_global_options`), so TAB and parsing agree.
+The other way round, az users type the output options first (`sbdlq -o json count`): those
+(`LOWERED`) are moved after the command's name, when the command takes them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from sbdlq.errors import ExitStatus
 LIFTED = frozenset(
     {"connection_string", "namespace", "emulator", "profile", "timeout", "transport", "proxy", "verbose", "debug"}
 )
+
+# The command's output options that may come before it, as in `az -o json ...`: the flags, all taking a value.
+LOWERED = ("-o", "--output", "--query")
 
 
 def _options_by_name(params: list[click.Parameter]) -> dict[str, click.Parameter]:
@@ -60,12 +65,47 @@ def _resolve(group: click.Group, ctx: click.Context, args: list[str]) -> tuple[c
     return cmd, n
 
 
+def _lowered_name(token: str) -> str | None:
+    """The `LOWERED` option a token names (`-ojson` and `--output=json` too), else None."""
+    name = _option_name(token)
+    if name in LOWERED:
+        return name
+    return "-o" if token.startswith("-o") and not token.startswith("--") else None
+
+
+def _split_lowered(head: list[str]) -> tuple[list[str], list[str]]:
+    """head without the `LOWERED` options (and their values), and those options."""
+    kept: list[str] = []
+    lowered: list[str] = []
+    i = 0
+    while i < len(head):
+        token = head[i]
+        name = _lowered_name(token)
+        if name is None:
+            kept.append(token)
+            i += 1
+            continue
+        # `-o json` and `--query X` are two tokens; `-ojson` and `--output=json` one.
+        takes_next = token == name
+        lowered.extend(head[i : i + (2 if takes_next else 1)])
+        i += 2 if takes_next else 1
+    return kept, lowered
+
+
 def lift_global_options(root: click.Group, ctx: click.Context, args: list[str]) -> list[str]:
-    """args with the root's global options that follow the command moved before it."""
+    """args with the root's global options that follow the command moved before it, and the
+    command's output options that precede it moved after its name."""
     globals_ = {k: p for k, p in _options_by_name(root.params).items() if p.name in LIFTED}
-    start = _skip_options(args, _options_by_name(root.params))
+    before = _options_by_name(root.params)
+    valued = click.Option(["--lowered-placeholder"])  # any option taking a value: how far the head goes
+    before.update({name: valued for name in LOWERED})
+    start = _skip_options(args, before)
     head, rest = args[:start], args[start:]
     cmd, names = _resolve(root, ctx, rest)
+    head, lowered = _split_lowered(head)
+    if lowered and not any(name in _options_by_name(cmd.params) for name in LOWERED):
+        head += lowered  # not the command's: click names the unknown option
+        lowered = []
     own = _options_by_name(cmd.params)
     lifted: list[str] = []
     kept = rest[:names]
@@ -84,7 +124,7 @@ def lift_global_options(root: click.Group, ctx: click.Context, args: list[str]) 
         if param is not None and _takes_value(param) and "=" not in token and i < len(rest):
             into.append(rest[i])
             i += 1
-    return head + lifted + kept
+    return head + lifted + kept[:names] + lowered + kept[names:]
 
 
 def _with_global_options(cmd: click.Command, extra: list[click.Parameter]) -> click.Command:

@@ -9,7 +9,7 @@ import typer
 from sbdlq import __version__
 from sbdlq.cli.common import Settings, given_setting
 from sbdlq.cli.complete import complete_profile
-from sbdlq.cli.group import SbdlqGroup
+from sbdlq.cli.group import LOWERED, SbdlqGroup
 from sbdlq.config import ENV_VARS, flag
 from sbdlq.paths import SubQueue
 
@@ -22,7 +22,8 @@ app = typer.Typer(
     cls=SbdlqGroup,
     name="sbdlq",
     help="Operate Azure Service Bus dead-letter queues: count, peek, inspect, resubmit, purge.",
-    epilog="Target and diagnostic options may also follow the command: sbdlq count orders --profile prod.",
+    epilog="Target and diagnostic options may also follow the command (sbdlq count orders --profile prod); "
+    "-o and --query may come before it (sbdlq -o json count).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
@@ -95,18 +96,31 @@ def main(
     ctx.obj = Settings(options=options, profile=profile, timeout=timeout, verbose=verbose, debug=debug)
 
 
+def register_dlq_commands(group: typer.Typer, sub_queue: SubQueue) -> None:
+    """Define the five DLQ commands on `group`, reading `sub_queue` (dlq.py's four and copy_cmds.py's resubmit)."""
+    from sbdlq.cli.copy_cmds import resubmit
+    from sbdlq.cli.dlq import count, fail_above_option, inspect_reason, peek, purge
+    from sbdlq.cli.options import for_sub_queue
+
+    group.command("count")(for_sub_queue(count, sub_queue, options={"fail_above": fail_above_option(sub_queue)}))
+    group.command("peek")(for_sub_queue(peek, sub_queue))
+    group.command("inspect-reason")(for_sub_queue(inspect_reason, sub_queue))
+    group.command("resubmit")(for_sub_queue(resubmit, sub_queue))
+    group.command("purge")(for_sub_queue(purge, sub_queue))
+
+
 def _build() -> None:
-    from sbdlq.cli import dlq, helpfmt
+    from sbdlq.cli import helpfmt
 
     helpfmt.install()
 
-    dlq.register(app, SubQueue.DEAD_LETTER)
+    register_dlq_commands(app, SubQueue.DEAD_LETTER)
     transfer = typer.Typer(
         name="transfer-dlq",
         help="The same commands on the transfer dead-letter queue (forwarding failures).",
         no_args_is_help=True,
     )
-    dlq.register(transfer, SubQueue.TRANSFER_DEAD_LETTER)
+    register_dlq_commands(transfer, SubQueue.TRANSFER_DEAD_LETTER)
     app.add_typer(transfer, name="transfer-dlq")
     from sbdlq.cli.copy_cmds import replay
 
@@ -129,13 +143,17 @@ def _build() -> None:
     from sbdlq.ui.command import ui
 
     app.command("ui")(ui)
+    from sbdlq.cli.examples import attach
+
+    attach(app)
 
 
 _build()
 
 
-# Root options that take a value (every global setting does); the rest are flags.
-_VALUED = frozenset(flag(key) for key in GLOBAL_SETTINGS)
+# Options before the command that take a value (every global setting does, and the output
+# options az users type first); the rest are flags.
+_VALUED = frozenset([*(flag(key) for key in GLOBAL_SETTINGS), *LOWERED])
 
 
 def asked_command(args: list[str]) -> str | None:

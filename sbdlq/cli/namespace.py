@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, open_target, output_format, run
 from sbdlq.cli.options import SelectionOptions
 from sbdlq.paths import SubQueue
@@ -23,7 +24,6 @@ def inspect_namespace(
     q: Query | None,
 ) -> None:
     """Scan every non-empty DLQ of the namespace, group per entity and key, render."""
-    from sbdlq.cli import dlq
     from sbdlq.operations.browse import group_key
     from sbdlq.operations.namespace import inspect_namespace as scan
     from sbdlq.render import progress
@@ -33,25 +33,23 @@ def inspect_namespace(
         sel = selection.compile()
         fmt = output_format(s, output)
         async with open_target(s) as backend:
-            with progress(f"scan every {_queue_word(sub_queue)}") as bars:
+            with progress(f"scan every {reporting.queue_name(sub_queue)}") as bars:
                 groups = await scan(backend, sub_queue, by=by, selection=sel, progress=bars)
         return fmt, groups
 
     fmt, groups = run(ctx, work, reads_only=True)
-    if fmt != "table" or q is not None:
-        dlq._write([g.to_json() for g in groups], fmt, q)
+    from sbdlq.output_formats import draws_table
+
+    if not draws_table(fmt, q):
+        reporting.write([g.to_json() for g in groups], fmt, q)
         return
     _table(groups, by, sub_queue)
-    if dlq._chart_wanted() and groups:
+    if reporting.chart_wanted() and groups:
         _chart(groups, by)
 
 
-def _queue_word(sub_queue: SubQueue) -> str:
-    return "transfer dead-letter queue" if sub_queue is SubQueue.TRANSFER_DEAD_LETTER else "dead-letter queue"
-
-
 def _table(groups: list[Any], by: str, sub_queue: SubQueue) -> None:
-    from sbdlq.cli.dlq import group_stat_columns, group_stats
+    from sbdlq.cli.reporting import group_stat_columns, group_stats
     from sbdlq.render import Col, table
 
     # `--by entity`: the key is the entity; one column says it.
@@ -64,7 +62,7 @@ def _table(groups: list[Any], by: str, sub_queue: SubQueue) -> None:
     rows = [(g.entity, *([g.key] if keyed else []), *group_stats(g)) for g in groups]
     entities = len({g.entity for g in groups})
     total = sum(g.count for g in groups)
-    table(columns, rows, title=f"{total} message(s) in {entities} {_queue_word(sub_queue)}(s) by {by}")
+    table(columns, rows, title=f"{total} message(s) in {entities} {reporting.queue_name(sub_queue)}(s) by {by}")
 
 
 def _chart(groups: list[Any], by: str) -> None:

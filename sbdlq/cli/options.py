@@ -1,22 +1,29 @@
 """Options shared by several commands, declared once.
 
-The selection options (DESIGN §5) live on `SelectionOptions`: `@selection_options` puts
-them in a command's signature in place of its `selection` parameter and hands the command one
-typed object, as sqlite-utils' shared option decorators do for click. `for_sub_queue` binds the
+The selection options (DESIGN §5) are declared once, in `sbdlq.selection.SELECTION_OPTIONS`:
+`@selection_options` puts every one in a command's signature in place of its `selection`
+parameter and hands the command one `SelectionOptions`, as sqlite-utils' shared option
+decorators do for click. `for_sub_queue` binds the
 DLQ commands' `sub_queue` parameter, so one definition serves the DLQ and the transfer DLQ.
 """
 
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, fields
-from typing import Annotated, Any, TypeVar, get_type_hints
+from dataclasses import MISSING, dataclass, field, fields
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
 from sbdlq.cli.complete import complete_entity, complete_output
-from sbdlq.paths import SubQueue
-from sbdlq.selection import Selection, build_selection
+from sbdlq.output_formats import output_help
+from sbdlq.paths import Address, SubQueue, parse_entity
+from sbdlq.selection import SELECTION_OPTIONS, Selection, SelectionOption, build_selection
+
+if TYPE_CHECKING:
+    import click
+
+    from sbdlq.cli.common import Settings
 
 SEL = "Selection"
 OUT = "Output"
@@ -31,7 +38,7 @@ def output_option(help_: str, completion: Callable[..., list[str]]) -> Any:
 
 Output = Annotated[
     str | None,
-    output_option("table, json, jsonl, yaml or tsv (no header, tab-separated; default: table).", complete_output),
+    output_option(output_help(), complete_output),
 ]
 QueryOpt = Annotated[
     str | None,
@@ -68,53 +75,29 @@ KeepDeadLetterProperties = Annotated[
 
 R = TypeVar("R")
 
-_TIME_HELP = "ISO 8601 time, or a duration ago (2h, 3d)."
-
-
-def _selecting(flag: str, help_: str) -> Any:
-    """A selection option: shown in the Selection panel of --help."""
-    return typer.Option(flag, help=help_, rich_help_panel=SEL)
+def _selecting(option: SelectionOption) -> inspect.Parameter:
+    """The Typer parameter of a selection option: shown in the Selection panel of --help."""
+    kind = list[str] | None if option.repeatable else str | None
+    declared = typer.Option(option.flag, help=option.help, rich_help_panel=SEL, show_default=False)
+    return inspect.Parameter(
+        option.keyword, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=Annotated[kind, declared]
+    )
 
 
 @dataclass(frozen=True)
 class SelectionOptions:
-    """The selection options as given on the command line; `compile()` checks and parses them.
+    """The selection options as given on the command line (`SELECTION_OPTIONS`, keyword → value);
+    `compile()` checks and parses them."""
 
-    Each field is named as the `build_selection` keyword it is passed as.
-    """
+    given: Mapping[str, Any] = field(default_factory=dict)
 
-    reasons: Annotated[
-        list[str] | None, _selecting("--reason", "Dead-letter reason (repeatable, case-insensitive).")
-    ] = None
-    description_contains: Annotated[
-        str | None, _selecting("--description-contains", "Text in the dead-letter description.")
-    ] = None
-    subject: Annotated[str | None, _selecting("--subject", "Exact subject (label).")] = None
-    properties: Annotated[list[str] | None, _selecting("--property", "Application property K=V (repeatable).")] = None
-    enqueued_before: Annotated[str | None, _selecting("--enqueued-before", _TIME_HELP)] = None
-    enqueued_after: Annotated[str | None, _selecting("--enqueued-after", _TIME_HELP)] = None
-    sequences: Annotated[
-        list[str] | None, _selecting("--sequence", "Sequence numbers: N, N-M, N-, -M (repeatable).")
-    ] = None
-    body_contains: Annotated[str | None, _selecting("--body-contains", "Text in the body.")] = None
-    body_regex: Annotated[str | None, _selecting("--body-regex", "Python regular expression on the body.")] = None
-    where: Annotated[
-        str | None,
-        _selecting("--where", "Service Bus SQL filter, e.g. \"sys.Label = 'orders' AND tenant = 'eu'\"."),
-    ] = None
-    where_parameters: Annotated[
-        list[str] | None,
-        _selecting(
-            "--param",
-            "A value for @NAME in --where: NAME=VALUE (repeatable; typed like --set-property: 42 a number, "
-            "true a boolean, '\"42\"' a string).",
-        ),
-    ] = None
-
-    def compile(self, *, older_than: str | None = None) -> Selection:
+    def compile(self) -> Selection:
         """The selection predicate; BadInput naming the option when a value is invalid."""
-        given = {f.name: getattr(self, f.name) for f in fields(self)}
-        return build_selection(**given, older_than=older_than)
+        return build_selection(**{k: v for k, v in self.given.items() if v is not None})
+
+
+#: what a command's `selection` parameter defaults to (Typer passes the options given)
+NO_SELECTION = SelectionOptions()
 
 
 # The parameter a command declares to receive the selection options.
@@ -135,30 +118,62 @@ def _group_parameters(group: type) -> list[inspect.Parameter]:
     ]
 
 
-def option_group(group: type, parameter: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
-    """A decorator declaring `group`'s fields in place of a command's `parameter`, passed as one `group`."""
+def _replacing(
+    parameter: str, declared: list[inspect.Parameter], build: Callable[[dict[str, Any]], Any]
+) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """A decorator declaring `declared` in place of a command's `parameter`, passed as one `build(values)`."""
 
     def declare(command: Callable[..., R]) -> Callable[..., R]:
-        names = [f.name for f in fields(group)]
+        names = [p.name for p in declared]
 
         @functools.wraps(command)
         def with_group(*args: Any, **kwargs: Any) -> R:
-            chosen = group(**{name: kwargs.pop(name) for name in names if name in kwargs})
+            chosen = build({name: kwargs.pop(name) for name in names if name in kwargs})
             return command(*args, **{parameter: chosen}, **kwargs)
 
         signature = inspect.signature(command)
         params: list[inspect.Parameter] = []
         for param in signature.parameters.values():
-            params.extend(_group_parameters(group) if param.name == parameter else [param])
+            params.extend(declared if param.name == parameter else [param])
         _set_signature(with_group, params, signature.return_annotation)
         return with_group
 
     return declare
 
 
+def option_group(group: type, parameter: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """A decorator declaring `group`'s fields in place of a command's `parameter`, passed as one `group`."""
+    return _replacing(parameter, _group_parameters(group), lambda values: group(**values))
+
+
 def selection_options(command: Callable[..., R]) -> Callable[..., R]:
-    """Declare the selection options in place of `command`'s `selection` parameter; pass them as one object."""
-    return option_group(SelectionOptions, SELECTION_PARAMETER)(command)
+    """Declare every selection option (`SELECTION_OPTIONS`) in place of `command`'s `selection`
+    parameter; pass them as one `SelectionOptions`."""
+    declared = [_selecting(option) for option in SELECTION_OPTIONS]
+    return _replacing(SELECTION_PARAMETER, declared, SelectionOptions)(command)
+
+
+def dlq_address(entity: str, sub_queue: SubQueue) -> Address:
+    """The ENTITY argument's queue or subscription, on the sub-queue the command is bound to."""
+    return Address(parse_entity(entity), sub_queue)
+
+
+def tuning(ctx: "click.Context", s: "Settings", key: str, value: int | None, default: int | None = None) -> int:
+    """--concurrency / --batch-size: the option when given, else the profile's value, else the default.
+
+    The option's declared default is the one `--help` shows; a profile's value overrides it.
+    """
+    from click.core import ParameterSource
+
+    if value is not None and ctx.get_parameter_source(key) not in (ParameterSource.DEFAULT, None):
+        return value
+    chosen = s.profile_default(key)
+    if chosen:
+        return int(chosen)
+    if value is not None:
+        return value
+    assert default is not None
+    return default
 
 
 def for_sub_queue(

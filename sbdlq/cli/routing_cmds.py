@@ -45,7 +45,7 @@ def status_cmd(ctx: typer.Context, topic: Topic, output: Output = None) -> None:
     fmt, state = run(ctx, work)
     doc = state.to_json()
     if fmt != "table":
-        from sbdlq.render import write_document
+        from sbdlq.output_formats import write_document
 
         write_document(doc, fmt)
         return

@@ -134,13 +134,9 @@ class EmulatorAdmin:
 
         With `messages`, the same entities and reason mix scaled to that many dead-lettered messages.
         """
-        if messages is None:
-            from sbdlq.emulator.demo import populate
+        from sbdlq.emulator.demo import DEFAULT_MESSAGES, populate
 
-            return populate(self._engine)
-        from sbdlq.emulator.demo_scaled import populate_scaled
-
-        return populate_scaled(self._engine, messages)
+        return populate(self._engine, DEFAULT_MESSAGES if messages is None else messages)
 
 
 def copies(message: OutboundMessage, count: int) -> list[OutboundMessage]:

@@ -42,9 +42,9 @@ class ServerRecord:
 
 def discovery_dir() -> Path:
     """The folder of the servers' files, in the user state dir."""
-    from platformdirs import user_state_dir
+    from sbdlq.statedir import state_dir
 
-    return Path(user_state_dir("sbdlq", appauthor=False)) / "servers"
+    return state_dir("servers")
 
 
 def _file(amqp_port: int) -> Path:
@@ -86,6 +86,19 @@ def find(host: str, amqp_port: int) -> ServerRecord | None:
     if record is None or record.amqp_port != amqp_port or not _same_host(host, record.host):
         return None
     return record if _alive(record.pid) else None
+
+
+def owner_of_http_port(http_port: int) -> ServerRecord | None:
+    """The live server that recorded http_port as its HTTP port, if any (whatever its AMQP port)."""
+    try:
+        paths = sorted(discovery_dir().glob("amqp-*.json"))
+    except OSError:
+        return None
+    for path in paths:
+        record = _read(path)
+        if record is not None and record.http_port == http_port and _alive(record.pid):
+            return record
+    return None
 
 
 def _read(path: Path) -> ServerRecord | None:

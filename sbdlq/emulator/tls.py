@@ -51,9 +51,9 @@ class TlsFiles:
 
 def tls_dir() -> Path:
     """Where the local CA and the server certificate live (the user state dir)."""
-    from platformdirs import user_state_dir
+    from sbdlq.statedir import state_dir
 
-    return Path(user_state_dir("sbdlq", appauthor=False)) / "tls"
+    return state_dir("tls")
 
 
 def ca_path(folder: Path | None = None) -> Path:

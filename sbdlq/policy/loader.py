@@ -242,10 +242,10 @@ def _action(name: str, key_node: yaml.Node, node: yaml.Node) -> tuple[str, dict[
     if "then" in options and "max_attempts" not in options:
         raise _At(node, "`then` says what happens at max_attempts: give max_attempts too")
     if "to" in options:
-        from sbdlq.cli.copy_cmds import send_to
+        from sbdlq.paths import send_target
 
         try:
-            send_to(options["to"])
+            send_target(options["to"])
         except BadInput as exc:
             raise _At(node, exc.line()) from None
     edits = CopyEdits()
@@ -269,10 +269,10 @@ def _edits(options: dict[str, Any], node: yaml.Node) -> Any:
 
 def _check_selection(selection: dict[str, Any], older_than: str | None, node: yaml.Node) -> None:
     """Compile the selection now (as the commands would): a bad value stops the whole file."""
-    from sbdlq.cli.options import SelectionOptions
+    from sbdlq.selection import build_selection
 
     try:
-        SelectionOptions(**selection).compile(older_than=older_than)
+        build_selection(**selection, older_than=older_than)
     except BadInput as exc:
         raise _At(node, exc.line()) from None
 

@@ -17,9 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sbdlq.errors import OperationFailed
-
-#: Where the locks live (tests and operators may point it elsewhere).
-LOCK_DIR_ENV = "SBDLQ_STATE_DIR"
+from sbdlq.statedir import state_dir
 
 
 def lock_path(policy: str) -> Path:
@@ -27,16 +25,7 @@ def lock_path(policy: str) -> Path:
     absolute = os.path.abspath(policy)
     digest = hashlib.sha256(absolute.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(absolute).name)[:64]
-    return _state_dir() / "locks" / f"{stem}-{digest}.lock"
-
-
-def _state_dir() -> Path:
-    given = os.environ.get(LOCK_DIR_ENV)
-    if given:
-        return Path(given).expanduser()
-    from platformdirs import user_state_dir
-
-    return Path(user_state_dir("sbdlq", appauthor=False))
+    return state_dir("locks") / f"{stem}-{digest}.lock"
 
 
 @contextlib.contextmanager

@@ -71,9 +71,7 @@ def selection_of(rule: Rule, now: datetime) -> Selection:
     """The rule's selection, its relative times counted from `now`."""
     from sbdlq.selection import build_selection
 
-    options = rule.selection_options()
-    given = {name: getattr(options, name) for name in rule.selection}
-    return build_selection(**given, older_than=rule.older_than, now=now)
+    return build_selection(**rule.selection, older_than=rule.older_than, now=now)
 
 
 def action_selection(rule: Rule, now: datetime) -> Selection:
@@ -163,6 +161,6 @@ def describe_step(step: Step) -> str:
 
 def resubmit_target(step: Step) -> EntityPath:
     """Where the step's resubmit sends: `to`, else as the command does (a subscription's: its topic)."""
-    from sbdlq.cli.copy_cmds import _resubmit_target
+    from sbdlq.paths import resubmit_target
 
-    return _resubmit_target(step.address, step.rule.option("to"))
+    return resubmit_target(step.address, step.rule.option("to"))

@@ -1,7 +1,7 @@
 """The policy file's shape: the one owner of its keys, their types, and the typed rules they make.
 
 The selection keys are not a second list: they are read off the selection options the commands
-declare (`cli/options.SelectionOptions`, `--description-contains` → `description_contains`), and
+declare (`selection.SELECTION_OPTIONS`, `--description-contains` → `description_contains`), and
 the edit keys off `cli/edit_options.EditOptions`, so a selection or edit option added there is a
 policy key too.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, get_args, get_type_hints
+from typing import Any
 
 from sbdlq.cli.edit_options import EditOptions
-from sbdlq.cli.options import SelectionOptions
 from sbdlq.operations.edits import CopyEdits
+from sbdlq.selection import SELECTION_OPTIONS
 
 #: The kinds of value a key takes (see loader.check_value).
 STR, INT, BOOL, NUMBER, STRINGS, PAIRS, CHOICE, DURATION, GLOBS, PATH = (
@@ -42,36 +42,27 @@ class Key:
     required: bool = False
 
 
-def _flag_of(annotation: Any) -> str:
-    """The option flag (`--reason`) declared in an Annotated[..., typer.Option(...)] field."""
-    for meta in get_args(annotation)[1:]:
-        # typer.Option("--reason", ...) keeps its first flag as `default`, the rest as param_decls.
-        for decl in (getattr(meta, "default", None), *getattr(meta, "param_decls", ())):
-            if isinstance(decl, str) and decl.startswith("--"):
-                return decl
-    raise AssertionError(f"no option flag in {annotation!r}")
-
-
-def _is_list(annotation: Any) -> bool:
-    inner = get_args(annotation)[0]
-    return any(getattr(arg, "__origin__", None) is list for arg in (inner, *get_args(inner)))
+#: `older_than` is purge's option on the command line, and selection for every rule here,
+#: counted from the run's start (the policy clock).
+OLDER_THAN = "older_than"
+#: Selection options whose values are K=V pairs: a policy may give them as a mapping.
+_PAIR_FLAGS = {"--property", "--param"}
 
 
 def _selection_keys() -> dict[str, tuple[str, Key]]:
-    """policy key → (SelectionOptions field, Key), from the selection options' own declaration."""
-    hints = get_type_hints(SelectionOptions, include_extras=True)
+    """policy key → (build_selection keyword, Key), from the selection options' one declaration."""
     keys: dict[str, tuple[str, Key]] = {}
-    for f in fields(SelectionOptions):
-        key = _flag_of(hints[f.name]).lstrip("-").replace("-", "_")
-        kind = PAIRS if key == "property" else STRINGS if _is_list(hints[f.name]) else STR
-        keys[key] = (f.name, Key(kind))
+    for option in SELECTION_OPTIONS:
+        key = option.flag.lstrip("-").replace("-", "_")
+        if key == OLDER_THAN:
+            continue
+        kind = PAIRS if option.flag in _PAIR_FLAGS else STRINGS if option.repeatable else STR
+        keys[key] = (option.keyword, Key(kind))
     return keys
 
 
-#: Selection keys (`reason`, `where`, `body_regex`, ...) → the SelectionOptions field each fills.
+#: Selection keys (`reason`, `where`, `body_regex`, ...) → the build_selection keyword each fills.
 SELECTION_KEYS: dict[str, tuple[str, Key]] = _selection_keys()
-#: `older_than` is purge's option on the command line, and selection for every rule here.
-OLDER_THAN = "older_than"
 #: Edit keys of `resubmit` (the edit options' field names: `set_property`, `set_ttl`, ...).
 EDIT_KEYS: dict[str, Key] = {
     f.name: Key(PAIRS if f.name == "set_property" else STRINGS if f.name == "remove_property" else STR)
@@ -124,7 +115,7 @@ class Rule:
     entities: tuple[str, ...]
     action: str
     options: Mapping[str, Any]
-    #: SelectionOptions field → value, and `older_than`, compiled at run time (durations are relative).
+    #: build_selection keyword → value, and `older_than`, compiled at run time (durations are relative).
     selection: Mapping[str, Any] = field(default_factory=dict)
     older_than: str | None = None
     edits: CopyEdits = field(default_factory=CopyEdits)
@@ -140,8 +131,6 @@ class Rule:
         """Whether the rule may delete messages (purge, or resubmit with then: purge)."""
         return self.action == DELETES or self.option("then") == THEN_PURGE
 
-    def selection_options(self) -> SelectionOptions:
-        return SelectionOptions(**self.selection)
 
 
 @dataclass(frozen=True)

@@ -7,23 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sbdlq.errors import BadInput
-from sbdlq.selection import Selection, build_selection
+from sbdlq.selection import SELECTION_OPTIONS, Selection, build_selection
 
-# flag -> (build_selection keyword, repeatable)
-FLAGS: dict[str, tuple[str, bool]] = {
-    "--reason": ("reasons", True),
-    "--description-contains": ("description_contains", False),
-    "--subject": ("subject", False),
-    "--property": ("properties", True),
-    "--enqueued-before": ("enqueued_before", False),
-    "--enqueued-after": ("enqueued_after", False),
-    "--sequence": ("sequences", True),
-    "--body-contains": ("body_contains", False),
-    "--body-regex": ("body_regex", False),
-    "--where": ("where", False),
-    "--param": ("where_parameters", True),
-    "--older-than": ("older_than", False),
-}
+# flag -> (build_selection keyword, repeatable), read from the one declaration
+FLAGS: dict[str, tuple[str, bool]] = {o.flag: (o.keyword, o.repeatable) for o in SELECTION_OPTIONS}
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ def test_an_unanswered_run_turns_runs_off_and_settles_one_by_one(
     monkeypatch.setattr(sdk_compat, "settle_run", unanswered)
 
     async def scenario() -> tuple[list[Any], list[Any]]:
-        backend = ServiceBusBackend(connection_string=emulator.conn_str(), timeout_s=10)
+        backend = ServiceBusBackend(connection_string=emulator.conn_str(), timeout_s=10, admin_port=emulator.http_port)
         try:
             got: list[Any] = []
             while len(got) < 6:
@@ -62,7 +62,7 @@ def test_a_run_refused_for_a_lost_lock_keeps_runs_on(emulator: Any, monkeypatch:
     monkeypatch.setattr(sdk_compat, "settle_run", counted)
 
     async def scenario() -> tuple[str | None, list[str | None]]:
-        backend = ServiceBusBackend(connection_string=emulator.conn_str(), timeout_s=10)
+        backend = ServiceBusBackend(connection_string=emulator.conn_str(), timeout_s=10, admin_port=emulator.http_port)
         try:
             got: list[Any] = []
             while len(got) < 8:

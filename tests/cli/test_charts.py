@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sbdlq.cli import dlq
+from sbdlq.cli import reporting
 from sbdlq.cli.main import app
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage, ReasonGroup
@@ -33,7 +33,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     eng.close()
     monkeypatch.setenv("SBDLQ_EMULATOR", str(path))
     monkeypatch.setenv("SBDLQ_CONFIG", str(tmp_path / "none.yaml"))
-    monkeypatch.setattr(dlq, "_chart_wanted", lambda: True)
+    monkeypatch.setattr(reporting, "chart_wanted", lambda: True)
     return path
 
 
@@ -70,6 +70,6 @@ def test_hour_timeline_on_a_terminal_shows_the_quiet_hour(store: Path) -> None:
 
 
 def test_no_chart_for_a_pipe(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dlq, "_chart_wanted", lambda: False)
+    monkeypatch.setattr(reporting, "chart_wanted", lambda: False)
     r = CliRunner().invoke(app, ["inspect-reason", "orders"])
     assert "█" not in r.stdout

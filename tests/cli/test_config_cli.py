@@ -180,7 +180,7 @@ def test_config_list_rejects_a_bad_output(run: Run, config: Path) -> None:
     assert run("config", "list", "-o", "xml") == (
         2,
         "",
-        "sbdlq: invalid output format 'xml' (use table, json, jsonl, yaml or tsv)\n",
+        "sbdlq: invalid output format 'xml' (use table, json, jsonl, yaml, tsv or none)\n",
     )
 
 
@@ -579,7 +579,7 @@ BAD_FILES = [
     (
         "output-bad",
         "profiles:\n  prod:\n    output: xml\n",
-        "profiles.prod.output must be one of table, json, jsonl, yaml, tsv",
+        "profiles.prod.output must be one of table, json, jsonl, yaml, tsv, none",
     ),
     (
         "namespace-number",

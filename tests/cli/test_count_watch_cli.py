@@ -65,7 +65,7 @@ def test_prometheus_is_counts_own_and_takes_no_query(orders: Store, sbdlq: Any) 
     assert r.stderr == "sbdlq: --query does not apply to -o prometheus (use -o json with --query)\n"
     r = sbdlq("peek", "orders", "-o", "prometheus")
     assert r.exit_code == 2
-    assert r.stderr == "sbdlq: invalid output format 'prometheus' (use table, json, jsonl, yaml or tsv)\n"
+    assert r.stderr == "sbdlq: invalid output format 'prometheus' (use table, json, jsonl, yaml, tsv or none)\n"
     # --fail-above still checks, after the gauges are written.
     r = sbdlq("count", "orders", "-o", "prometheus", "--fail-above", "4")
     assert r.exit_code == 3
@@ -139,10 +139,10 @@ def test_watch_with_fail_above_stops_at_the_first_snapshot_over(orders: Store, s
     [
         (["--watch", "0"], "sbdlq: --watch must be positive (e.g. --watch 5s)"),
         (["--watch", "soon"], "sbdlq: invalid --watch 'soon' (use e.g. 250ms, 30s, 5m, 2h, 3d or ISO 8601 like PT1M)"),
-        (["--watch", "5s", "-o", "json"], "sbdlq: --watch cannot stream -o json (use -o table, jsonl or tsv)"),
+        (["--watch", "5s", "-o", "json"], "sbdlq: --watch cannot stream -o json (use -o table, jsonl, tsv or none)"),
         (
             ["--watch", "5s", "-o", "prometheus"],
-            "sbdlq: --watch cannot stream -o prometheus (use -o table, jsonl or tsv)",
+            "sbdlq: --watch cannot stream -o prometheus (use -o table, jsonl, tsv or none)",
         ),
     ],
 )

@@ -7,19 +7,21 @@ from typing import Any
 
 import pytest
 
-from sbdlq.emulator.demo_scaled import DEFAULT_MESSAGES, scaled_mix
+from sbdlq.emulator.demo import DEFAULT_MESSAGES, scaled_mix
 
 THOUSAND = {
-    ("orders", "ValidationFailed"): 239,
-    ("orders", "MaxDeliveryCountExceeded"): 191,
-    ("orders", "TTLExpiredException"): 144,
-    ("orders", "PaymentDeclined"): 143,
-    ("orders", "DownstreamTimeout"): 48,
-    ("orders", "HeaderSizeExceeded"): 16,
+    ("orders", "ValidationFailed"): 233,
+    ("orders", "MaxDeliveryCountExceeded"): 186,
+    ("orders", "TTLExpiredException"): 140,
+    ("orders", "PaymentDeclined"): 139,
+    ("orders", "DownstreamTimeout"): 46,
+    ("orders", "HeaderSizeExceeded"): 15,
+    ("orders", "SchemaError"): 15,
+    ("orders", "UnknownTenant"): 12,
     ("events/Subscriptions/billing", "DuplicateInvoice"): 12,
     ("events/Subscriptions/bulk-orders", "DivideByZeroException"): 8,
-    ("events/Subscriptions/notifications", "Session id is null."): 159,
-    ("hop5", "MaxTransferHopCountExceeded"): 40,
+    ("events/Subscriptions/notifications", "Session id is null."): 155,
+    ("hop5", "MaxTransferHopCountExceeded"): 39,
 }
 
 
@@ -33,14 +35,14 @@ def test_a_thousand_messages_in_the_demo_mix(cli: Any) -> None:
     code, out, err = cli("emulator", "demo", "--messages", "1000")
     assert (code, err) == (0, "")
     assert out == (
-        f"demo: 12 entities in {cli.store}\n"
-        "  orders: 781 in the DLQ (6 reasons: ValidationFailed 239, MaxDeliveryCountExceeded 191, "
-        "TTLExpiredException 144, PaymentDeclined 143, DownstreamTimeout 48, HeaderSizeExceeded 16), "
-        "12 active, 3 scheduled\n"
+        f"demo: 13 entities in {cli.store}\n"
+        "  orders: 786 in the DLQ (8 reasons: ValidationFailed 233, MaxDeliveryCountExceeded 186, "
+        "TTLExpiredException 140, PaymentDeclined 139, DownstreamTimeout 46, HeaderSizeExceeded 15, "
+        "SchemaError 15, UnknownTenant 12), 12 active, 3 scheduled\n"
         "  events/Subscriptions/billing: 12 in the DLQ (DuplicateInvoice)\n"
         "  events/Subscriptions/bulk-orders: 8 in the DLQ (DivideByZeroException)\n"
-        "  events/Subscriptions/notifications: 159 in the DLQ (Session id is null.)\n"
-        "  hop5: 40 in the transfer DLQ (MaxTransferHopCountExceeded)\n"
+        "  events/Subscriptions/notifications: 155 in the DLQ (Session id is null.)\n"
+        "  hop5: 39 in the transfer DLQ (MaxTransferHopCountExceeded)\n"
         f"try: sbdlq --emulator {cli.store} inspect-reason orders\n"
     )
     # What the summary says is what the store holds, put there the way the broker does it.
@@ -52,7 +54,7 @@ def test_a_thousand_messages_in_the_demo_mix(cli: Any) -> None:
     assert found == THOUSAND
     code, out, _ = cli("peek", "orders", "--reason", "MaxDeliveryCountExceeded", "--max", "1000", "-o", "json")
     poison = json.loads(out)
-    assert len(poison) == 191 and {m["delivery_count"] for m in poison} == {3}
+    assert len(poison) == 186 and {m["delivery_count"] for m in poison} == {3}
     code, out, _ = cli("peek", "orders", "--reason", "ValidationFailed", "--max", "1000", "-o", "json")
     flaws = {m["dead_letter_error_description"] for m in json.loads(out)}
     assert flaws == {

@@ -297,7 +297,7 @@ def test_peek_changes_nothing(orders: Store, sbdlq: Any) -> None:
             "(use ISO 8601 like 2026-01-31T12:00:00Z or a duration like 2h)",
         ),
         (["--body-regex", "[z-a]"], "sbdlq: invalid --body-regex '[z-a]': bad character range z-a at position 1"),
-        (["-o", "xml"], "sbdlq: invalid output format 'xml' (use table, json, jsonl, yaml or tsv)"),
+        (["-o", "xml"], "sbdlq: invalid output format 'xml' (use table, json, jsonl, yaml, tsv or none)"),
         (["--property", "novalue"], "sbdlq: invalid --property 'novalue' (use NAME=VALUE)"),
         (["--param", "a=1"], "sbdlq: --param gives a value to a @name of --where: it needs --where"),
         (["--where", "x = @a", "--param", "a"], "sbdlq: invalid --param 'a' (use NAME=VALUE, for @NAME in --where)"),
@@ -697,7 +697,7 @@ def test_purge_export_to_a_bad_path_exits_2(orders: Store, sbdlq: Any, tmp_path:
 
 
 def test_purge_asks_a_person_with_the_count(orders: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("sbdlq.cli.dlq._interactive", lambda: True)
+    monkeypatch.setattr("sbdlq.cli.common.stdin_is_terminal", lambda: True)
     r = sbdlq("purge", "orders", "--reason", "poison", input="n\n")
     assert r.exit_code == 1
     assert r.stderr.splitlines() == [

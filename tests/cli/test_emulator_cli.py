@@ -182,7 +182,7 @@ def test_list_rejects_a_bad_output_format(cli: Any) -> None:
     assert cli("emulator", "list", "-o", "xml") == (
         2,
         "",
-        "sbdlq: invalid output format 'xml' (use table, json, jsonl, yaml or tsv)\n",
+        "sbdlq: invalid output format 'xml' (use table, json, jsonl, yaml, tsv or none)\n",
     )
 
 
@@ -477,10 +477,10 @@ def test_demo(cli: Any) -> None:
     assert (code, err) == (0, "")
     assert elapsed < 1.0
     assert out == (
-        f"demo: 12 entities in {cli.store}\n"
-        "  orders: 196 in the DLQ (6 reasons: ValidationFailed 60, MaxDeliveryCountExceeded 48, "
-        "TTLExpiredException 36, PaymentDeclined 36, DownstreamTimeout 12, HeaderSizeExceeded 4), "
-        "12 active, 3 scheduled\n"
+        f"demo: 13 entities in {cli.store}\n"
+        "  orders: 203 in the DLQ (8 reasons: ValidationFailed 60, MaxDeliveryCountExceeded 48, "
+        "TTLExpiredException 36, PaymentDeclined 36, DownstreamTimeout 12, HeaderSizeExceeded 4, "
+        "SchemaError 4, UnknownTenant 3), 12 active, 3 scheduled\n"
         "  events/Subscriptions/billing: 3 in the DLQ (DuplicateInvoice)\n"
         "  events/Subscriptions/bulk-orders: 2 in the DLQ (DivideByZeroException)\n"
         "  events/Subscriptions/notifications: 40 in the DLQ (Session id is null.)\n"
@@ -514,7 +514,7 @@ def test_demo_again_resets_only_the_demo_entities(cli: Any) -> None:
     second = cli("emulator", "demo")
     assert second.exit_code == 0
     assert second.stdout == (
-        "reset the demo entities that already existed: orders, events, hop1, hop2, hop3, hop4, hop5, hop6\n"
+        "reset the demo entities that already existed: orders, events, hop1, hop2, hop3, hop4, hop5, hop6, billing\n"
         + first.stdout
     )
     assert counts(cli, "queue.1")["active"] == 1  # not a demo entity: kept
@@ -542,7 +542,7 @@ def test_reset(cli: Any) -> None:
 
 def test_reset_asks_a_person(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     cli("emulator", "init", "--config", EXAMPLE)
-    monkeypatch.setattr("sbdlq.cli.emulator_cmds._interactive", lambda: True)
+    monkeypatch.setattr("sbdlq.cli.common.stdin_is_terminal", lambda: True)
     # CliRunner echoes the answer after the prompt.
     assert cli("emulator", "reset", input="n\n") == (
         1,

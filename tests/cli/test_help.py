@@ -75,8 +75,9 @@ def test_resubmit_help_at_80_columns() -> None:
     assert "│ --keep-dead-letter-properties                        Keep DeadLetterReason   │\n" in text
     assert "[default: 32]" in text and "[default: 100]" in text
     assert (
-        "│ --output  -o      TEXT  table, json, jsonl, yaml or tsv (no header,          │\n"
-        "│                         tab-separated; default: table).                      │\n"
+        "│ --output  -o      TEXT  table, json, jsonl, yaml, tsv (no header,            │\n"
+        "│                         tab-separated) or none (exit status only); default:  │\n"
+        "│                         table.                                               │\n"
     ) in text
 
 
@@ -84,7 +85,7 @@ def test_purge_and_peek_defaults_read_plainly() -> None:
     assert "[default: 500]" in help_at_80("purge")
     peek = help_at_80("peek")
     assert "(default: 20 in a table," in peek and "all in other formats)." in peek
-    assert "table, json, jsonl, yaml or tsv" in peek
+    assert "table, json, jsonl, yaml, tsv" in peek
 
 
 # ------------------------------------------------------------------ profile values still apply
@@ -93,8 +94,8 @@ def test_purge_and_peek_defaults_read_plainly() -> None:
 def test_a_profile_concurrency_applies_when_the_option_is_not_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sbdlq.cli import dlq
     from sbdlq.cli.common import Settings
+    from sbdlq.cli.options import tuning
     from sbdlq.config import Setting, Source
 
     config = tmp_path / "config.yaml"
@@ -104,9 +105,9 @@ def test_a_profile_concurrency_applies_when_the_option_is_not_given(
     command = typer.main.get_command(app).commands["resubmit"]  # type: ignore[attr-defined]
     given = command.make_context("resubmit", ["q", "--concurrency", "9"], parent=None)
     default = command.make_context("resubmit", ["q"], parent=None)
-    assert dlq._tuning(given, s, "concurrency", 9) == 9
-    assert dlq._tuning(default, s, "concurrency", 32) == 4
-    assert dlq._tuning(default, s, "batch_size", 100) == 100
+    assert tuning(given, s, "concurrency", 9) == 9
+    assert tuning(default, s, "concurrency", 32) == 4
+    assert tuning(default, s, "batch_size", 100) == 100
 
 
 # ------------------------------------------------------------------ value completion
@@ -132,7 +133,7 @@ def complete(shell: str, words: str, incomplete: str) -> list[str]:
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_output_values_complete(shell: str) -> None:
-    assert complete(shell, "sbdlq peek q -o", "") == ["table", "json", "jsonl", "yaml", "tsv"]
+    assert complete(shell, "sbdlq peek q -o", "") == ["table", "json", "jsonl", "yaml", "tsv", "none"]
     assert complete(shell, "sbdlq count --output", "js") == ["json", "jsonl"]
     assert complete(shell, "sbdlq emulator list -o", "t") == ["table", "tsv"]
     assert complete(shell, "sbdlq config show -o", "y") == ["yaml"]

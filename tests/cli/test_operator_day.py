@@ -174,7 +174,9 @@ def test_refused_connection_says_so(cli: Any) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     conn = f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0;UseDevelopmentEmulator=true"
-    r = cli.bare("--connection-string", conn, "count", "orders", "--timeout", "10")
+    # Its HTTP port given (nothing listens there either): without it the target is refused at once.
+    env = {"SBDLQ_EMULATOR_HTTP_PORT": str(port)}
+    r = cli.bare("--connection-string", conn, "count", "orders", "--timeout", "10", env=env)
     assert (r.exit_code, r.stdout) == (6, "")
     assert r.stderr.splitlines()[-1] == (
         f"sbdlq: cannot reach 127.0.0.1:{port}: connection refused "

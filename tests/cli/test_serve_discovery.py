@@ -125,3 +125,41 @@ def test_serve_names_the_variable_when_it_cannot_record_its_ports(
     r = cli("emulator", "serve", env={"XDG_STATE_HOME": str(blocked)})
     assert r.exit_code == 0
     assert r.stdout.splitlines()[-1] == "admin clients: export SBDLQ_EMULATOR_HTTP_PORT=5301"
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_string_naming_another_port_never_reads_the_default_http_port_of_another_server(
+    cli: Any, served: tuple[subprocess.Popen[str], int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26 #3: nothing listens on the string's AMQP port; a server answers on the default HTTP port."""
+    _, _, http = served
+    # The served one stands in for a serve on the default HTTP port (5300 is not ours to bind in tests).
+    monkeypatch.setattr("sbdlq.backends.servicebus.config.ADMIN_EMULATOR_PORT", http)
+    port = _closed_port()
+    r = cli.bare("--connection-string", CONN.format(port=port), "count", "orders", "-o", "json")
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr == (
+        f"sbdlq: no emulator recorded its HTTP (admin) port for localhost:{port} (is `sbdlq emulator serve` "
+        f"running on localhost:{port}? For another emulator, set SBDLQ_EMULATOR_HTTP_PORT to its HTTP port)\n"
+    )
+
+
+def test_the_default_pair_is_refused_when_a_recorded_server_holds_its_http_port(cli: Any, state_home: Path) -> None:
+    folder = discovery.discovery_dir()
+    folder.mkdir(parents=True)
+    record = {"host": "127.0.0.1", "amqp_port": 5999, "http_port": 5300, "pid": os.getpid()}
+    (folder / "amqp-5999.json").write_text(json.dumps(record))
+    conn = CONN.replace(":{port}", "")  # AMQP's own port, 5672: Microsoft's emulator pairs it with 5300
+    r = cli.bare("--connection-string", conn, "count", "orders")
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr.startswith(
+        "sbdlq: no emulator recorded its HTTP (admin) port for localhost:5672, and port 5300 belongs to the one "
+        f"on AMQP port 5999 (pid {os.getpid()})"
+    )

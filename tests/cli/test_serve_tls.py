@@ -118,3 +118,12 @@ def test_sbdlq_over_websockets_uses_wss_on_the_https_port(cli: Any, served: Any)
     r = cli.bare("--connection-string", conn, "--transport", "websockets", "peek", "orders", "--max", "5", "-o", "json")
     assert r.exit_code == 0, r.stderr
     assert [(m["body"], m["dead_letter_reason"]) for m in json.loads(r.stdout)] == [("x", "Poison")]
+
+
+def test_sbdlq_state_dir_moves_the_ca_with_the_rest_of_the_state(cli: Any, tmp_path: Path) -> None:
+    moved = tmp_path / "state"
+    result = cli("emulator", "ca", env={"SBDLQ_STATE_DIR": str(moved)})
+    assert result.exit_code == 0, result.stderr
+    ca = Path(result.stdout.strip())
+    assert ca.parent == moved / "tls" and ca.is_file()
+    assert (moved / "tls").stat().st_mode & 0o777 == 0o700

@@ -21,7 +21,8 @@ from support.process import sbdlq_env, start_sbdlq
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.policy.lock import LOCK_DIR_ENV, lock_path
+from sbdlq.policy.lock import lock_path
+from sbdlq.statedir import STATE_DIR_ENV as LOCK_DIR_ENV
 
 pytestmark = pytest.mark.slow
 

@@ -44,8 +44,11 @@ CONNS = {
 @pytest.mark.parametrize("kind", sorted(CONNS))
 @pytest.mark.parametrize("flags", [[], ["--verbose"], ["--debug"], ["--verbose", "--debug"]])
 def test_unreachable_broker_never_prints_the_key(kind: str, flags: list[str]) -> None:
-    conn = CONNS[kind].replace("{port}", str(_closed_port()))
-    result = _sbdlq([*flags, "--timeout", "3s", "count", "orders"], env={"SBDLQ_CONNECTION_STRING": conn})
+    port = str(_closed_port())
+    conn = CONNS[kind].replace("{port}", port)
+    # The emulator's HTTP port given (closed too): the run reaches the broker and fails there.
+    env = {"SBDLQ_CONNECTION_STRING": conn, "SBDLQ_EMULATOR_HTTP_PORT": port}
+    result = _sbdlq([*flags, "--timeout", "3s", "count", "orders"], env=env)
     out = result.stdout + result.stderr
     assert result.returncode == 6, out
     assert KEY not in out

@@ -24,8 +24,9 @@ from sbdlq.operations.browse import group_key
 from sbdlq.operations.export import Exporter
 from sbdlq.operations.move import LockKeeper, LoopStats, RateLimiter, plan_limit, retrying
 from sbdlq.operations.resubmit import COPIED_FIELDS, make_copy
+from sbdlq.output_formats import Emitter
 from sbdlq.paths import Address, EntityPath, SubQueue
-from sbdlq.render import Col, Emitter, cell_text, clip, layout
+from sbdlq.render import Col, cell_text, clip, layout
 
 DLQ = Address(EntityPath("q"), SubQueue.DEAD_LETTER)
 NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)

@@ -8,9 +8,10 @@ import pytest
 
 from sbdlq.models import EntityInfo
 from sbdlq.policy.loader import load_policy
-from sbdlq.policy.lock import LOCK_DIR_ENV, lock_path
+from sbdlq.policy.lock import lock_path
 from sbdlq.policy.plan import matching
 from sbdlq.policy.schema import Rule
+from sbdlq.statedir import STATE_DIR_ENV as LOCK_DIR_ENV
 
 LISTING = [
     EntityInfo(path=path, kind=kind)

@@ -909,7 +909,7 @@ def test_http_transport_with_the_real_admin_client() -> None:
     """The unmocked SDK admin client, through our transport, reaches a plain-http server."""
     from azure.servicebus.management import ServiceBusAdministrationClient
 
-    from sbdlq.backends.servicebus import _plain_http_transport_class
+    from sbdlq.backends.servicebus import plain_http_transport_class
 
     seen: list[str] = []
 
@@ -926,7 +926,7 @@ def test_http_transport_with_the_real_admin_client() -> None:
     port = server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        transport = _plain_http_transport_class()(port=port, connection_timeout=5, read_timeout=5)
+        transport = plain_http_transport_class()(port=port, connection_timeout=5, read_timeout=5)
         admin = ServiceBusAdministrationClient.from_connection_string(
             "Endpoint=sb://127.0.0.1:5672/;SharedAccessKeyName=R;SharedAccessKey=k;UseDevelopmentEmulator=true",
             transport=transport,

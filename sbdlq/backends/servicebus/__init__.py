@@ -17,12 +17,12 @@ from sbdlq.backends.servicebus.backend import PEEK_PAGE, ServiceBusBackend
 from sbdlq.backends.servicebus.config import (
     ADMIN_EMULATOR_PORT,
     SOCKET_TIMEOUT_S,
-    _plain_http_transport_class,
     admin_client_kwargs,
     admin_http_url,
     admin_transport,
     amqp_client_kwargs,
     normalize_namespace,
+    plain_http_transport_class,
     sdk_connection_string,
 )
 from sbdlq.backends.servicebus.conversion import (
@@ -39,13 +39,13 @@ __all__ = [
     "PEEK_PAGE",
     "SOCKET_TIMEOUT_S",
     "ServiceBusBackend",
-    "_plain_http_transport_class",
     "admin_client_kwargs",
     "admin_http_url",
     "admin_transport",
     "amqp_client_kwargs",
     "from_sdk_message",
     "normalize_namespace",
+    "plain_http_transport_class",
     "queue_info",
     "sdk_connection_string",
     "subscription_info",

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from sbdlq.connstr import ConnectionInfo
-from sbdlq.errors import BadInput
+from sbdlq.errors import AdminPortUnknown, BadInput
 from sbdlq.network import Network, Proxy
 
 #: the Service Bus emulator serves its management (HTTP, no TLS) API on this port (`serve --tls`: HTTPS)
@@ -42,19 +42,41 @@ class AdminPort:
 def emulator_admin_port(info: ConnectionInfo, given: int | None) -> AdminPort:
     """The emulator's admin (HTTP) port and where it came from.
 
-    The file a running `sbdlq emulator serve` on the connection string's AMQP port left says
-    its port and whether it speaks HTTPS (`--tls`, and the CA then trusted for it); a given
-    port (SBDLQ_EMULATOR_HTTP_PORT) wins over the recorded one; else 5300, as Microsoft's emulator.
+    The port must belong to the AMQP endpoint the string names, or counts and entity
+    properties would come from another store: given (SBDLQ_EMULATOR_HTTP_PORT) wins; else the
+    file a running `sbdlq emulator serve` on that AMQP port left (which also says whether it
+    speaks HTTPS, `--tls`, and the CA then trusted for it); else, for AMQP's own port 5672,
+    Microsoft's emulator pair 5300 (unless a recorded server on another AMQP port holds 5300).
+    Any other endpoint without a record is refused: AdminPortUnknown (exit 2).
     """
     from sbdlq.emulator import discovery
 
-    found = discovery.find(info.host, info.port or AMQP_PORT)
-    if found is None:
-        return AdminPort(given, "given (SBDLQ_EMULATOR_HTTP_PORT)") if given else AdminPort(source="the default")
-    ca = str(found.ca) if found.ca is not None else None
-    if given:  # HTTPS only if it names the recorded server's port
+    amqp_port = info.port or AMQP_PORT
+    found = discovery.find(info.host, amqp_port)
+    if given:
+        if found is None:
+            return AdminPort(given, "given (SBDLQ_EMULATOR_HTTP_PORT)")
+        # HTTPS only if it names the recorded server's port
+        ca = str(found.ca) if found.ca is not None else None
         return AdminPort(given, "given (SBDLQ_EMULATOR_HTTP_PORT)", found.https and given == found.http_port, ca)
-    return AdminPort(found.http_port, f"`sbdlq emulator serve` (pid {found.pid}) in {found.path}", found.https, ca)
+    if found is not None:
+        ca = str(found.ca) if found.ca is not None else None
+        return AdminPort(found.http_port, f"`sbdlq emulator serve` (pid {found.pid}) in {found.path}", found.https, ca)
+    endpoint = f"{info.host}:{amqp_port}"
+    hint = (
+        f"is `sbdlq emulator serve` running on {endpoint}? For another emulator, "
+        "set SBDLQ_EMULATOR_HTTP_PORT to its HTTP port"
+    )
+    if amqp_port != AMQP_PORT:
+        raise AdminPortUnknown(f"no emulator recorded its HTTP (admin) port for {endpoint}", hint=hint)
+    other = discovery.owner_of_http_port(ADMIN_EMULATOR_PORT)
+    if other is not None:
+        raise AdminPortUnknown(
+            f"no emulator recorded its HTTP (admin) port for {endpoint}, and port {ADMIN_EMULATOR_PORT} "
+            f"belongs to the one on AMQP port {other.amqp_port} (pid {other.pid})",
+            hint=hint,
+        )
+    return AdminPort(source="the default (Microsoft's emulator pairs it with AMQP port 5672)")
 
 
 def normalize_namespace(text: str) -> str:
@@ -187,7 +209,7 @@ def admin_transport(
         scheme = "https"
         if tls.ca is not None:  # this server's CA, for this transport only
             options["connection_verify"] = tls.ca
-    return _plain_http_transport_class()(port=port, scheme=scheme, **options)
+    return plain_http_transport_class()(port=port, scheme=scheme, **options)
 
 
 def admin_http_url(url: str, port: int = ADMIN_EMULATOR_PORT, scheme: str = "http") -> str:
@@ -201,7 +223,7 @@ def admin_http_url(url: str, port: int = ADMIN_EMULATOR_PORT, scheme: str = "htt
 
 
 @functools.cache
-def _plain_http_transport_class() -> type:
+def plain_http_transport_class() -> type:
     """A RequestsTransport that rewrites every URL to http on the emulator's management port."""
     from azure.core.pipeline.transport import RequestsTransport
 

@@ -1,0 +1,175 @@
+"""What the commands print and how a run ends: documents, shared table columns, run reports, exit status.
+
+The one library the command modules share (dlq.py, copy_cmds.py and the views count_views.py
+and namespace.py): command modules import this, never each other. Nothing here defines a
+command. `chart_wanted` is looked up on this module at call time, so tests can stand in a
+terminal for it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import typer
+
+from sbdlq.cli.common import Settings, err, handled, note, output_format, run
+from sbdlq.errors import ExitStatus
+from sbdlq.output_formats import FORMATS, draws_table
+from sbdlq.paths import SubQueue
+from sbdlq.render import Query
+
+
+def queue_name(sub_queue: SubQueue) -> str:
+    """The sub-queue as a line names it: `dead-letter queue` or `transfer dead-letter queue`."""
+    return "transfer dead-letter queue" if sub_queue is SubQueue.TRANSFER_DEAD_LETTER else "dead-letter queue"
+
+
+def query(ctx: typer.Context, expression: str | None) -> Query | None:
+    """--query compiled before any work, a bad one reported on the one error path."""
+    from sbdlq.render import compile_query
+
+    with handled(ctx):
+        return compile_query(expression)
+    raise AssertionError("unreachable")
+
+
+def warn_if_query_found_nothing(q: Query | None, fmt: str) -> None:
+    """A per-record --query (jsonl) that gave null on every line is most likely written for the whole list."""
+    if q is not None and FORMATS[fmt].per_record and q.found_nothing():
+        err(
+            f"sbdlq: warning: --query {q.expression!r} gave null on every line; with -o {fmt} it applies "
+            "to each record (e.g. --query message_id, not [].message_id)"
+        )
+
+
+def operation_note(text: str) -> None:
+    """A line from an operation: the plan is informational (see `note`), anything else a warning."""
+    (note if text.startswith("plan:") else err)(f"sbdlq: {text}")
+
+
+def write(data: Any, fmt: str, q: Query | None = None) -> None:
+    """One document on stdout in the format, after the query."""
+    from sbdlq.output_formats import write_document
+
+    write_document(data, fmt, query=q)
+
+
+def emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str], q: Query | None = None) -> None:
+    """Rows as a table for a person (the entity column never cut), else as a document."""
+    if draws_table(fmt, q):
+        from sbdlq.render import Col, table
+
+        cols = [Col(c, whole=True, min_width=10) if c == "entity" else c for c in columns]
+        table(cols, [[r[c] for c in columns] for r in rows])
+    else:
+        write(rows, fmt, q)
+
+
+def chart_wanted() -> bool:
+    """Charts are for a person at a terminal, never for a pipe."""
+    return sys.stdout.isatty()
+
+
+def table_time(ts: Any) -> str:
+    """A table's time: ISO 8601 UTC with a Z, to the second (json keeps the fraction)."""
+    from datetime import UTC
+
+    if ts is None:
+        return ""
+    return str(ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def group_stat_columns() -> list[Any]:
+    """The table columns of `group_stats`, shared by every report of reason groups."""
+    from sbdlq.render import Col
+
+    return [
+        Col("count", numeric=True),
+        Col("first_enqueued", whole=True, min_width=20),
+        Col("last_enqueued", whole=True, min_width=20),
+        Col("samples", whole=True, min_width=7),
+    ]
+
+
+def group_stats(g: Any) -> tuple[Any, ...]:
+    """A reason group's count, first and last enqueued times and sample sequence numbers, as table cells."""
+    samples = ", ".join(str(n) for n in g.sample_sequence_numbers)
+    return g.count, table_time(g.first_enqueued), table_time(g.last_enqueued), samples
+
+
+def report(fmt: str, doc: dict[str, Any], summary: str, q: Query | None = None) -> None:
+    """A run's result: its summary line (and edited example) for a person, else the document."""
+    if draws_table(fmt, q):
+        if doc.get("example") is not None:
+            from sbdlq.cli.edit_options import example_table
+
+            example_table(doc["example"])
+        sys.stdout.write(summary + "\n")
+    else:
+        write(doc, fmt, q)
+
+
+def change(
+    ctx: typer.Context,
+    expression: str | None,
+    work: Callable[[Settings], Awaitable[tuple[str, Any]]],
+    verb: str,
+    output: str | None = None,
+) -> None:
+    """Run a resubmit or purge under the error path, report it, and exit 1 when messages were left.
+
+    Stopped by SIGINT or SIGTERM, it still reports what it did, then exits 130 or 143.
+    """
+    from sbdlq.operations.stopping import RunInterrupted
+
+    q = query(ctx, expression)
+
+    async def keeping_partial(s: Settings) -> tuple[str, Any, RunInterrupted | None]:
+        try:
+            fmt, result = await work(s)
+        except RunInterrupted as stop:
+            return output_format(s, output), stop.result, stop
+        return fmt, result, None
+
+    fmt, result, stop = run(ctx, keeping_partial)
+    report(fmt, result.to_json(), result.summary(), q)
+    if stop is not None:
+        from sbdlq.cli.common import fail
+
+        fail(stop)
+    finish(ctx, result, verb)
+
+
+def finish(ctx: typer.Context, result: Any, verb: str) -> None:
+    """Exit 1 with one line on stderr when anything failed; the messages stay in the DLQ."""
+    from sbdlq.cli.common import settings
+
+    if result.dry_run:
+        return
+    s = settings(ctx)
+    for line in result.errors[1:]:
+        s.log(line)
+    unroutable = getattr(result, "unroutable", 0)
+    if unroutable and not (result.failed or result.lock_lost):
+        err(
+            f"sbdlq: {unroutable} message(s) were not resubmitted because no subscription of the target would "
+            "receive their copy; they remain in the queue (check the topic's subscription rules)"
+        )
+        raise typer.Exit(int(ExitStatus.FAILED))
+    if not (result.failed or result.lock_lost):
+        if result.errors:
+            s.log(result.errors[0])
+        return
+    cause = f"{result.errors[0]}; " if result.errors else ""
+    if verb == "resubmitted" and not result.failed:
+        # The copies went out; only the originals are left over.
+        err(
+            f"sbdlq: {cause}{result.lock_lost} original(s) stayed in the queue after their copy was sent; "
+            "check the target before resubmitting them again"
+        )
+    else:
+        left = result.failed + (result.lock_lost if verb == "purged" else 0)
+        err(f"sbdlq: {cause}{left} message(s) were not {verb} and remain in the queue; run the command again to retry")
+    raise typer.Exit(int(ExitStatus.FAILED))
