@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 
 def sbdlq_env(store: Path, **extra: str) -> dict[str, str]:
@@ -40,3 +42,10 @@ def run_or_kill(argv: list[str], env: dict[str, str], kill_after: float | None) 
         proc.wait()
         return None
     return proc.returncode
+
+
+def wait_for_line(stream: IO[str], timeout: float) -> str:
+    """The next line of a child's pipe, or AssertionError when none came within `timeout` s (a hang guard)."""
+    ready, _, _ = select.select([stream], [], [], timeout)
+    assert ready, f"no line from the process within {timeout:g}s"
+    return stream.readline()
