@@ -92,7 +92,7 @@ def start(store: Path, *, key: str | None = None, **options: Any) -> Emulator:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(server, "Engine", functools.partial(Engine, clock=clock))
         thread.start()
-        assert ready.wait(10), "the emulator did not start listening"
+        assert ready.wait(60), "the emulator did not start listening"  # a hang guard
     if errors:
         raise errors[0]
     return Emulator(str(store), ports["amqp"], ports["http"], key, engine, thread, stop, errors, clock)
@@ -101,7 +101,7 @@ def start(store: Path, *, key: str | None = None, **options: Any) -> Emulator:
 def finish(emulator: Emulator, *, close_engine: bool = True) -> None:
     """Stop serve() and check it returned cleanly."""
     emulator.stop.set()
-    emulator.thread.join(10)
+    emulator.thread.join(60)  # a hang guard: a busy machine is slow, a stuck stop is stuck
     if close_engine:
         emulator.engine.close()
     assert not emulator.thread.is_alive(), "serve() did not return after stop"
