@@ -730,7 +730,7 @@ def test_serve_for_real_until_sigterm(cli: Any) -> None:
         line = proc.stdout.readline()
         assert re.fullmatch(r"listening on amqp://127\.0\.0\.1:\d+ \(http 127\.0\.0\.1:\d+\)\n", line), line
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode == 0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -99,10 +98,7 @@ def test_ctrl_c_stops_a_body_regex_scan_at_once(store: Path, tmp_path: Path, pat
     would still be matching when the test's wait (a tenth of it) gives up.
     """
     env = sbdlq_env(store, SBDLQ_CONFIG=str(tmp_path / "none.yaml"))
-    argv = [sys.executable, "-c", _SCAN_ANNOUNCED, "peek", "orders", "--body-regex", pattern]
-    proc = subprocess.Popen(
-        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    proc = start_sbdlq(["peek", "orders", "--body-regex", pattern], env, script=_SCAN_ANNOUNCED)
     try:
         assert proc.stderr is not None
         first = wait_for_line(proc.stderr, timeout=LONG_BUDGET_S / 10)

@@ -7,6 +7,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import IO
 
@@ -16,10 +17,17 @@ def sbdlq_env(store: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "SBDLQ_EMULATOR": str(store), **extra}
 
 
-def start_sbdlq(argv: list[str], env: dict[str, str], *, quiet: bool = False) -> subprocess.Popen[str]:
-    """Start `python -m sbdlq argv`: stdin closed, stderr piped, stdout piped (or dropped when `quiet`)."""
+def start_sbdlq(
+    argv: list[str], env: dict[str, str], *, quiet: bool = False, script: str | None = None
+) -> subprocess.Popen[str]:
+    """Start `python -m sbdlq argv`: stdin closed, stderr piped, stdout piped (or dropped when `quiet`).
+
+    `script`: Python source run instead of `-m sbdlq` (with argv as sys.argv[1:]); a test's
+    wrapper that patches a hook, then calls sbdlq.entry.main.
+    """
+    start = ["-c", script] if script is not None else ["-m", "sbdlq"]
     return subprocess.Popen(
-        [sys.executable, "-m", "sbdlq", *argv],
+        [sys.executable, *start, *argv],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
@@ -44,8 +52,16 @@ def run_or_kill(argv: list[str], env: dict[str, str], kill_after: float | None) 
     return proc.returncode
 
 
-def wait_for_line(stream: IO[str], timeout: float) -> str:
-    """The next line of a child's pipe, or AssertionError when none came within `timeout` s (a hang guard)."""
-    ready, _, _ = select.select([stream], [], [], timeout)
-    assert ready, f"no line from the process within {timeout:g}s"
-    return stream.readline()
+def wait_for_line(stream: IO[str], timeout: float, line: str | None = None) -> str:
+    """The next line of a child's pipe (or, given `line`, what came up to and including it);
+    AssertionError when it did not come within `timeout` s (a hang guard) or the pipe closed."""
+    deadline = time.monotonic() + timeout
+    seen = ""
+    while True:
+        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"no line from the process within {timeout:g}s: {seen!r}"
+        got = stream.readline()
+        seen += got
+        if line is None or got == line or not got:
+            assert got, f"the process closed its output: {seen!r}"
+            return seen
