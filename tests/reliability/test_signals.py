@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from support import dead_lettered_store, stored_ids
-from support.process import sbdlq_env, start_sbdlq, wait_for_line
+from support.process import GATE, GATED, gate_env, sbdlq_env, start_sbdlq, wait_for_line
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.paths import parse_address
@@ -30,61 +30,18 @@ def store(tmp_path: Path) -> Path:
     return dead_lettered_store(tmp_path / "store.db", N, "Bad", "broken")
 
 
-#: Printed on stderr by the wrapper below once enough has moved: from then on the run waits for the signal.
-GATE = "test: the run waits for the signal"
-
-# The console script with a gate in the emulator's round trip: once `TEST_GATE` says enough has
-# moved, every round trip waits until the run's signal handler has run. The signal then lands
-# mid-run however busy the machine is (with a sleep-and-poll, a fast run could end first), and
-# the chunks in flight finish after it, as they do when a real signal lands between two calls.
-_GATED = f"""
-import asyncio, os, sys
-from pathlib import Path
-from sbdlq.backends import emulator as backend
-from sbdlq.operations import stopping
-
-kind, where, at_least = os.environ["TEST_GATE"].split("|")
-handled, closed = [], []
-real_on_signal = stopping.Stopper._on_signal
-def on_signal(self, signum):
-    real_on_signal(self, signum)
-    handled.append(signum)
-stopping.Stopper._on_signal = on_signal
-
-def moved(engine):
-    if kind == "queue":
-        return engine.counts(where).active
-    return len(Path(where).read_bytes().splitlines()) if Path(where).exists() else 0
-
-real_round_trip = backend.EmulatorBackend._round_trip
-async def round_trip(self):
-    if not closed and moved(self.engine) >= int(at_least):
-        closed.append(True)
-        sys.stderr.write("{GATE}\\n")
-        sys.stderr.flush()
-    while closed and not handled:
-        await asyncio.sleep(0.01)  # waiting for an event (the handler ran), not for time to pass
-    await real_round_trip(self)
-backend.EmulatorBackend._round_trip = round_trip
-sys.argv[0] = "sbdlq"
-from sbdlq.entry import main
-main()
-"""
-
-
 def _run_and_signal(
     store: Path, tmp_path: Path, argv: list[str], signum: int, moved: Path | str
 ) -> tuple[int, str, str]:
     """Run `argv`, signal it once 2 * CONCURRENCY messages moved (copies in queue `moved`, or
     lines in the file `moved`); its status, stdout and stderr (the gate's line taken out)."""
-    gate = f"file|{moved}" if isinstance(moved, Path) else f"queue|{moved}"
     env = sbdlq_env(
         store,
         SBDLQ_CONFIG=str(tmp_path / "none.yaml"),
         SBDLQ_EMULATOR_LATENCY="20ms",
-        TEST_GATE=f"{gate}|{2 * CONCURRENCY}",
+        **gate_env(moved, 2 * CONCURRENCY, until="signal"),
     )
-    proc = start_sbdlq(argv, env, script=_GATED)
+    proc = start_sbdlq(argv, env, script=GATED)
     try:
         assert proc.stderr is not None
         before = wait_for_line(proc.stderr, GUARD_S, GATE + "\n")
