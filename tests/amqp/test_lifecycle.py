@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("proton")
 
 from azure.servicebus import ServiceBusClient
+from support.sdk import WAIT
 
 from sbdlq.emulator.amqp.limits import Limits
 from sbdlq.errors import BadInput
@@ -25,10 +26,10 @@ def test_lock_expiry_redelivers_while_connected(emulator: Any, client: Any) -> N
     q = emulator.queue(lock_duration_s=1)
     emulator.seed(q, "slow")
     with client.get_queue_receiver(q) as receiver:
-        (first,) = receiver.receive_messages(max_wait_time=1.0)
+        (first,) = receiver.receive_messages(max_wait_time=WAIT)
         assert first.delivery_count == 0
         emulator.clock.advance(1.1)  # let the lock lapse without settling
-        (second,) = receiver.receive_messages(max_wait_time=2.0)
+        (second,) = receiver.receive_messages(max_wait_time=WAIT)
         assert second.sequence_number == first.sequence_number
         assert second.delivery_count == 1
         receiver.complete_message(second)
@@ -44,7 +45,7 @@ def test_stop_with_a_client_holding_a_lock_loses_nothing(launch: Any) -> None:
     client = ServiceBusClient.from_connection_string(emu.conn_str(), keep_alive=None, retry_total=0)
     receiver = client.get_queue_receiver(q)
     try:
-        (held,) = receiver.receive_messages(max_wait_time=1.0)
+        (held,) = receiver.receive_messages(max_wait_time=WAIT)
         emu.stop.set()
         emu.thread.join(LONG_S / 10)
         assert not emu.thread.is_alive() and not emu.errors

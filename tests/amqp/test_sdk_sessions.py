@@ -19,7 +19,7 @@ from azure.servicebus.exceptions import (
     SessionCannotBeLockedError,
     SessionLockLostError,
 )
-from support.sdk import WAIT, bodies, drain
+from support.sdk import NOTHING_WAIT, WAIT, bodies, drain
 
 from sbdlq.emulator.amqp.session_links import DEFAULT_WAIT_S
 
@@ -56,13 +56,13 @@ def test_next_available_receivers_get_distinct_sessions_then_time_out(emulator: 
         started = time.monotonic()
         with (
             pytest.raises(OperationTimeoutError) as caught,
-            client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as r3,
+            client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=NOTHING_WAIT) as r3,
         ):
-            r3.receive_messages(max_wait_time=WAIT)
+            r3.receive_messages(max_wait_time=NOTHING_WAIT)
         # The broker answered at the end of the client's wait (the SDK sends what is left of
         # max_wait_time), not at its own default: that one would take DEFAULT_WAIT_S.
         said = re.search(r"allotted timeout of ([\d.]+) s: no session is available", str(caught.value))
-        assert said and float(said.group(1)) <= WAIT, str(caught.value)
+        assert said and float(said.group(1)) <= NOTHING_WAIT, str(caught.value)
         assert time.monotonic() - started < DEFAULT_WAIT_S
 
 
@@ -142,8 +142,10 @@ def test_aio_sessions(emulator: Any) -> None:
             async with client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as rb:
                 assert rb.session.session_id == "B"
                 with pytest.raises(OperationTimeoutError):
-                    async with client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as r:
-                        await r.receive_messages(max_wait_time=WAIT)
+                    async with client.get_queue_receiver(
+                        q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=NOTHING_WAIT
+                    ) as r:
+                        await r.receive_messages(max_wait_time=NOTHING_WAIT)
 
     asyncio.run(scenario())
 
