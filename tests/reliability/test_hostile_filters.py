@@ -90,7 +90,11 @@ main()
 
 # `regex` backtracks on the first two for minutes; it answers the third at once (so there the
 # signal may land after the run ended, and exit 0 is right).
-@pytest.mark.parametrize(("pattern", "statuses"), [("(a|aa)+$", {130}), ("(aa|a)+$", {130}), ("(a+)+$", {0, 130})])
+@pytest.mark.parametrize(
+    ("pattern", "statuses"),
+    [("(a|aa)+$", {130}), ("(aa|a)+$", {130}), ("(a+)+$", {0, 130})],
+    ids=["(a|aa)+$", "(aa|a)+$", "(a+)+$"],
+)
 def test_ctrl_c_stops_a_body_regex_scan_at_once(store: Path, tmp_path: Path, pattern: str, statuses: set[int]) -> None:
     """Ctrl-C once a body's match started: the run ends on the signal, exit 130, one line.
 
