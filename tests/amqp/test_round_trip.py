@@ -200,7 +200,7 @@ def _send_raw(conn: BlockingConnection, address: str, payload: bytes) -> None:
     delivery = sender.link.delivery(str(uuid.uuid4()))
     sender.link.send(payload)
     sender.link.advance()
-    conn.wait(lambda: delivery.settled or delivery.remote_state is not None, timeout=5, msg="no settlement")
+    conn.wait(lambda: delivery.settled or delivery.remote_state is not None, timeout=30, msg="no settlement")
     sender.close()
 
 
@@ -216,7 +216,7 @@ def _peek_raw(conn: BlockingConnection, q: str) -> bytes:
         body={"from-sequence-number": ulong(0), "message-count": 1},
     )
     requests.send(request)
-    reply = replies.receive(timeout=5)
+    reply = replies.receive(timeout=30)
     assert reply.properties["statusCode"] == 200
     return bytes(reply.body["messages"][0]["message"])
 
@@ -243,7 +243,7 @@ def test_bare_proton_sees_the_types_it_sent(emulator: Any, conn: BlockingConnect
     message_id = _value(properties.raw)[0]
     assert message_id == 99 and type(message_id) is ulong  # proton's Message shows any id as int
     receiver = conn.create_receiver(q, credit=1)
-    got = receiver.receive(timeout=5)
+    got = receiver.receive(timeout=30)
     receiver.accept()
     assert _types(got.properties) == _types(WIRE_PROPERTIES)
     assert got.correlation_id == ID

@@ -112,7 +112,7 @@ def test_enumerate_rules_sends_the_described_types(emulator: Any) -> None:
             body={"top": 2, "skip": 1},
         )
         conn.create_sender(node).send(request)
-        reply = replies.receive(timeout=5)
+        reply = replies.receive(timeout=30)
     finally:
         conn.close()
     assert reply.properties["statusCode"] == 200

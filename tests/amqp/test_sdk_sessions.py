@@ -169,7 +169,7 @@ def test_only_the_session_holder_may_renew_or_set_its_state(emulator: Any, clien
                 ("com.microsoft:get-session-state", {"session-id": "s1"}),
             ):
                 sender.send(ProtonMessage(body=body, reply_to=node, properties={"operation": operation}))
-                reply = replies.receive(timeout=10)
+                reply = replies.receive(timeout=30)
                 assert reply.properties["statusCode"] != 200, operation
         finally:
             other.close()
