@@ -53,12 +53,22 @@ def transfer(chunk: bytes, *, delivery_id: int = 0, more: bool = True, handle: i
     return frame(TRANSFER, fields, chunk)
 
 
-def wait_for(sock: socket.socket, marker: bytes, seconds: float = 3.0) -> bytes:
-    """Read until `marker` shows up (or the time is up); what was read."""
+def wait_for(sock: socket.socket, marker: bytes, seconds: float = 60.0) -> bytes:
+    """Read until `marker` shows up or the server closes; what was read. `seconds` is a hang guard."""
     deadline = time.monotonic() + seconds
     got = b""
-    while marker not in got and time.monotonic() < deadline:
-        got += drain(sock, 0.05)
+    while marker not in got:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        sock.settimeout(left)
+        try:
+            data = sock.recv(65536)
+        except OSError:  # the guard ran out, or the connection was reset
+            break
+        if not data:
+            break
+        got += data
     return got
 
 

@@ -36,7 +36,7 @@ def test_reply_goes_to_the_link_named_by_reply_to(emulator: Any, conn: BlockingC
         body={"from-sequence-number": ulong(0), "message-count": 1},
     )
     requests.send(request)
-    reply = replies.receive(timeout=5)
+    reply = replies.receive(timeout=30)
     assert reply.correlation_id == request.id
     assert reply.properties["statusCode"] == 200
     assert len(reply.body["messages"]) == 1
@@ -51,7 +51,7 @@ def test_reply_to_nobody_is_dropped(emulator: Any, conn: BlockingConnection) -> 
     kept = Message(id="kept", reply_to="listening", properties={"operation": "com.microsoft:peek-message"}, body={})
     requests.send(lost)
     requests.send(kept)
-    reply = replies.receive(timeout=5)
+    reply = replies.receive(timeout=30)
     assert reply.correlation_id == "kept"  # the reply to nobody never arrives here
 
 
@@ -60,7 +60,7 @@ def test_own_max_message_size_and_bare_modified_abandons(emulator: Any, conn: Bl
     sender = conn.create_sender(q, options=_MaxMessageSize())
     sender.send(Message(body=b"x" * 100))
     receiver = conn.create_receiver(q, credit=1, options=_MaxMessageSize())
-    message = receiver.receive(timeout=5)
+    message = receiver.receive(timeout=30)
     assert message.body == b"x" * 100
     receiver.fetcher.settle(Delivery.MODIFIED)  # modified, no delivery-failed: an abandon
     receiver.close()
@@ -80,7 +80,7 @@ def test_released_is_not_a_delivery_attempt_but_poison_still_dead_letters(
     counts = []
     for _ in range(4):
         receiver.flow(1)
-        message = receiver.receive(timeout=5)
+        message = receiver.receive(timeout=30)
         counts.append(message.delivery_count)  # the header's count: attempts before this one
         receiver.fetcher.settle(Delivery.RELEASED)
     assert counts == [0, 0, 0, 1]

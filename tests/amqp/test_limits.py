@@ -3,11 +3,15 @@ request caps, admission timeout, connection cap, and the HTTP side's timeouts.""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +22,8 @@ import raw_amqp
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusError
 
-from sbdlq.emulator.amqp.limits import Limits
+from sbdlq.emulator.amqp import guard
+from sbdlq.emulator.amqp.limits import HTTP_TIMEOUT_S, Limits
 from sbdlq.paths import parse_address
 
 KEY = "limits-key"
@@ -72,14 +77,43 @@ class _Clock:
         return time.time() + self.skew
 
 
+class _Heard(logging.Handler):
+    """Sets `seen` when a record containing `text` is logged (an event to wait on, not a sleep)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(logging.INFO)
+        self.text = text
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.seen.set()
+
+
+@contextlib.contextmanager
+def _listening(logger: logging.Logger, text: str) -> Iterator[threading.Event]:
+    heard, level = _Heard(text), logger.level
+    logger.addHandler(heard)
+    logger.setLevel(logging.INFO)
+    try:
+        yield heard.seen
+    finally:
+        logger.removeHandler(heard)
+        logger.setLevel(level)
+
+
 def test_links_are_detached_when_their_token_expires(launch: Any) -> None:
     clock = _Clock()
     emu = launch(key=KEY, clock=clock)
     q = emu.queue()
-    with _sb(emu) as client, client.get_queue_sender(q) as sender:
+    with (
+        _listening(guard.log, "expired: link detached") as detached,
+        _sb(emu) as client,
+        client.get_queue_sender(q) as sender,
+    ):
         sender.send_messages(ServiceBusMessage("before"))
         clock.skew = 2 * 3600.0  # the SDK's one-hour token is now stale, and so is any it puts
-        time.sleep(0.6)  # two driver ticks
+        assert detached.wait(60), "the listener did not detach the link"  # on its next tick
         with pytest.raises((ServiceBusAuthenticationError, ServiceBusError)):
             sender.send_messages(ServiceBusMessage("after"))
     assert [m.body for m in emu.engine.peek(parse_address(q), 0, 10)] == [b"before"]
@@ -94,21 +128,24 @@ def test_unauthenticated_connections_are_closed(launch: Any) -> None:
     emu = launch(key=KEY, limits=Limits(auth_timeout_s=0.5))
     with raw_amqp.connect(emu.port) as idle:
         idle.sendall(raw_amqp.SASL_HEADER)
-        started = time.monotonic()
-        idle.settimeout(5)
+        idle.settimeout(60)  # a hang guard: a connection that is never closed times out here
         while idle.recv(4096):
             pass
-        assert time.monotonic() - started < 3
 
 
 def test_connection_cap(launch: Any) -> None:
-    emu = launch(limits=Limits(max_connections=3, auth_timeout_s=30))
+    # The auth timeout is long: within the wait below, only the cap can close a connection.
+    emu = launch(limits=Limits(max_connections=3, auth_timeout_s=600))
     held = [raw_amqp.connect(emu.port) for _ in range(3)]
     try:
-        time.sleep(0.3)
+        # The listener accepts in arrival order, so the fourth is the one over the cap.
         with raw_amqp.connect(emu.port) as extra:
-            extra.settimeout(3)
-            assert extra.recv(1) == b""  # closed at once
+            extra.settimeout(60)
+            assert extra.recv(1) == b""  # closed by the cap, not by a timeout
+        for sock in held:  # the three within the cap are still open
+            sock.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                sock.recv(1)
     finally:
         for sock in held:
             sock.close()
@@ -116,7 +153,9 @@ def test_connection_cap(launch: Any) -> None:
 
 def _get(port: int, path: str) -> tuple[int, bytes]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+        # Under the listener's HTTP timeout: a reply that waited for an idle client to time out
+        # first would come too late.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=HTTP_TIMEOUT_S / 2) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
@@ -138,8 +177,6 @@ def test_health_hides_the_store_under_a_key(keyed_emulator: Any) -> None:
 def test_headers_trickled_a_byte_at_a_time_cannot_hold_the_http_slots(launch: Any) -> None:
     """Slowloris: each read is quick, the headers never end. A deadline for the whole header cuts
     such clients off, so their slots come back and /health answers again."""
-    import threading
-
     emu = launch(limits=Limits(http_max_clients=2, http_timeout_s=1.0))
     closed: list[bool] = []
     stop = threading.Event()

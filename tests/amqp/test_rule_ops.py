@@ -20,6 +20,7 @@ from azure.servicebus._common import constants, mgmt_handlers
 from azure.servicebus.exceptions import MessagingEntityAlreadyExistsError, MessagingEntityNotFoundError
 from proton import Described, Message
 from proton.utils import BlockingConnection
+from support.sdk import drain
 
 from sbdlq.emulator.amqp import rule_ops
 
@@ -68,8 +69,7 @@ def test_add_enumerate_and_remove_rules_through_the_sdk(emulator: Any, client: A
                 ServiceBusMessage("o", correlation_id="c1", subject="order", application_properties={"n": 7}),
             ]
         )
-    got = receiver.receive_messages(max_message_count=2, max_wait_time=5)
-    got += receiver.receive_messages(max_message_count=2, max_wait_time=1) if len(got) < 2 else []
+    got = drain(receiver, 2)
     assert sorted(str(m) for m in got) == ["o", "red"]
     tagged = {str(m): m.application_properties.get(b"tagged") for m in got}
     assert tagged == {"red": None, "o": b"yes"}
@@ -112,7 +112,7 @@ def test_enumerate_rules_sends_the_described_types(emulator: Any) -> None:
             body={"top": 2, "skip": 1},
         )
         conn.create_sender(node).send(request)
-        reply = replies.receive(timeout=5)
+        reply = replies.receive(timeout=30)
     finally:
         conn.close()
     assert reply.properties["statusCode"] == 200

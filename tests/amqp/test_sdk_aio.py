@@ -12,12 +12,13 @@ pytest.importorskip("proton")
 from azure.servicebus import ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue
 from azure.servicebus.aio import ServiceBusClient
 from azure.servicebus.exceptions import MessagingEntityNotFoundError
+from support.sdk import WAIT
 
 
 async def _drain(receiver: Any, expected: int) -> list[Any]:
     got: list[Any] = []
     for _ in range(expected + 2):
-        batch = await receiver.receive_messages(max_message_count=expected - len(got), max_wait_time=1.0)
+        batch = await receiver.receive_messages(max_message_count=expected - len(got), max_wait_time=WAIT)
         got.extend(batch)
         if len(got) >= expected or not batch:
             break
@@ -86,7 +87,7 @@ def test_aio_closing_a_receiver_releases_what_it_buffered_without_counting_a_del
         client = ServiceBusClient.from_connection_string(emulator.conn_str(), keep_alive=None)
         # Prefetch: the SDK asks for 5 and hands out 1; closing releases the 4 it kept.
         async with client, client.get_queue_receiver(q, prefetch_count=5) as receiver:
-            (first,) = await receiver.receive_messages(max_message_count=1, max_wait_time=1.0)
+            (first,) = await receiver.receive_messages(max_message_count=1, max_wait_time=WAIT)
             queue = receiver._handler._received_messages  # the SDK's buffer (private)
             for _ in range(50):
                 if queue.qsize() >= 4:

@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("proton")
 
 from azure.servicebus.aio import ServiceBusClient
+from support.sdk import WAIT
 
 from sbdlq.backends.servicebus import sdk_compat
 
@@ -19,7 +20,7 @@ async def _receive(receiver: Any, n: int) -> list[Any]:
     """n messages from a receiver, however many receives that takes."""
     got: list[Any] = []
     while len(got) < n:
-        got += await receiver.receive_messages(max_message_count=10, max_wait_time=2)
+        got += await receiver.receive_messages(max_message_count=10, max_wait_time=WAIT)
     return got
 
 

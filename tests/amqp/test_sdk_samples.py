@@ -8,12 +8,14 @@ mostly wait), so the module takes about as long as its longest sample.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +64,15 @@ def _cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
 
 
 class _Farm:
-    """The emulator process and the sample runs, started once for the module."""
+    """The emulator process and the sample runs, started once for the whole test run.
 
-    def __init__(self, workdir: Path, selected: list[samples.Sample]) -> None:
+    Each run's outcome is written to `results` as `<id>.json`, so that the tests of every
+    pytest-xdist worker read the one farm's results (see `farm`).
+    """
+
+    def __init__(self, workdir: Path, selected: list[samples.Sample], results: Path) -> None:
         self.workdir = workdir
+        self.results = results
         self.store = workdir / "emulator.db"
         config = workdir / "Config.json"
         config.write_text(samples.config_json(selected))
@@ -95,11 +102,9 @@ class _Farm:
         for s in selected:
             self._seed(s)
         self.pool = ThreadPoolExecutor(_PARALLEL)
-        # the long ones first, so the module takes about as long as the longest
-        order = sorted(selected, key=lambda s: -s.timeout)
-        self.runs: dict[str, Future[samples.Run]] = {
-            s.id: self.pool.submit(samples.run, s, self.reach, workdir) for s in order
-        }
+        # the long ones first, so the farm takes about as long as the longest
+        for s in sorted(selected, key=lambda s: -s.timeout):
+            self.pool.submit(self._run, s)
 
     def _seed(self, sample: samples.Sample) -> None:
         from sbdlq.models import OutboundMessage
@@ -109,37 +114,83 @@ class _Farm:
             messages = [OutboundMessage(body=f"seed {i}".encode()) for i in range(n)]
             self.engine.send(parse_entity(sample.entity(key)), messages)
 
+    def _run(self, sample: samples.Sample) -> None:
+        """Run one sample and write its outcome (the counts it left, or why it could not run)."""
+        outcome: dict[str, Any]
+        try:
+            run = samples.run(sample, self.reach, self.workdir)
+            counts = {key: self.counts(sample.entity(key)) for key in sample.expect}
+            outcome = {"returncode": run.returncode, "tail": run.tail(), "counts": counts}
+        except Exception as exc:  # written, so that the waiting test fails with it instead of hanging
+            outcome = {"error": repr(exc)}
+        partial = self.results / f"{sample.id}.json.part"
+        partial.write_text(json.dumps(outcome))
+        partial.rename(self.results / f"{sample.id}.json")  # atomic: a reader sees all of it or nothing
+
     def counts(self, entity: str) -> tuple[int, int]:
         c = self.engine.counts(entity)
         return c.active + c.scheduled, c.dead_letter
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        # Every run finishes (each within its own timeout): other workers' tests wait for them.
+        self.pool.shutdown(wait=True)
         self.server.terminate()
         try:
-            self.server.wait(15)
+            self.server.wait(60)
         except subprocess.TimeoutExpired:
             self.server.kill()
         self.engine.close()
 
 
+def _outcome(results: Path, sample: samples.Sample, guard_s: float) -> dict[str, Any]:
+    """The farm's outcome for `sample`, once written; `guard_s` is a hang guard (the farm kills
+    each sample at its own timeout, so it always writes one unless its process died)."""
+    path = results / f"{sample.id}.json"
+    deadline = time.monotonic() + guard_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"no outcome for {sample.id} within {guard_s:.0f} s"
+        time.sleep(0.5)  # a polling interval: the outcome is a file another process writes
+    return dict(json.loads(path.read_text()))
+
+
 @pytest.fixture(scope="module")
-def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Farm]:
+def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, float]]:
+    """Where the sample outcomes appear, and how long to wait for one at most.
+
+    Under pytest-xdist every worker that runs one of these tests sets this fixture up, and each
+    sees every selected sample in its session: a farm per worker ran every sample up to eight
+    times at once (the two auto_lock_renew runs take 288 s each) and loaded the machine for the
+    rest of the suite. The first worker to get here claims the farm; the others read its results.
+    """
     wanted = {item.callspec.id for item in request.session.items if item.module is request.module}  # type: ignore[attr-defined]
     selected = [s for s in _SAMPLES if s.id in wanted and s.stem not in samples.EXCLUDED]
-    farm = _Farm(tmp_path_factory.mktemp("sdk-samples"), selected)
-    yield farm
-    farm.close()
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's, not this worker's
+    results = shared / "sdk-samples-results"
+    # Each sample is killed at its own timeout, _PARALLEL at a time: the farm is done by then.
+    guard_s = 600 + sum(s.timeout for s in selected) / _PARALLEL
+    try:
+        (shared / "sdk-samples.claim").touch(exist_ok=False)
+    except FileExistsError:
+        yield results, guard_s  # another worker runs the farm
+        return
+    results.mkdir()
+    running = _Farm(tmp_path_factory.mktemp("sdk-samples"), selected, results)
+    yield results, guard_s
+    running.close()
 
 
 @pytest.mark.parametrize("sample", _params())
-def test_sample(sample: samples.Sample, farm: _Farm) -> None:
-    run = farm.runs[sample.id].result()
+def test_sample(sample: samples.Sample, farm: tuple[Path, float]) -> None:
+    results, guard_s = farm
+    outcome = _outcome(results, sample, guard_s)
+    assert "error" not in outcome, f"{sample.id} could not run: {outcome.get('error')}"
+    code, tail = outcome["returncode"], outcome["tail"]
     if sample.stem in samples.LOOPING:
-        assert run.returncode in (None, 0), f"{sample.id} failed ({run.returncode}):\n{run.tail()}"
+        assert code in (None, 0), f"{sample.id} failed ({code}):\n{tail}"
     else:
-        assert run.returncode is not None, f"{sample.id} did not finish in {sample.timeout:.0f} s:\n{run.tail()}"
-        assert run.returncode == 0, f"{sample.id} exited {run.returncode}:\n{run.tail()}"
+        assert code is not None, f"{sample.id} did not finish in {sample.timeout:.0f} s:\n{tail}"
+        assert code == 0, f"{sample.id} exited {code}:\n{tail}"
     for key, expected in sample.expect.items():
-        got = farm.counts(sample.entity(key))
-        assert got == expected, f"{sample.entity(key)}: (active, dead-letter) {got}, expected {expected}\n{run.tail()}"
+        got = tuple(outcome["counts"][key])
+        assert got == expected, f"{sample.entity(key)}: (active, dead-letter) {got}, expected {expected}\n{tail}"

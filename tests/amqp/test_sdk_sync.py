@@ -228,7 +228,7 @@ def test_session_receivers(emulator: Any, client: Any) -> None:
         (m,) = drain(receiver, 1)
         assert (bodies([m]), receiver.session.session_id) == (["for-b"], "B")
         receiver.complete_message(m)
-    with client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as receiver:
+    with client.get_queue_receiver(q, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=WAIT) as receiver:
         (m,) = drain(receiver, 1)
         assert (bodies([m]), receiver.session.session_id) == (["for-a"], "A")
         receiver.complete_message(m)

@@ -23,7 +23,7 @@ pytest.importorskip("proton")
 
 import raw_amqp
 
-from sbdlq.emulator.amqp.limits import Limits
+from sbdlq.emulator.amqp.limits import HTTP_TIMEOUT_S, Limits
 
 
 def _ws_frame(payload: bytes) -> bytes:
@@ -53,7 +53,8 @@ def test_connected_websocket_clients_leave_http_answering(launch: Any) -> None:
     emu = launch(limits=Limits(http_max_clients=4, max_connections=50))
     clients = [_open_over_websocket(emu.http_port) for _ in range(6)]  # more than the HTTP slots
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{emu.http_port}/health", timeout=3) as resp:
+        # Under the HTTP timeout: clients holding the slots would keep /health waiting past it.
+        with urllib.request.urlopen(f"http://127.0.0.1:{emu.http_port}/health", timeout=HTTP_TIMEOUT_S / 2) as resp:
             assert json.loads(resp.read())["status"] == "ok"
     finally:
         for sock in clients:

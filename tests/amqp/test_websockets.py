@@ -151,7 +151,8 @@ def test_cli_through_a_proxy_never_prints_its_password(emulator: Any, proxy: Any
 def test_cli_wrong_proxy_password_is_one_line_without_it(emulator: Any, proxy: Any, cli: Any) -> None:
     q = emulator.queue()
     env = {"SBDLQ_EMULATOR_HTTP_PORT": str(emulator.http_port), "HTTPS_PROXY": proxy.url("op", "wrong-password")}
-    args = ("--connection-string", emulator.conn_str(), "--transport", "websockets", "--timeout", "3s")
+    # A long timeout: the refusal comes at once, and a busy machine must not turn it into a timeout.
+    args = ("--connection-string", emulator.conn_str(), "--transport", "websockets", "--timeout", "60s")
     code, out, err = cli.bare(*args, "peek", q, env=env)
     assert (code, out) == (1, "")
     assert err == (

@@ -54,7 +54,7 @@ def served(cli: Any, state_home: Path) -> Iterator[tuple[subprocess.Popen[str], 
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=10)
+        proc.communicate(timeout=60)
 
 
 def test_count_with_only_the_connection_string_reads_counts_from_the_admin_endpoint(
@@ -76,7 +76,7 @@ def test_count_with_only_the_connection_string_reads_counts_from_the_admin_endpo
     assert f"sbdlq: admin endpoint: http://localhost:{http} (port from {source})" in said
     assert "sbdlq: counts: from the admin endpoint's runtime properties" in said
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=10)
+    proc.communicate(timeout=60)
     assert proc.returncode == 0
     assert not record.path.exists()  # removed on a clean stop
 

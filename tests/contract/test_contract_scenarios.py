@@ -301,14 +301,16 @@ def test_export_failure_deletes_nothing_that_was_not_exported(
 # ---------------------------------------------------------------- locks and concurrency
 
 
-def test_locks_are_renewed_while_a_slow_send_outlasts_them(spy: Spy, seed: Seeder, aio: Any) -> None:
-    seed.queue("q", lock_duration_s=1)
+def test_locks_are_renewed_while_a_slow_send_outlasts_them(
+    spy: Spy, seed: Seeder, aio: Any, short_lock_s: float
+) -> None:
+    seed.queue("q", lock_duration_s=short_lock_s)
     seed.queue("target")
     seed.dead_letter("q", 2, reason="Keep", prefix="k")
     seed.dead_letter("q", 4, reason="Move", prefix="v")
 
     async def slow(entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
-        await asyncio.sleep(1.6)
+        await asyncio.sleep(1.6 * short_lock_s)
 
     spy.before_send = slow
     r = aio(resubmit(spy, DLQ, EntityPath("target"), selection=build_selection(reasons=["Move"]), concurrency=4))

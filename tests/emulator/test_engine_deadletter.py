@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -154,13 +153,16 @@ def test_bulk_dead_letter_and_abandon_are_fast(engine: Engine, h: Helpers) -> No
     n = 5000
     engine.send("bulk", h.msgs(n))
     got = engine.receive(A("bulk"), n)
-    started = time.perf_counter()
+    # Fast means in bulk: a few statements per chunk of messages, never one per message (what
+    # the clock measured before, and a busy machine's clock cannot measure).
+    statements: list[str] = []
+    engine.store.conn.set_trace_callback(statements.append)
     half = n // 2
     engine.dead_letter(A("bulk"), [m.lock_token for m in got[:half]], reason="bulk", description="d")
     engine.abandon(A("bulk"), [m.lock_token for m in got[half:]])  # past MaxDeliveryCount of 1
-    elapsed = time.perf_counter() - started
+    engine.store.conn.set_trace_callback(None)
     c = engine.counts("bulk")
     assert (c.active, c.dead_letter) == (0, n)
     reasons = {m.dead_letter_reason for m in engine.peek(A("bulk/$DeadLetterQueue"), 0, n)}
     assert reasons == {"bulk", "MaxDeliveryCountExceeded"}
-    assert elapsed < 2.0, elapsed
+    assert len(statements) < n / 50, statements

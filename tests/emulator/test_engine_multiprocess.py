@@ -19,13 +19,16 @@ ROOT = Path(__file__).resolve().parents[2]
 PRELOADED = 2000
 SENT_LATER = 600
 WORKERS = 4
+#: How long a process may wait for the others or for the queue to drain: a hang guard, far above
+#: what a busy machine needs (the run is a few seconds alone), not a speed bound.
+GUARD_S = 300
 
 
 def _start_together(out: str) -> None:
     """Say ready, then wait for the parent's go: imports done, every process starts at once."""
     Path(out + ".ready").write_text("ready")
     go = Path(out).parent / "go"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + GUARD_S
     while not go.exists():
         if time.monotonic() > deadline:
             raise SystemExit("no go signal")
@@ -43,7 +46,7 @@ def _consume(db: str, out: str, done_flag: str, batch: int) -> None:
     got: list[str] = []
     errors: list[str] = []
     empties_after_done = 0
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + GUARD_S
     with Engine(db) as engine:
         while time.monotonic() < deadline:
             try:
@@ -102,7 +105,6 @@ def test_workers_in_several_processes_share_one_queue(tmp_path: Path) -> None:
     assert first == list(range(1, PRELOADED + 1))
 
     done_flag = str(tmp_path / "sender.done")
-    started = time.monotonic()
     workers = [
         _spawn("consume", db, str(tmp_path / f"worker{w}.json"), done_flag, str(batch))
         for w, batch in enumerate((10, 25, 50, 100)[:WORKERS])
@@ -111,20 +113,19 @@ def test_workers_in_several_processes_share_one_queue(tmp_path: Path) -> None:
     procs = [*workers, sender]
     try:
         outs = [*(tmp_path / f"worker{w}.json" for w in range(WORKERS)), tmp_path / "sender.json"]
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + GUARD_S
         while not all(Path(f"{o}.ready").exists() for o in outs):
             assert time.monotonic() < deadline, "processes did not start"
             assert all(p.poll() is None for p in procs), "a process died while starting"
             time.sleep(0.01)
         (tmp_path / "go").write_text("go")
         for p in procs:
-            _, err = p.communicate(timeout=90)
+            _, err = p.communicate(timeout=2 * GUARD_S)
             assert p.returncode == 0, err.decode(errors="replace")[-3000:]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    elapsed = time.monotonic() - started
 
     results = [json.loads((tmp_path / f"worker{w}.json").read_text()) for w in range(WORKERS)]
     errors = [e for r in results for e in r["errors"]]
@@ -135,14 +136,15 @@ def test_workers_in_several_processes_share_one_queue(tmp_path: Path) -> None:
     # No message delivered to two lockers, none lost.
     assert len(everything) == len(set(everything)), "a message was delivered twice"
     assert set(everything) == expected
-    assert all(ids for ids in per_worker), "the workers did not actually run side by side"
+    # Side by side: on a machine busy enough, one worker may find the queue empty every time it
+    # gets the CPU, so two that took messages are the proof.
+    assert sum(1 for ids in per_worker if ids) >= 2, "the workers did not actually run side by side"
 
     late_seqs = json.loads((tmp_path / "sender.json").read_text())["seqs"]
     assert late_seqs == list(range(PRELOADED + 1, PRELOADED + SENT_LATER + 1))
     with Engine(db) as engine:
         c = engine.counts("work")
         assert (c.active, c.dead_letter) == (0, 0)
-    assert elapsed < 60
 
 
 if __name__ == "__main__":

@@ -12,11 +12,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from support import dead_letter_all, stored_ids
+from support.process import GATE, GATED, gate_env, start_sbdlq, wait_for_line
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
@@ -24,6 +24,7 @@ from sbdlq.paths import parse_address
 from tests.conftest import Cli
 
 N = 6
+GUARD_S = 60  # a hang guard for each wait on a process, not a speed bound
 RECORD = b'{"sequence_number": 1, "message_id": "old-1", "body": "x"}\n'
 
 
@@ -112,24 +113,24 @@ def test_two_runs_at_once_lose_nothing(seeded: Engine, store: Path, tmp_path: Pa
     got = seeded.receive(address, 200)
     seeded.dead_letter(address, [m.lock_token for m in got if m.lock_token], "Bad", "broken")
     path = tmp_path / "export.jsonl"
+    release = tmp_path / "release"
     env = {
         **os.environ,
         "SBDLQ_EMULATOR": str(store),
         "SBDLQ_CONFIG": str(tmp_path / "none.yaml"),
-        # Slow enough (about 8 s) that the second run starts while the first still writes,
-        # even when a busy machine takes seconds to start a process.
-        "SBDLQ_EMULATOR_LATENCY": "100ms",
+        # Latency makes each call a round trip, where the gate holds the first run once it has
+        # written a line, until the second run is done: they overlap on any machine.
+        "SBDLQ_EMULATOR_LATENCY": "20ms",
     }
-    argv = [sys.executable, "-m", "sbdlq", "purge", "orders", "--yes", "--batch-size", "5", "--export", str(path)]
-    first = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    # Wait until the first run is writing.
-    for _ in range(400):
-        if path.exists() and path.stat().st_size > 0:
-            break
-        time.sleep(0.02)
-    second = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    args = ["purge", "orders", "--yes", "--batch-size", "5", "--export", str(path)]
+    first = start_sbdlq(args, {**env, **gate_env(path, 1, until=release)}, script=GATED)
+    assert first.stderr is not None
+    wait_for_line(first.stderr, GUARD_S, GATE + "\n")  # the first run is writing
+    argv = [sys.executable, "-m", "sbdlq", *args]
+    second = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=GUARD_S)
     overlapped = first.poll() is None
-    _, first_err = first.communicate(timeout=120)
+    release.write_text("go")
+    _, first_err = first.communicate(timeout=GUARD_S)
     assert overlapped, "the first run ended before the second ran: nothing was tested"
     assert first.returncode == 0, first_err
     assert second.returncode == 1, second.stderr

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from support import dead_letter_all
-from support.process import sbdlq_env, start_sbdlq
+from support.process import sbdlq_env, start_sbdlq, wait_for_line
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
@@ -42,7 +41,7 @@ def test_like_with_many_wildcards_answers_at_once(store: Path, tmp_path: Path) -
     pattern = "%a" * 10 + "%b"
     proc = _sbdlq(store, tmp_path, "peek", "orders", "--where", f"k LIKE '{pattern}'", "-o", "json")
     try:
-        out, err = proc.communicate(timeout=20)
+        out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode == 0, err
@@ -53,7 +52,7 @@ def test_catastrophic_body_regex_fails_the_run_with_one_line(store: Path, tmp_pa
     """A regex that backtracks for minutes hits the time budget: exit 2, one line, nothing moved."""
     proc = _sbdlq(store, tmp_path, "purge", "orders", "--yes", "--body-regex", "(a|aa)+$")
     try:
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     lines = [line for line in err.splitlines() if line.strip()]
@@ -65,16 +64,55 @@ def test_catastrophic_body_regex_fails_the_run_with_one_line(store: Path, tmp_pa
     eng.close()
 
 
-@pytest.mark.parametrize("pattern", ["(a+)+$", "(a|aa)+$"])
-def test_ctrl_c_stops_a_body_regex_scan_at_once(store: Path, tmp_path: Path, pattern: str) -> None:
-    proc = _sbdlq(store, tmp_path, "peek", "orders", "--body-regex", pattern)
-    time.sleep(0.8)  # let it start and reach the match (a real Ctrl-C lands at an unknown moment)
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
+# Long enough that only Ctrl-C can end the scan within the test's wait: the product's budget
+# (REGEX_BUDGET_S, 1 s) would otherwise stop it by itself, and the test could not tell who did.
+LONG_BUDGET_S = 600.0
+#: Printed on stderr by the wrapper below when the scan of a body starts.
+SCANNING = "test: scanning a body"
+
+# The console script, with a long regex budget, announcing each body's scan on stderr (an event
+# for the test to wait on, instead of guessing how long the start takes on a busy machine).
+_SCAN_ANNOUNCED = f"""
+import sys
+from sbdlq import selection
+selection.REGEX_BUDGET_S = {LONG_BUDGET_S}
+real_search = selection.BodyRegex.search
+def search(self, text, sequence_number=0):
+    sys.stderr.write("{SCANNING}\\n")
+    sys.stderr.flush()
+    return real_search(self, text, sequence_number)
+selection.BodyRegex.search = search
+sys.argv[0] = "sbdlq"
+from sbdlq.entry import main
+main()
+"""
+
+
+# `regex` backtracks on the first two for minutes; it answers the third at once (so there the
+# signal may land after the run ended, and exit 0 is right).
+@pytest.mark.parametrize(
+    ("pattern", "statuses"),
+    [("(a|aa)+$", {130}), ("(aa|a)+$", {130}), ("(a+)+$", {0, 130})],
+    ids=["(a|aa)+$", "(aa|a)+$", "(a+)+$"],
+)
+def test_ctrl_c_stops_a_body_regex_scan_at_once(store: Path, tmp_path: Path, pattern: str, statuses: set[int]) -> None:
+    """Ctrl-C once a body's match started: the run ends on the signal, exit 130, one line.
+
+    No wall-clock bound: the scan's budget is LONG_BUDGET_S, so a run that ignored the signal
+    would still be matching when the test's wait (a tenth of it) gives up.
+    """
+    env = sbdlq_env(store, SBDLQ_CONFIG=str(tmp_path / "none.yaml"))
+    proc = start_sbdlq(["peek", "orders", "--body-regex", pattern], env, script=_SCAN_ANNOUNCED)
     try:
-        _, err = proc.communicate(timeout=10)
+        assert proc.stderr is not None
+        first = wait_for_line(proc.stderr, timeout=LONG_BUDGET_S / 10)
+        assert first == SCANNING + "\n", first
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=LONG_BUDGET_S / 10)
     finally:
         proc.kill()
-    assert time.monotonic() - sent < 3.0
-    assert proc.returncode in (0, 2, 130), err
-    assert "Traceback" not in err
+    assert proc.returncode in statuses, rest
+    assert "Traceback" not in rest
+    said = [line for line in rest.splitlines() if line != SCANNING]
+    if proc.returncode == 130:
+        assert len(said) == 1 and said[0].startswith("sbdlq: interrupted"), rest

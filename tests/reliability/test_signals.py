@@ -1,7 +1,8 @@
 """SIGTERM and Ctrl-C mid-run: in-flight chunks finish, the rest is released, the summary is printed (issue 12 item 14).
 
-Real `sbdlq` processes, slowed by SBDLQ_EMULATOR_LATENCY so the signal lands while messages
-move; the test waits until some have moved before it signals.
+Real `sbdlq` processes, slowed by SBDLQ_EMULATOR_LATENCY so that a move is a send and then a
+complete (as on Service Bus), and gated: once some messages moved, the run waits for the signal,
+so it lands while messages move however fast or slow the machine is.
 """
 
 from __future__ import annotations
@@ -9,18 +10,18 @@ from __future__ import annotations
 import json
 import re
 import signal
-import time
 from pathlib import Path
 
 import pytest
 from support import dead_lettered_store, stored_ids
-from support.process import sbdlq_env, start_sbdlq
+from support.process import GATE, GATED, gate_env, sbdlq_env, start_sbdlq, wait_for_line
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.paths import parse_address
 
 N = 400
 CONCURRENCY = 8
+GUARD_S = 60  # a hang guard for each wait on the process, not a speed bound
 
 
 @pytest.fixture
@@ -32,26 +33,23 @@ def store(tmp_path: Path) -> Path:
 def _run_and_signal(
     store: Path, tmp_path: Path, argv: list[str], signum: int, moved: Path | str
 ) -> tuple[int, str, str]:
-    env = sbdlq_env(store, SBDLQ_CONFIG=str(tmp_path / "none.yaml"), SBDLQ_EMULATOR_LATENCY="20ms")
-    proc = start_sbdlq(argv, env)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        done = (
-            len(moved.read_bytes().splitlines())
-            if isinstance(moved, Path) and moved.exists()
-            else len(stored_ids(store, moved))
-            if isinstance(moved, str)
-            else 0
-        )
-        if done >= 2 * CONCURRENCY:
-            break
-        time.sleep(0.02)
-    proc.send_signal(signum)
+    """Run `argv`, signal it once 2 * CONCURRENCY messages moved (copies in queue `moved`, or
+    lines in the file `moved`); its status, stdout and stderr (the gate's line taken out)."""
+    env = sbdlq_env(
+        store,
+        SBDLQ_CONFIG=str(tmp_path / "none.yaml"),
+        SBDLQ_EMULATOR_LATENCY="20ms",
+        **gate_env(moved, 2 * CONCURRENCY, until="signal"),
+    )
+    proc = start_sbdlq(argv, env, script=GATED)
     try:
-        out, err = proc.communicate(timeout=30)
+        assert proc.stderr is not None
+        before = wait_for_line(proc.stderr, GUARD_S, GATE + "\n")
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=GUARD_S)
     finally:
         proc.kill()
-    return proc.returncode, out, err
+    return proc.returncode, out, before.removesuffix(GATE + "\n") + err
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])

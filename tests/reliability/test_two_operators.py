@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from support import dead_lettered_store, stored_ids
-from support.process import sbdlq_env, start_sbdlq
+from support.process import GATE, GATED, gate_env, sbdlq_env, start_sbdlq, wait_for_line
 
 pytestmark = pytest.mark.slow
 N = 1500
+GUARD_S = 120  # a hang guard for each wait on a process, not a speed bound
 
 
 @pytest.fixture
@@ -21,19 +23,31 @@ def store(tmp_path: Path) -> Path:
     return dead_lettered_store(tmp_path / "store.db", N, "Twice")
 
 
-def _start(store: Path, args: list[str], latency: str = "2ms") -> subprocess.Popen[str]:
+def _start(store: Path, args: list[str], latency: str = "2ms", **gate: str) -> subprocess.Popen[str]:
     env = sbdlq_env(store, SBDLQ_EMULATOR_LATENCY=latency) if latency else sbdlq_env(store)
-    return start_sbdlq(args, env)
+    return start_sbdlq(args, {**env, **gate}, script=GATED if gate else None)
 
 
 # With latency the emulator stands in for a namespace: the locked loop, a batch of 5 per
 # receive. Without it a resubmit moves without locks, a transaction per batch: --batch-size 1
-# and a DLQ 20 times bigger keep both processes at work at once.
+# and a DLQ 20 times bigger keep both processes at work at once once both run.
 @pytest.mark.parametrize(("latency", "messages"), [("2ms", N), ("", 20 * N)], ids=["locked", "unlocked"])
 def test_two_resubmits_move_each_message_once(tmp_path: Path, latency: str, messages: int) -> None:
     store = dead_lettered_store(tmp_path / "store.db", messages, "Twice")
     args = ["resubmit", "orders", "--to", "retry", "--batch-size", "5" if latency else "1", "-o", "json"]
-    a, b = _start(store, args, latency), _start(store, args, latency)
+    # Both at work whatever the machine's speed: `a` moves a few, then waits at a gate until `b`
+    # has moved some too (a process start can take longer than a whole run on a busy machine).
+    release = tmp_path / "release"
+    a = _start(store, args, latency, **gate_env("retry", 5, until=release))
+    assert a.stderr is not None
+    wait_for_line(a.stderr, GUARD_S, GATE + "\n")
+    held = len(stored_ids(store, "retry"))  # `a` is held: only `b` adds to these now
+    b = _start(store, args, latency)
+    deadline = time.monotonic() + GUARD_S
+    while len(stored_ids(store, "retry")) == held and b.poll() is None:
+        assert time.monotonic() < deadline, "the second operator moved nothing"
+        time.sleep(0.05)  # a polling interval: the copies are another process's work
+    release.write_text("go")
     out_a, err_a = a.communicate(timeout=300)
     out_b, err_b = b.communicate(timeout=300)
     assert a.returncode == 0, err_a

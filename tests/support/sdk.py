@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-WAIT = 1.0  # seconds a receive waits for messages that are already there
+#: How long a receive may wait for messages that are already there. The SDK returns as soon as
+#: they came (0.2 s after the first), so this costs nothing unless the machine is slow, and a
+#: busy machine can take longer than a second to carry a message across.
+WAIT = 30.0
+#: How long a receive, or a next-available session receiver, waits where nothing is to come:
+#: the test waits it out every time, so it stays short (a late message is not what those test).
+NOTHING_WAIT = 1.0
 
 
 def bodies(messages: list[Any]) -> list[str]:
