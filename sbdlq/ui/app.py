@@ -40,7 +40,7 @@ class DlqApp(App[None]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
+        Binding("q", "quit", "Quit"),  # in a text field, q is typed (Ctrl+Q, Textual's, quits there too)
         Binding("1", "show('entities')", "Entities", show=False),
         Binding("2", "show('messages')", "Messages", show=False),
         Binding("3", "show('detail')", "Detail", show=False),
@@ -87,7 +87,8 @@ class DlqApp(App[None]):
         if self.start_at is not None:
             await self.open_dlq(self.start_at)
         else:
-            self.query_one("#entity-filter").focus()
+            # The table, not the filter box: every key works from the first frame (`/` filters).
+            self.query_one("#entities").focus()
 
     async def on_unmount(self) -> None:
         await self.backend.close()
@@ -164,6 +165,13 @@ class DlqApp(App[None]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        """q and Ctrl+Q, from any pane or dialog; not while an action runs (it stops only at a safe point)."""
+        if isinstance(self.screen, ActionScreen) and self.screen.running:
+            self.notify("the run is still going; quit when it has finished", severity="warning")
+            return
+        await super().action_quit()
 
     def action_act(self, kind: Kind) -> None:
         if self.read_only:  # the binding is off; this guards any other way in

@@ -1,4 +1,4 @@
-"""Entities pane: every queue and subscription with its counts, refreshed, sorted, filtered as you type."""
+"""Entities pane: every queue and subscription with its counts, refreshed, sorted, filtered (`/`) as you type."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ class EntitiesPane(TablePane):
         Binding("t", "open_transfer", "Transfer DLQ"),
         Binding("s", "toggle_sort", "Sort"),
         Binding("slash", "focus_filter", "Filter"),
+        Binding("escape", "leave_filter", "Leave filter", show=False),
     ]
     TABLE_ID = "entities"
     BELOW_ID = "entity-status"
@@ -40,7 +41,7 @@ class EntitiesPane(TablePane):
         self.by_size = True
 
     def above_table(self) -> ComposeResult:
-        yield Input(placeholder="type to filter entities", id="entity-filter")
+        yield Input(placeholder="/ filters entities (Enter or Esc: back to the list)", id="entity-filter")
 
     def show(self, counts: list[Counts]) -> None:
         """Replace the rows, keeping the cursor on the same entity."""
@@ -100,6 +101,9 @@ class EntitiesPane(TablePane):
 
     def action_focus_filter(self) -> None:
         self.query_one("#entity-filter", Input).focus()
+
+    def action_leave_filter(self) -> None:
+        self.table.focus()
 
     def _open(self, sub_queue: SubQueue) -> None:
         entity = self.selected_entity()

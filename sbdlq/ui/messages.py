@@ -32,6 +32,7 @@ class MessagesPane(TablePane):
         Binding("n", "next_page", "Next"),
         Binding("p", "previous_page", "Prev"),
         Binding("slash", "focus_filter", "Filter", show=False),
+        Binding("escape", "leave_filter", "Leave filter", show=False),
     ]
     TABLE_ID = "messages"
     BELOW_ID = "messages-status"
@@ -205,3 +206,7 @@ class MessagesPane(TablePane):
 
     def action_focus_filter(self) -> None:
         self.query_one("#filter", Input).focus()
+
+    def action_leave_filter(self) -> None:
+        """Escape: back to the table; the filter in force stays the one last submitted (Enter)."""
+        self.table.focus()

@@ -44,8 +44,9 @@ SYSTEM_FIELDS = ("subject", "content_type", "time_to_live_s", "session_id", "cor
 HELP = """\
 sbdlq ui — keys
 
-Anywhere      1 entities · 2 messages · 3 detail · 4 reasons · ? help · q quit
-Entities      type to filter · Enter open DLQ · t transfer DLQ · s sort (DLQ size/name) · / filter
+Anywhere      1 entities · 2 messages · 3 detail · 4 reasons · ? help · q or Ctrl+Q quit
+              (in a text field q is typed: Esc leaves the field, Ctrl+Q quits)
+Entities      / filter (Enter or Esc: back) · Enter open DLQ · t transfer DLQ · s sort
 Messages      / filter line (the selection options: --reason, --where, ...) · Enter detail
               space mark · a all that match · c clear marks · n next page · p previous page
 Actions       r resubmit · d purge (optionally exporting first) · e export to JSONL
@@ -61,7 +62,8 @@ Reasons       Enter filters the messages to that reason
 class HelpScreen(ModalScreen[None]):
     """The keys."""
 
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]  # noqa: RUF012
+    # A modal screen cuts the app's bindings off: q quits here as everywhere outside a text field.
+    BINDINGS = [Binding("escape,question_mark", "dismiss", "Close"), Binding("q", "app.quit", "Quit")]  # noqa: RUF012
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
@@ -74,7 +76,7 @@ class ActionScreen(ModalScreen[bool]):
     Dismissed with True when something ran, so the caller reloads what it shows.
     """
 
-    BINDINGS = [Binding("escape", "close", "Close")]  # noqa: RUF012
+    BINDINGS = [Binding("escape", "close", "Close"), Binding("q", "app.quit", "Quit")]  # noqa: RUF012
     # One line a field, so the resubmit form, its plan and the buttons fit in 80×24.
     DEFAULT_CSS = """
     ActionScreen .field { height: 1; }

@@ -72,7 +72,7 @@ def text(app: Any, selector: str) -> str:
 
 
 async def open_orders(app: DlqApp, pilot: Any) -> None:
-    await pilot.press(*"orders", "enter", "enter")
+    await pilot.press("slash", *"orders", "enter", "enter")
     await settle(app, pilot)
 
 
@@ -80,12 +80,53 @@ def test_entities_sorted_by_dlq_size_and_filtered_as_you_type(store: Path, dlqs:
     async def script(app: DlqApp, pilot: Any) -> None:
         assert [r[0] for r in rows(app, "#entities")] == ["orders", "billing", "empty"]
         assert rows(app, "#entities")[0][1:3] == [5, 0]
-        await pilot.press("b", "i", "l")
+        await pilot.press("slash", "b", "i", "l")
         assert [r[0] for r in rows(app, "#entities")] == ["billing"]
         await pilot.press("enter", "s")
         assert app.query_one(EntitiesPane).by_size is False
 
     drive(store, script)
+
+
+def test_keys_work_from_the_first_frame_and_slash_escape_enter_and_leave_the_filter(
+    store: Path, dlqs: Seeder
+) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        box = app.query_one("#entity-filter", Input)
+        assert not box.has_focus
+        await pilot.press("s")  # an app key, not a letter in the filter
+        assert app.query_one(EntitiesPane).by_size is False and box.value == ""
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert "sbdlq ui — keys" in str(app.screen.query_one(Static).render())
+        await pilot.press("escape")
+        await pilot.press("slash", *"sq")  # in the field, q and s are typed
+        assert box.has_focus and box.value == "sq" and app.is_running
+        await pilot.press("escape")
+        assert app.query_one("#entities", DataTable).has_focus
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+    drive(store, script)
+
+
+def test_q_quits_from_the_help_and_from_a_dialog(store: Path, dlqs: Seeder) -> None:
+    async def from_help(app: DlqApp, pilot: Any) -> None:
+        await pilot.press("question_mark", "q")
+        await pilot.pause()
+        assert not app.is_running
+
+    async def from_a_dialog(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        await open_action(app, pilot, "space", "d")
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+    drive(store, from_help)
+    drive(store, from_a_dialog)
+    assert dlqs.counts("orders").dead_letter == 5
 
 
 def test_browse_pages_and_detail(store: Path, seed: Seeder) -> None:
