@@ -34,8 +34,10 @@ class DlqApp(App[None]):
     #entity-status, #messages-status, #messages-title, #reasons-title { height: 1; }
     #reasons-chart { height: auto; max-height: 8; }
     ActionScreen, HelpScreen { align: center middle; }
-    #action, #help { width: 78; height: auto; max-height: 22; border: round $accent; background: $surface; }
-    #buttons { height: 3; }
+    #action, #help { width: 78; height: auto; max-height: 100%; border: round $accent; background: $surface; }
+    #action-body { height: auto; }
+    #buttons { height: 3; dock: bottom; }
+    #confirm-name { display: none; }
     #plan, #result { height: auto; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -182,7 +184,9 @@ class DlqApp(App[None]):
             self.notify("mark messages (space) or all that match (a) in the Messages pane first", severity="warning")
             return
         selection, scope = chosen
-        screen = ActionScreen(self.backend, kind, pane.address, selection, scope, self.tuning)
+        screen = ActionScreen(
+            self.backend, kind, pane.address, selection, scope, self.tuning, all_matching=pane.all_matching
+        )
         self.push_screen(screen, self._after_action)
 
     async def _after_action(self, ran: bool | None) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, ProgressBar, Static
 
@@ -86,31 +86,61 @@ class ActionScreen(ModalScreen[bool]):
     """
 
     def __init__(
-        self, backend: Backend, kind: Kind, source: Any, selection: Selection, scope: str, tuning: Tuning
+        self,
+        backend: Backend,
+        kind: Kind,
+        source: Any,
+        selection: Selection,
+        scope: str,
+        tuning: Tuning,
+        *,
+        all_matching: bool = False,
     ) -> None:
         super().__init__()
         self.backend, self.kind, self.source = backend, kind, source
         self.selection, self.scope, self.tuning = selection, scope, tuning
+        #: on every message that matches (not on marked ones): a purge of it with no export needs the name
+        self.all_matching = all_matching
         self.planned: Action | None = None
         self.running = False
         self.ran = False
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="action"):
+        # The buttons sit below the scrolling body, never inside it: at any size they stay in view.
+        with Vertical(id="action"):
             yield Static(f"{self.kind} {self.scope} of {self.source}", id="action-title")
-            if self.kind == "resubmit":
-                yield from self._resubmit_form()
-            elif self.kind == "purge":
-                yield Input(placeholder="export to JSONL first (path; empty: no export)", id="export")
-            else:
-                yield Input(placeholder="export to JSONL file (path)", id="export")
-            yield Static("", id="plan")
-            yield ProgressBar(id="progress", show_eta=False)
-            yield Static("", id="result")
+            with VerticalScroll(id="action-body"):
+                if self.kind == "resubmit":
+                    yield from self._resubmit_form()
+                elif self.kind == "purge":
+                    yield Input(placeholder="export to JSONL first (path; empty: no export)", id="export")
+                else:
+                    yield Input(placeholder="export to JSONL file (path)", id="export")
+                yield Static("", id="plan")
+                if self.kind == "purge":
+                    yield Input(placeholder=f"type {self.entity_name} to delete with no export", id="confirm-name")
+                yield ProgressBar(id="progress", show_eta=False)
+                yield Static("", id="result")
             with Horizontal(id="buttons"):
                 yield Button("Confirm", id="confirm", variant="error", disabled=True)
                 yield Button("Plan again", id="replan")
                 yield Button("Close", id="close")
+
+    @property
+    def entity_name(self) -> str:
+        """What the operator types to delete all that match with no export: the entity's path."""
+        return str(self.source.entity)
+
+    def name_needed(self, action: Action) -> bool:
+        """Deleting all that match (the whole DLQ, maybe) with no export: only the typed name confirms.
+
+        The CLI asks y/N with No the default; three keys (`a`, `d`, Enter) must not empty a DLQ.
+        """
+        return isinstance(action.options, PurgeOptions) and action.options.export is None and self.all_matching
+
+    def destructive(self, action: Action) -> bool:
+        """Deletes with no copy elsewhere: Confirm never has the focus (Close has, like the CLI's No)."""
+        return isinstance(action.options, PurgeOptions) and action.options.export is None
 
     def _resubmit_form(self) -> ComposeResult:
         """Target, the two switches and the edit options of `sbdlq resubmit`, one line each."""
@@ -177,6 +207,7 @@ class ActionScreen(ModalScreen[bool]):
         confirm = self.query_one("#confirm", Button)
         confirm.disabled = True
         self.planned = None
+        self._ask_name(False)
         try:
             action = self.action_of()
         except SbdlqError as exc:
@@ -187,16 +218,45 @@ class ActionScreen(ModalScreen[bool]):
             outcome.lines.append("nothing to do")
             outcome.ok = False
         self._show_plan(outcome)
-        if outcome.ok:
-            self.planned = action
+        if not outcome.ok:
+            return
+        self.planned = action
+        if self.name_needed(action):
+            self._ask_name(True)
+        elif self.destructive(action):
+            confirm.disabled = False
+            self.query_one("#close", Button).focus()
+        else:
             confirm.disabled = False
             confirm.focus()
+
+    def _ask_name(self, ask: bool) -> None:
+        """Show (and focus) the field the entity's name is typed in, or hide and empty it."""
+        if self.kind != "purge":
+            return
+        field = self.query_one("#confirm-name", Input)
+        field.display = ask
+        if ask:
+            field.focus()
+        else:
+            field.value = ""
+
+    def _name_typed(self) -> bool:
+        return self.kind == "purge" and self.query_one("#confirm-name", Input).value.strip() == self.entity_name
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "confirm-name":
+            event.stop()
+            self.query_one("#confirm", Button).disabled = self.planned is None or not self._name_typed()
 
     def _show_plan(self, outcome: Outcome) -> None:
         self.query_one("#plan", Static).update("\n".join(outcome.lines))
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
+        if event.input.id == "confirm-name":
+            await self.confirm()  # runs only when the name is right (confirm checks)
+            return
         await self.replan()
 
     async def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
@@ -216,6 +276,9 @@ class ActionScreen(ModalScreen[bool]):
         """Run what was planned; if the form changed since, plan again instead (confirm what you saw)."""
         if self.planned is None or self.running or self.ran:
             return
+        if self.name_needed(self.planned) and not self._name_typed():
+            self.app.notify(f"type {self.entity_name} to delete these messages with no export", severity="warning")
+            return
         try:
             current = self.action_of()
         except SbdlqError:
@@ -228,6 +291,7 @@ class ActionScreen(ModalScreen[bool]):
         self.query_one("#confirm", Button).disabled = True
         outcome = await execute(self.backend, self.planned, self._progress)
         self.running, self.ran = False, True
+        self._ask_name(False)
         lines = [*outcome.lines, outcome.summary]
         self.query_one("#result", Static).update("\n".join(line for line in lines if line))
         self.query_one("#close", Button).focus()

@@ -43,12 +43,17 @@ def dlqs(seed: Seeder) -> Seeder:
     return seed
 
 
-def drive(store: Path, script: Callable[[DlqApp, Any], Awaitable[None]], **app_options: Any) -> None:
-    """Run the app at 80×24 over the store and play `script(app, pilot)`."""
+def drive(
+    store: Path,
+    script: Callable[[DlqApp, Any], Awaitable[None]],
+    size: tuple[int, int] = SIZE,
+    **app_options: Any,
+) -> None:
+    """Run the app at `size` (80×24) over the store and play `script(app, pilot)`."""
 
     async def go() -> None:
         app = DlqApp(EmulatorBackend(str(store)), refresh_s=3600, **app_options)
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=size) as pilot:
             await pilot.pause()
             await script(app, pilot)
 
@@ -88,9 +93,7 @@ def test_entities_sorted_by_dlq_size_and_filtered_as_you_type(store: Path, dlqs:
     drive(store, script)
 
 
-def test_keys_work_from_the_first_frame_and_slash_escape_enter_and_leave_the_filter(
-    store: Path, dlqs: Seeder
-) -> None:
+def test_keys_work_from_the_first_frame_and_slash_escape_enter_and_leave_the_filter(store: Path, dlqs: Seeder) -> None:
     async def script(app: DlqApp, pilot: Any) -> None:
         box = app.query_one("#entity-filter", Input)
         assert not box.has_focus
@@ -192,8 +195,9 @@ def test_purge_all_that_match_with_export(store: Path, dlqs: Seeder, tmp_path: P
         assert "all that match marked" in text(app, "#messages-status")
         screen = await open_action(app, pilot, "d")
         assert "plan: delete 2" in text(screen, "#plan")
+        assert screen.query_one("#confirm", Button).disabled  # no export: only the typed name confirms
         screen.query_one("#export", Input).value = str(export)
-        await pilot.click("#confirm")  # the form changed: it plans again instead of running
+        await pilot.click("#replan")
         await settle(app, pilot)
         assert "plan: export and delete 2" in text(screen, "#plan")
         assert dlqs.counts("orders").dead_letter == 5
@@ -208,6 +212,68 @@ def test_purge_all_that_match_with_export(store: Path, dlqs: Seeder, tmp_path: P
     assert sorted(dlqs.dlq_ids("orders")) == ["t0", "t1", "t2"]  # type: ignore[type-var]
     lines = [json.loads(line) for line in export.read_text().splitlines()]
     assert [d["message_id"] for d in lines] == ["p0", "p1"]
+
+
+def test_purging_all_that_match_with_no_export_needs_the_name_typed(store: Path, dlqs: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        screen = await open_action(app, pilot, "a", "d")
+        assert "plan: delete 5" in text(screen, "#plan")
+        assert screen.query_one("#confirm", Button).disabled
+        await pilot.press("enter")  # what deleted the whole DLQ before
+        await settle(app, pilot)
+        assert text(screen, "#result") == ""
+        await pilot.press(*"order", "enter")  # not quite the name
+        await settle(app, pilot)
+        assert screen.query_one("#confirm", Button).disabled and text(screen, "#result") == ""
+        assert dlqs.counts("orders").dead_letter == 5
+        await pilot.press("s", "enter")  # `orders`
+        await settle(app, pilot)
+        assert "purged 5 of 5" in text(screen, "#result")
+
+    drive(store, script)
+    assert dlqs.counts("orders").dead_letter == 0
+
+
+def test_purging_marked_messages_with_no_export_has_close_as_the_default(store: Path, dlqs: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        screen = await open_action(app, pilot, "space", "d")
+        assert "plan: delete 1" in text(screen, "#plan")
+        assert screen.query_one("#close", Button).has_focus
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ActionScreen)
+
+    drive(store, script)
+    assert dlqs.counts("orders").dead_letter == 5
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+@pytest.mark.parametrize("keys", [("a", "r"), ("a", "d"), ("space", "e")])
+def test_every_dialog_shows_its_buttons(
+    store: Path, tenants: Seeder, size: tuple[int, int], keys: tuple[str, ...]
+) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        screen = await open_action(app, pilot, *keys)
+        if keys[-1] == "r":  # the longest plan: the edit example
+            screen.query_one("#set-property", Input).value = "tenant=eu, region=west, tier=gold"
+            screen.query_one("#remove-property", Input).value = "bad, keep"
+            screen.query_one("#set-subject", Input).value = "fixed"
+            screen.query_one("#set-correlation_id", Input).value = "c-1"
+            await pilot.click("#replan")
+            await settle(app, pilot)
+            assert "example: the copy" in text(screen, "#plan")
+        for button in screen.query(Button):
+            x, y = button.region.center
+            assert screen.get_widget_at(x, y)[0] is button, f"{button.id} is out of sight at {size}"
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen.query_one("#help").region.bottom <= size[1]
+
+    drive(store, script, size=size)
 
 
 def test_export_writes_jsonl_and_deletes_nothing(store: Path, dlqs: Seeder, tmp_path: Path) -> None:
