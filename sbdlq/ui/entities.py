@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from textual.app import ComposeResult
@@ -12,7 +13,7 @@ from textual.widgets import DataTable, Input, Static
 
 from sbdlq.models import Counts
 from sbdlq.paths import Address, SubQueue, parse_entity
-from sbdlq.ui.table_pane import TablePane
+from sbdlq.ui.table_pane import Column, TablePane
 
 
 class EntitiesPane(TablePane):
@@ -27,7 +28,13 @@ class EntitiesPane(TablePane):
     ]
     TABLE_ID = "entities"
     BELOW_ID = "entity-status"
-    COLUMNS = (("entity", "entity"), ("dlq", "dlq"), ("tdlq", "tdlq"), ("active", "active"), ("sched", "scheduled"))
+    COLUMNS = (
+        Column("entity", "entity", attrgetter("entity")),
+        Column("dlq", "dead_letter", attrgetter("dead_letter")),
+        Column("tdlq", "transfer_dead_letter", attrgetter("transfer_dead_letter")),
+        Column("active", "active", attrgetter("active")),
+        Column("sched", "scheduled", attrgetter("scheduled")),
+    )
 
     @dataclass
     class Opened(TMessage):
@@ -57,15 +64,12 @@ class EntitiesPane(TablePane):
         return sorted(rows, key=lambda c: c.entity.lower())
 
     def _render_rows(self) -> None:
-        table = self.table
         current = self.selected_entity()
-        table.clear()
         rows = self.shown_rows()
-        for c in rows:
-            table.add_row(c.entity, c.dead_letter, c.transfer_dead_letter, c.active, c.scheduled, key=c.entity)
+        self.add_rows(rows, key=attrgetter("entity"))
         for i, c in enumerate(rows):
             if c.entity == current:
-                table.move_cursor(row=i)
+                self.table.move_cursor(row=i)
         order = "DLQ size" if self.by_size else "name"
         self.query_one("#entity-status", Static).update(
             f"{len(rows)} of {len(self.counts)} entities, by {order} · Enter: DLQ · t: transfer DLQ · s: sort"

@@ -67,9 +67,11 @@ async def settle(app: DlqApp, pilot: Any) -> None:
     await pilot.pause()
 
 
-def rows(app: DlqApp, table_id: str) -> list[list[Any]]:
+def rows(app: DlqApp, table_id: str) -> list[dict[str, Any]]:
+    """The table's rows as shown, each by column key (the pane's column declaration names them)."""
     table = app.query_one(table_id, DataTable)
-    return [table.get_row_at(i) for i in range(table.row_count)]
+    keys = [str(key.value) for key in table.columns]
+    return [dict(zip(keys, table.get_row_at(i), strict=True)) for i in range(table.row_count)]
 
 
 def text(app: Any, selector: str) -> str:
@@ -83,10 +85,16 @@ async def open_orders(app: DlqApp, pilot: Any) -> None:
 
 def test_entities_sorted_by_dlq_size_and_filtered_as_you_type(store: Path, dlqs: Seeder) -> None:
     async def script(app: DlqApp, pilot: Any) -> None:
-        assert [r[0] for r in rows(app, "#entities")] == ["orders", "billing", "empty"]
-        assert rows(app, "#entities")[0][1:3] == [5, 0]
+        assert [r["entity"] for r in rows(app, "#entities")] == ["orders", "billing", "empty"]
+        assert rows(app, "#entities")[0] == {
+            "entity": "orders",
+            "dead_letter": 5,
+            "transfer_dead_letter": 0,
+            "active": 0,
+            "scheduled": 0,
+        }
         await pilot.press("slash", "b", "i", "l")
-        assert [r[0] for r in rows(app, "#entities")] == ["billing"]
+        assert [r["entity"] for r in rows(app, "#entities")] == ["billing"]
         await pilot.press("enter", "s")
         assert app.query_one(EntitiesPane).by_size is False
 
@@ -143,15 +151,15 @@ def test_browse_pages_and_detail(store: Path, seed: Seeder) -> None:
         pane = app.query_one(MessagesPane)
         pane.page_rows = 3  # small pages: paging without 100+ messages
         await open_orders(app, pilot)
-        assert [r[5] for r in rows(app, "#messages")] == ["json-1", "bin-1", "x0"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["json-1", "bin-1", "x0"]
         assert "n: next page" in text(app, "#messages-status")
         await pilot.press("n")
-        assert [r[5] for r in rows(app, "#messages")] == ["x1", "x2", "x3"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["x1", "x2", "x3"]
         await pilot.press("n")
-        assert [r[5] for r in rows(app, "#messages")] == ["x4"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["x4"]
         assert "last page" in text(app, "#messages-status")
         await pilot.press("p", "p")
-        assert [r[5] for r in rows(app, "#messages")] == ["json-1", "bin-1", "x0"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["json-1", "bin-1", "x0"]
         await pilot.press("enter")
         detail = text(app, "#detail-text")
         assert '"order": 7' in detail and "message_id: json-1" in detail and "subject: s1" in detail
@@ -165,11 +173,40 @@ def test_browse_pages_and_detail(store: Path, seed: Seeder) -> None:
     drive(store, script)
 
 
+def test_a_column_is_one_declaration(store: Path, dlqs: Seeder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adding a message field to the Messages table is one entry: title, header and cells follow."""
+    from sbdlq.ui.messages import MESSAGE_COLUMNS, field_column
+
+    monkeypatch.setattr(MessagesPane, "COLUMNS", (*MESSAGE_COLUMNS, field_column("delivery_count")))
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        table = app.query_one("#messages", DataTable)
+        assert [str(c.label) for c in table.columns.values()][-2:] == ["message id", "deliveries"]
+        shown = rows(app, "#messages")
+        assert [(r["message_id"], r["delivery_count"]) for r in shown][:2] == [("t0", 1), ("t1", 1)]
+        assert shown[0]["dead_letter_reason"] == "Timeout"
+
+    drive(store, script)
+
+
+def test_the_detail_shows_every_message_field() -> None:
+    from datetime import UTC, datetime
+
+    from sbdlq.models import MESSAGE_FIELDS, Message
+    from sbdlq.ui.detail import describe
+
+    m = Message(1, b"{}", datetime(2025, 1, 1, tzinfo=UTC), message_id="m-1", application_properties={"k": "v"})
+    shown = describe(m).plain
+    assert [f.name for f in MESSAGE_FIELDS if f"  {f.name}: " not in shown] == []
+    assert "enqueued_time: 2025-01-01T00:00:00Z" in shown and "k: v" in shown
+
+
 def test_filter_mark_and_resubmit_moves_only_the_marked(store: Path, dlqs: Seeder) -> None:
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
         await pilot.press("slash", *"--reason Timeout", "enter")
-        assert [r[5] for r in rows(app, "#messages")] == ["t0", "t1", "t2"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["t0", "t1", "t2"]
         await pilot.press("space", "down", "space")  # t0 and t2
         assert "2 marked" in text(app, "#messages-status")
         screen = await open_action(app, pilot, "r")
@@ -179,7 +216,7 @@ def test_filter_mark_and_resubmit_moves_only_the_marked(store: Path, dlqs: Seede
         assert "resubmitted 2 of 2" in text(screen, "#result")
         await pilot.click("#close")
         await settle(app, pilot)
-        assert [r[5] for r in rows(app, "#messages")] == ["t1"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["t1"]
 
     drive(store, script)
     assert sorted(dlqs.peek_ids("orders")) == ["t0", "t2"]
@@ -419,13 +456,13 @@ def test_reasons_pane_enter_filters_the_messages(store: Path, dlqs: Seeder) -> N
         await open_orders(app, pilot)
         await pilot.press("4")
         await settle(app, pilot)
-        assert [r[:2] for r in rows(app, "#reasons")] == [["Timeout", 3], ["Poison", 2]]
+        assert [(r["reason"], r["count"]) for r in rows(app, "#reasons")] == [("Timeout", 3), ("Poison", 2)]
         assert "█" in text(app, "#reasons-chart")
         app.query_one("#reasons", DataTable).focus()
         await pilot.press("down", "enter")
         await settle(app, pilot)
         assert app.query_one(MessagesPane).filter.text == "--reason Poison"
-        assert [r[5] for r in rows(app, "#messages")] == ["p0", "p1"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["p0", "p1"]
 
     drive(store, script)
 
@@ -438,7 +475,7 @@ def test_transfer_dlq_and_start_entity(store: Path, seed: Seeder) -> None:
         await settle(app, pilot)
         pane = app.query_one(MessagesPane)
         assert pane.address == Address(parse_entity("fwd"), SubQueue.TRANSFER_DEAD_LETTER)
-        assert [r[5] for r in rows(app, "#messages")] == ["x0", "x1"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["x0", "x1"]
 
     drive(store, script, entity=Address(parse_entity("fwd"), SubQueue.TRANSFER_DEAD_LETTER))
 
