@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,14 @@ async def settle(app: DlqApp, pilot: Any) -> None:
     await app.workers.wait_for_complete()
     await pilot.pause()
     await pilot.pause()
+
+
+async def until(app: DlqApp, pilot: Any, check: Callable[[], bool], what: str) -> None:
+    """Let the app work until `check()` holds: a generous deadline, never a speed assertion."""
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, f"no {what} within 30 s"
+        await settle(app, pilot)
 
 
 def rows(app: DlqApp, table_id: str) -> list[dict[str, Any]]:
@@ -206,6 +215,7 @@ def test_filter_mark_and_resubmit_moves_only_the_marked(store: Path, dlqs: Seede
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
         await pilot.press("slash", *"--reason Timeout", "enter")
+        await settle(app, pilot)  # the filter's page loads before the next key
         assert [r["message_id"] for r in rows(app, "#messages")] == ["t0", "t1", "t2"]
         await pilot.press("space", "down", "space")  # t0 and t2
         assert "2 marked" in text(app, "#messages-status")
@@ -228,7 +238,9 @@ def test_purge_all_that_match_with_export(store: Path, dlqs: Seeder, tmp_path: P
 
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
-        await pilot.press("slash", *"--where \"DeadLetterReason = 'Poison'\"", "enter", "a")
+        await pilot.press("slash", *"--where \"DeadLetterReason = 'Poison'\"", "enter")
+        await settle(app, pilot)  # the filter's page loads before the next key
+        await pilot.press("a")
         assert "all that match marked" in text(app, "#messages-status")
         screen = await open_action(app, pilot, "d")
         assert "plan: delete 2" in text(screen, "#plan")
@@ -455,7 +467,7 @@ def test_reasons_pane_enter_filters_the_messages(store: Path, dlqs: Seeder) -> N
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
         await pilot.press("4")
-        await settle(app, pilot)
+        await until(app, pilot, lambda: bool(rows(app, "#reasons")), "reasons")  # a worker scans them
         assert [(r["reason"], r["count"]) for r in rows(app, "#reasons")] == [("Timeout", 3), ("Poison", 2)]
         assert "█" in text(app, "#reasons-chart")
         app.query_one("#reasons", DataTable).focus()
