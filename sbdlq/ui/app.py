@@ -35,6 +35,7 @@ class DlqApp(App[None]):
     #reasons-chart { height: auto; max-height: 8; }
     ActionScreen, HelpScreen { align: center middle; }
     #action, #help { width: 78; height: auto; max-height: 100%; border: round $accent; background: $surface; }
+    #action-title { height: auto; max-height: 2; }
     #action-body { height: auto; }
     #buttons { height: 3; dock: bottom; }
     #confirm-name { display: none; }

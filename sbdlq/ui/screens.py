@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -157,7 +158,19 @@ class ActionScreen(ModalScreen[bool]):
                     yield Label(label)
                     yield Input(placeholder=placeholder, id=input_id, compact=True)
 
+    #: What the dialog holds besides its body: border (2), title (at most 2), buttons (3).
+    FRAME_LINES = 7
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """Size to content, up to the terminal's height: past that the body scrolls, above the buttons."""
+        body = self.query_one("#action-body", VerticalScroll)
+        body.styles.max_height = max(3, self.size.height - self.FRAME_LINES)
+
     async def on_mount(self) -> None:
+        self._fit()
         for button in self.query(Button):
             # No press-effect lock-out: `running`/`ran` already guard a double confirm, and a new
             # plan must be confirmable at once.
@@ -250,7 +263,11 @@ class ActionScreen(ModalScreen[bool]):
             self.query_one("#confirm", Button).disabled = self.planned is None or not self._name_typed()
 
     def _show_plan(self, outcome: Outcome) -> None:
-        self.query_one("#plan", Static).update("\n".join(outcome.lines))
+        plan_text = self.query_one("#plan", Static)
+        plan_text.update("\n".join(outcome.lines))
+        # A long form pushes the plan below the body's fold: scroll to its end, where the plan
+        # line, the example or the refusal is (the form scrolls back up; the buttons never move).
+        self.query_one("#action-body", VerticalScroll).scroll_end(animate=False)
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
