@@ -260,7 +260,10 @@ class ActionScreen(ModalScreen[bool]):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "confirm-name":
             event.stop()
-            self.query_one("#confirm", Button).disabled = self.planned is None or not self._name_typed()
+            # Read the whole rule again: this may come after a new plan that needs no name.
+            planned = self.planned
+            ready = planned is not None and (not self.name_needed(planned) or self._name_typed())
+            self.query_one("#confirm", Button).disabled = not ready
 
     def _show_plan(self, outcome: Outcome) -> None:
         plan_text = self.query_one("#plan", Static)

@@ -245,10 +245,13 @@ def test_purge_all_that_match_with_export(store: Path, dlqs: Seeder, tmp_path: P
         screen = await open_action(app, pilot, "d")
         assert "plan: delete 2" in text(screen, "#plan")
         assert screen.query_one("#confirm", Button).disabled  # no export: only the typed name confirms
+        await pilot.press(*"ord")  # half a name, then the operator chooses to export instead
         screen.query_one("#export", Input).value = str(export)
         await pilot.click("#replan")
         await settle(app, pilot)
         assert "plan: export and delete 2" in text(screen, "#plan")
+        assert not screen.query_one("#confirm", Button).disabled
+        assert not screen.query_one("#confirm-name", Input).display
         assert dlqs.counts("orders").dead_letter == 5
         await pilot.press("enter")  # Confirm has the focus once a plan may go
         await settle(app, pilot)
