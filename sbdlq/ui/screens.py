@@ -266,8 +266,7 @@ class ActionScreen(ModalScreen[bool]):
             self.query_one("#confirm", Button).disabled = not ready
 
     def _show_plan(self, outcome: Outcome) -> None:
-        plan_text = self.query_one("#plan", Static)
-        plan_text.update("\n".join(outcome.lines))
+        self.query_one("#plan", Static).update("\n".join(outcome.lines))
         # A long form pushes the plan below the body's fold: scroll to its end, where the plan
         # line, the example or the refusal is (the form scrolls back up; the buttons never move).
         self.query_one("#action-body", VerticalScroll).scroll_end(animate=False)
@@ -314,6 +313,7 @@ class ActionScreen(ModalScreen[bool]):
         self._ask_name(False)
         lines = [*outcome.lines, outcome.summary]
         self.query_one("#result", Static).update("\n".join(line for line in lines if line))
+        self.query_one("#action-body", VerticalScroll).scroll_end(animate=False)  # the result line
         self.query_one("#close", Button).focus()
 
     def _progress(self, total: int | None) -> Callable[[int], None]:
