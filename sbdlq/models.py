@@ -395,16 +395,6 @@ class PurgeResult(RunResult):
 
 
 @dataclass(slots=True)
-class ExportResult(RunResult):
-    """What an export (the console's `e`) did: messages written to a JSONL file, none deleted."""
-
-    VERB: ClassVar[str] = "exported"
-    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("exported",)
-
-    exported: int = 0
-
-
-@dataclass(slots=True)
 class ReplayResult(CopyingResult):
     """What a replay run did."""
 

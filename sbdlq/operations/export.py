@@ -20,11 +20,12 @@ import re
 import stat
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from sbdlq.errors import BadInput, OperationFailed
-from sbdlq.models import ExportResult, Message
+from sbdlq.models import Message, RunResult
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
@@ -201,6 +202,16 @@ class Exporter:
     def close(self) -> None:
         """Close the file, which releases the lock (everything written is already synced)."""
         os.close(self.fd)
+
+
+@dataclass(slots=True)
+class ExportResult(RunResult):
+    """What `export_messages` did: messages written to the file, none deleted."""
+
+    VERB: ClassVar[str] = "exported"
+    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("exported",)
+
+    exported: int = 0
 
 
 async def export_messages(
