@@ -79,6 +79,20 @@ def test_ctrl_q_quits_from_a_text_field(store: Path, tmp_path: Path, dlqs: Seede
     assert term.exit_status() == 0
 
 
+def test_in_a_dialog_q_is_typed_into_a_field_and_ctrl_q_quits(
+    store: Path, tmp_path: Path, dlqs: Seeder, console: list[Terminal]
+) -> None:
+    term = open_ui(console, store, tmp_path, "orders")
+    term.wait_for("5 shown")
+    term.press("a", "d")
+    term.wait_for("plan: delete 5", "type orders to delete with no export")
+    term.type("q")  # the name field has the focus
+    term.wait_for("plan: delete 5", gone=("type orders to delete with no export",))
+    term.press("C-q")
+    assert term.exit_status() == 0
+    assert dlqs.counts("orders").dead_letter == 5
+
+
 def test_a_d_enter_does_not_empty_a_dlq_the_typed_name_does(
     store: Path, tmp_path: Path, dlqs: Seeder, console: list[Terminal]
 ) -> None:
