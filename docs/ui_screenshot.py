@@ -23,7 +23,7 @@ async def shoot(store: Path) -> str:
     app = DlqApp(EmulatorBackend(str(store)), refresh_s=3600, target="emulator demo store")
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
-        await pilot.press(*"orders", "enter", "enter")
+        await pilot.press("slash", *"orders", "enter", "enter")
         await pilot.pause()
         await pilot.press("space", "down", "space")
         await pilot.pause()

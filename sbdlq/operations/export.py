@@ -1,5 +1,8 @@
 """JSONL export that survives a kill -9: whole lines, flushed and synced before deletes.
 
+`Exporter` writes the file (purge --export writes each message before deleting it);
+`export_messages` browses a selection into one and deletes nothing (the console's export).
+
 The export file is the only copy of a purged message, so the exporter treats it as someone
 else's data until proven otherwise: it refuses a symlink (unless asked to follow it), refuses
 an existing file that is not an sbdlq export, holds an exclusive lock for the whole run (two
@@ -15,16 +18,28 @@ import json
 import os
 import re
 import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 from sbdlq.errors import BadInput, OperationFailed
-from sbdlq.models import Message
+from sbdlq.models import Message, RunResult
+from sbdlq.paths import Address
+from sbdlq.selection import Selection
+
+if TYPE_CHECKING:
+    from sbdlq.backends.base import Backend
+    from sbdlq.operations.run import Progress
 
 # Every line starts so: `json.dumps(Message.to_json())` puts the sequence number first.
 _RECORD_PREFIX = b'{"sequence_number": '
 _RECORD_START = re.compile(re.escape(_RECORD_PREFIX) + rb"\d")
 # How much of the first line is read to tell whether the file is an export.
 _HEAD_BYTES = 4096
+#: Messages written (and synced) at a time by `export_messages`.
+EXPORT_BATCH = 500
 
 
 def check_export_target(path: Path, *, follow_symlinks: bool) -> None:
@@ -187,3 +202,69 @@ class Exporter:
     def close(self) -> None:
         """Close the file, which releases the lock (everything written is already synced)."""
         os.close(self.fd)
+
+
+@dataclass(slots=True)
+class ExportResult(RunResult):
+    """What `export_messages` did: messages written to the file, none deleted."""
+
+    VERB: ClassVar[str] = "exported"
+    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("exported",)
+
+    exported: int = 0
+
+
+async def export_messages(
+    backend: Backend,
+    source: Address,
+    path: Path,
+    *,
+    selection: Selection | None = None,
+    follow_symlinks: bool = False,
+    dry_run: bool = False,
+    note: Callable[[str], None] = lambda _: None,
+    progress: Progress | None = None,
+) -> ExportResult:
+    """Browse the selection into a JSONL export file (locked, whole lines, synced); nothing is deleted.
+
+    The file is checked before the plan, as `purge --export` checks it, and holds the records
+    `replay` reads back.
+    """
+    # Lazily: a command that only reads an export file does not load the browsing machinery.
+    from sbdlq.operations.browse import iter_messages
+    from sbdlq.operations.move import plan_run
+
+    selection = selection or Selection()
+    result = ExportResult(dry_run=dry_run)
+    check_export_target(path, follow_symlinks=follow_symlinks)
+    await backend.get_entity(source.entity)
+    started = time.monotonic()
+    result.selected = (await plan_run(backend, source, selection, max_count=None, scan=True)).selected
+    note(f"plan: export {result.selected} message(s) from {source} to {path}" + (" (dry run)" if dry_run else ""))
+    if dry_run or result.selected == 0:
+        return result
+    tick = progress(result.selected) if progress else None
+    exporter = Exporter(path, follow_symlinks=follow_symlinks)
+    try:
+        batch: list[Message] = []
+        async for m in iter_messages(backend, source, selection=selection):
+            batch.append(m)
+            if len(batch) >= EXPORT_BATCH:
+                result.exported += _write_batch(exporter, batch, tick)
+        result.exported += _write_batch(exporter, batch, tick)
+    finally:
+        exporter.close()
+    result.elapsed_s = time.monotonic() - started
+    return result
+
+
+def _write_batch(exporter: Exporter, batch: list[Message], tick: Callable[[int], None] | None) -> int:
+    """Write (synced) and empty the batch; how many went."""
+    if not batch:
+        return 0
+    exporter.write(batch)
+    n = len(batch)
+    batch.clear()
+    if tick:
+        tick(n)
+    return n

@@ -24,18 +24,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from sbdlq.errors import BadInput, OperationFailed
-from sbdlq.models import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, Message, fits_int64
+from sbdlq.models import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, MESSAGE_FIELDS, Message, fits_int64
 
-_TEXT_FIELDS = (
-    "message_id",
-    "subject",
-    "correlation_id",
-    "content_type",
-    "session_id",
-    "reply_to",
-    "to",
-    "dead_letter_source",
-)
+#: The text fields a record gives as they are (the dead-letter marks go back into the properties).
+_TEXT_FIELDS = tuple(f.name for f in MESSAGE_FIELDS if f.kind == "text" and not f.from_properties)
 _EPOCH = datetime.fromtimestamp(0, UTC)
 
 

@@ -1,7 +1,8 @@
 """The actions of the console: plan (a dry run of the operation), then run it; no Textual here.
 
 Each action calls the same operation as its command (`operations.resubmit`, `operations.purge`,
-and for export the browse pages written by the purge's `Exporter`), with the same keywords:
+and for export `operations.export.export_messages`, the purge's `Exporter` without the delete),
+with the same keywords:
 `ResubmitOptions.operation_kwargs()` is the object the confirmation screen builds, so the edit
 options of resubmit (issue 15) are new fields there, not a new code path.
 """
@@ -16,14 +17,12 @@ from typing import Any, Literal
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
-from sbdlq.models import Message
 from sbdlq.operations.edits import CopyEdits, build_edits, example_rows
 from sbdlq.operations.run import Progress
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
 Kind = Literal["resubmit", "purge", "export"]
-EXPORT_BATCH = 500
 
 
 def _keywords(options: Any, *, besides: str = "") -> dict[str, Any]:
@@ -205,7 +204,17 @@ async def _call(
             **opts.operation_kwargs(),
         )
     else:
-        return await _export(backend, action, opts.path, dry_run=dry_run, note=note, progress=progress), None
+        from sbdlq.operations.export import export_messages
+
+        r = await export_messages(
+            backend,
+            action.source,
+            opts.path,
+            selection=action.selection,
+            dry_run=dry_run,
+            note=note,
+            progress=progress,
+        )
     if not dry_run:
         for line in r.errors:
             note(f"error: {line}")
@@ -213,54 +222,3 @@ async def _call(
             note(f"error: {r.failed + r.lock_lost} message(s) were left in {action.source}")
         note(r.summary())
     return int(r.selected), getattr(r, "example", None)
-
-
-async def _export(
-    backend: Backend,
-    action: Action,
-    path: Path,
-    *,
-    dry_run: bool,
-    note: Callable[[str], None],
-    progress: Progress | None,
-) -> int:
-    """Browse the selection into a JSONL export file (locked, whole lines, synced); nothing is deleted."""
-    import time
-
-    from sbdlq.operations.browse import iter_messages
-    from sbdlq.operations.export import Exporter, check_export_target
-    from sbdlq.operations.move import plan_run
-
-    check_export_target(path, follow_symlinks=False)
-    await backend.get_entity(action.source.entity)
-    selected = (await plan_run(backend, action.source, action.selection, max_count=None, scan=True)).selected
-    note(f"plan: export {selected} message(s) from {action.source} to {path}" + (" (dry run)" if dry_run else ""))
-    if dry_run or selected == 0:
-        return selected
-    started = time.monotonic()
-    tick = progress(selected) if progress else None
-    exporter = Exporter(path)
-    written = 0
-    try:
-        batch: list[Message] = []
-        async for m in iter_messages(backend, action.source, selection=action.selection):
-            batch.append(m)
-            if len(batch) >= EXPORT_BATCH:
-                written += _write(exporter, batch, tick)
-        written += _write(exporter, batch, tick)
-    finally:
-        exporter.close()
-    note(f"exported {written} of {selected} selected message(s) in {time.monotonic() - started:.2f}s")
-    return selected
-
-
-def _write(exporter: Any, batch: list[Message], tick: Callable[[int], None] | None) -> int:
-    """Write and empty the batch; how many went."""
-    if not batch:
-        return 0
-    exporter.write(batch)
-    n = len(batch)
-    batch.clear()
-    if tick:
-        tick(n)
-    return n

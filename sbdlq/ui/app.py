@@ -34,13 +34,16 @@ class DlqApp(App[None]):
     #entity-status, #messages-status, #messages-title, #reasons-title { height: 1; }
     #reasons-chart { height: auto; max-height: 8; }
     ActionScreen, HelpScreen { align: center middle; }
-    #action, #help { width: 78; height: auto; max-height: 22; border: round $accent; background: $surface; }
-    #buttons { height: 3; }
+    #action, #help { width: 78; height: auto; max-height: 100%; border: round $accent; background: $surface; }
+    #action-title { height: auto; max-height: 2; }
+    #action-body { height: auto; }
+    #buttons { height: 3; dock: bottom; }
+    #confirm-name { display: none; }
     #plan, #result { height: auto; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
+        Binding("q", "quit", "Quit"),  # in a text field, q is typed (Ctrl+Q, Textual's, quits there too)
         Binding("1", "show('entities')", "Entities", show=False),
         Binding("2", "show('messages')", "Messages", show=False),
         Binding("3", "show('detail')", "Detail", show=False),
@@ -87,7 +90,8 @@ class DlqApp(App[None]):
         if self.start_at is not None:
             await self.open_dlq(self.start_at)
         else:
-            self.query_one("#entity-filter").focus()
+            # The table, not the filter box: every key works from the first frame (`/` filters).
+            self.query_one("#entities").focus()
 
     async def on_unmount(self) -> None:
         await self.backend.close()
@@ -165,6 +169,13 @@ class DlqApp(App[None]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    async def action_quit(self) -> None:
+        """q and Ctrl+Q, from any pane or dialog; not while an action runs (it stops only at a safe point)."""
+        if isinstance(self.screen, ActionScreen) and self.screen.running:
+            self.notify("the run is still going; quit when it has finished", severity="warning")
+            return
+        await super().action_quit()
+
     def action_act(self, kind: Kind) -> None:
         if self.read_only:  # the binding is off; this guards any other way in
             return
@@ -174,7 +185,9 @@ class DlqApp(App[None]):
             self.notify("mark messages (space) or all that match (a) in the Messages pane first", severity="warning")
             return
         selection, scope = chosen
-        screen = ActionScreen(self.backend, kind, pane.address, selection, scope, self.tuning)
+        screen = ActionScreen(
+            self.backend, kind, pane.address, selection, scope, self.tuning, all_matching=pane.all_matching
+        )
         self.push_screen(screen, self._after_action)
 
     async def _after_action(self, ran: bool | None) -> None:

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from sbdlq.models import Message
+from sbdlq.models import MESSAGE_FIELDS, Message, iso
 
 HEX_ROW = 16
 
@@ -43,14 +43,12 @@ def hex_dump(data: bytes) -> str:
 
 def describe(m: Message, binary_as: str = "hex") -> Text:
     """The message as a text block: system properties, application properties, body."""
-    doc = m.to_json()
     out = Text()
     out.append("System properties\n", style="bold")
-    for key, value in doc.items():
-        if key in ("body", "body_encoding", "application_properties"):
-            continue
-        out.append(f"  {key}: ", style="bold")
-        out.append(f"{_plain(value)}\n")
+    for f in MESSAGE_FIELDS:
+        value = f.value(m)
+        out.append(f"  {f.name}: ", style="bold")
+        out.append(f"{_plain(iso(value) if f.kind == 'time' else value)}\n")
     out.append("Application properties\n", style="bold")
     for key, value in m.application_properties.items():
         out.append(f"  {key}: ", style="bold")

@@ -1,8 +1,9 @@
-"""Entities pane: every queue and subscription with its counts, refreshed, sorted, filtered as you type."""
+"""Entities pane: every queue and subscription with its counts, refreshed, sorted, filtered (`/`) as you type."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from textual.app import ComposeResult
@@ -12,7 +13,7 @@ from textual.widgets import DataTable, Input, Static
 
 from sbdlq.models import Counts
 from sbdlq.paths import Address, SubQueue, parse_entity
-from sbdlq.ui.table_pane import TablePane
+from sbdlq.ui.table_pane import Column, TablePane
 
 
 class EntitiesPane(TablePane):
@@ -23,10 +24,17 @@ class EntitiesPane(TablePane):
         Binding("t", "open_transfer", "Transfer DLQ"),
         Binding("s", "toggle_sort", "Sort"),
         Binding("slash", "focus_filter", "Filter"),
+        Binding("escape", "leave_filter", "Leave filter", show=False),
     ]
     TABLE_ID = "entities"
     BELOW_ID = "entity-status"
-    COLUMNS = (("entity", "entity"), ("dlq", "dlq"), ("tdlq", "tdlq"), ("active", "active"), ("sched", "scheduled"))
+    COLUMNS = (
+        Column("entity", "entity", attrgetter("entity")),
+        Column("dlq", "dead_letter", attrgetter("dead_letter")),
+        Column("tdlq", "transfer_dead_letter", attrgetter("transfer_dead_letter")),
+        Column("active", "active", attrgetter("active")),
+        Column("sched", "scheduled", attrgetter("scheduled")),
+    )
 
     @dataclass
     class Opened(TMessage):
@@ -40,7 +48,7 @@ class EntitiesPane(TablePane):
         self.by_size = True
 
     def above_table(self) -> ComposeResult:
-        yield Input(placeholder="type to filter entities", id="entity-filter")
+        yield Input(placeholder="/ filters entities (Enter or Esc: back to the list)", id="entity-filter")
 
     def show(self, counts: list[Counts]) -> None:
         """Replace the rows, keeping the cursor on the same entity."""
@@ -56,15 +64,12 @@ class EntitiesPane(TablePane):
         return sorted(rows, key=lambda c: c.entity.lower())
 
     def _render_rows(self) -> None:
-        table = self.table
         current = self.selected_entity()
-        table.clear()
         rows = self.shown_rows()
-        for c in rows:
-            table.add_row(c.entity, c.dead_letter, c.transfer_dead_letter, c.active, c.scheduled, key=c.entity)
+        self.add_rows(rows, key=attrgetter("entity"))
         for i, c in enumerate(rows):
             if c.entity == current:
-                table.move_cursor(row=i)
+                self.table.move_cursor(row=i)
         order = "DLQ size" if self.by_size else "name"
         self.query_one("#entity-status", Static).update(
             f"{len(rows)} of {len(self.counts)} entities, by {order} · Enter: DLQ · t: transfer DLQ · s: sort"
@@ -100,6 +105,9 @@ class EntitiesPane(TablePane):
 
     def action_focus_filter(self) -> None:
         self.query_one("#entity-filter", Input).focus()
+
+    def action_leave_filter(self) -> None:
+        self.table.focus()
 
     def _open(self, sub_queue: SubQueue) -> None:
         entity = self.selected_entity()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from textual.app import ComposeResult
@@ -13,13 +14,38 @@ from textual.widgets import DataTable, Input, Static
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
-from sbdlq.models import Message
+from sbdlq.models import MESSAGE_FIELD, Message
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
 from sbdlq.ui.filterline import Filter, parse_filter
-from sbdlq.ui.table_pane import TablePane
+from sbdlq.ui.table_pane import Column, TablePane
 
 PAGE_ROWS = 100
+
+
+def field_column(name: str, show: Callable[[Any], Any] | None = None) -> Column[Message]:
+    """A column of one of MESSAGE_FIELDS (its title and value), its value shown through `show`."""
+    f = MESSAGE_FIELD[name]
+    return Column(f.title, f.name, f.value if show is None else lambda m: show(f.value(m)))
+
+
+def _cut(width: int) -> Callable[[Any], str]:
+    """A text value, at most `width` characters (the free text gives way to the identifiers)."""
+    return lambda value: (value or "")[:width]
+
+
+def _short_time(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+#: The Messages table, left to right after the mark: a new column is one line here.
+MESSAGE_COLUMNS: tuple[Column[Message], ...] = (
+    field_column("sequence_number"),
+    field_column("enqueued_time", _short_time),
+    field_column("dead_letter_reason", _cut(28)),
+    field_column("subject", _cut(20)),
+    field_column("message_id", lambda value: value or ""),
+)
 
 
 class MessagesPane(TablePane):
@@ -32,17 +58,11 @@ class MessagesPane(TablePane):
         Binding("n", "next_page", "Next"),
         Binding("p", "previous_page", "Prev"),
         Binding("slash", "focus_filter", "Filter", show=False),
+        Binding("escape", "leave_filter", "Leave filter", show=False),
     ]
     TABLE_ID = "messages"
     BELOW_ID = "messages-status"
-    COLUMNS = (
-        ("", "mark"),
-        ("seq", "seq"),
-        ("enqueued", "enqueued"),
-        ("reason", "reason"),
-        ("subject", "subject"),
-        ("message id", "message_id"),
-    )
+    COLUMNS = MESSAGE_COLUMNS
 
     @dataclass
     class Chosen(TMessage):
@@ -66,7 +86,7 @@ class MessagesPane(TablePane):
 
     def above_table(self) -> ComposeResult:
         yield Static("Choose a DLQ in the Entities pane.", id="messages-title")
-        yield Input(placeholder='filter: --reason X --where "sys.Label = \'a\'" (Enter)', id="filter")
+        yield Input(placeholder="filter: --reason X --where \"sys.Label = 'a'\" (Enter)", id="filter")
 
     async def open(self, backend: Backend, address: Address, filter_text: str | None = None) -> None:
         """Browse `address` from its first message (with a new filter when given)."""
@@ -106,19 +126,12 @@ class MessagesPane(TablePane):
         self.page = got[: self.page_rows]
         self._render_rows()
 
+    def columns(self) -> Sequence[Column[Any]]:
+        """The mark (this pane's own state), then the message's columns."""
+        return (Column("", "mark", self._mark_of), *self.COLUMNS)
+
     def _render_rows(self) -> None:
-        table = self.table
-        table.clear()
-        for m in self.page:
-            table.add_row(
-                self._mark_of(m),
-                m.sequence_number,
-                m.enqueued_time.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"),
-                (m.dead_letter_reason or "")[:28],
-                (m.subject or "")[:20],
-                m.message_id or "",
-                key=str(m.sequence_number),
-            )
+        self.add_rows(self.page, key=lambda m: str(m.sequence_number))
         self._render_status()
 
     def _mark_of(self, m: Message) -> str:
@@ -205,3 +218,7 @@ class MessagesPane(TablePane):
 
     def action_focus_filter(self) -> None:
         self.query_one("#filter", Input).focus()
+
+    def action_leave_filter(self) -> None:
+        """Escape: back to the table; the filter in force stays the one last submitted (Enter)."""
+        self.table.focus()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC
+from operator import attrgetter
 from typing import Any
 
 from textual.app import ComposeResult
@@ -11,7 +12,7 @@ from textual.message import Message as TMessage
 from textual.widgets import DataTable, Static
 
 from sbdlq.models import ReasonGroup
-from sbdlq.ui.table_pane import TablePane
+from sbdlq.ui.table_pane import Column, TablePane
 
 BAR = 30
 
@@ -22,9 +23,7 @@ def bar_lines(groups: list[ReasonGroup], width: int = BAR) -> str:
         return ""
     top = max(g.count for g in groups) or 1
     label = min(max(len(g.key) for g in groups), 28)
-    return "\n".join(
-        f"{g.key[:label]:<{label}} {'█' * max(1, round(g.count * width / top))} {g.count}" for g in groups
-    )
+    return "\n".join(f"{g.key[:label]:<{label}} {'█' * max(1, round(g.count * width / top))} {g.count}" for g in groups)
 
 
 class ReasonsPane(TablePane):
@@ -33,7 +32,12 @@ class ReasonsPane(TablePane):
     TABLE_ID = "reasons"
     BELOW_ID = "reasons-chart"
     ZEBRA_STRIPES = False
-    COLUMNS = tuple((label, label) for label in ("reason", "count", "first", "last"))
+    COLUMNS = (
+        Column("reason", "reason", attrgetter("key")),
+        Column("count", "count", attrgetter("count")),
+        Column("first", "first", lambda g: _minute(g.first_enqueued)),
+        Column("last", "last", lambda g: _minute(g.last_enqueued)),
+    )
 
     @dataclass
     class Chosen(TMessage):
@@ -48,10 +52,7 @@ class ReasonsPane(TablePane):
         self.query_one("#reasons-title", Static).update(f"scanning {what} ...")
 
     def show(self, what: str, groups: list[ReasonGroup]) -> None:
-        table = self.table
-        table.clear()
-        for g in groups:
-            table.add_row(g.key, g.count, _minute(g.first_enqueued), _minute(g.last_enqueued), key=g.key)
+        self.add_rows(groups, key=attrgetter("key"))
         total = sum(g.count for g in groups)
         self.query_one("#reasons-title", Static).update(f"{what}: {total} message(s) by reason · Enter: filter")
         self.query_one("#reasons-chart", Static).update(bar_lines(groups))

@@ -6,9 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, ProgressBar, Static
 
@@ -44,8 +45,9 @@ SYSTEM_FIELDS = ("subject", "content_type", "time_to_live_s", "session_id", "cor
 HELP = """\
 sbdlq ui — keys
 
-Anywhere      1 entities · 2 messages · 3 detail · 4 reasons · ? help · q quit
-Entities      type to filter · Enter open DLQ · t transfer DLQ · s sort (DLQ size/name) · / filter
+Anywhere      1 entities · 2 messages · 3 detail · 4 reasons · ? help · q or Ctrl+Q quit
+              (in a text field q is typed: Esc leaves the field, Ctrl+Q quits)
+Entities      / filter (Enter or Esc: back) · Enter open DLQ · t transfer DLQ · s sort
 Messages      / filter line (the selection options: --reason, --where, ...) · Enter detail
               space mark · a all that match · c clear marks · n next page · p previous page
 Actions       r resubmit · d purge (optionally exporting first) · e export to JSONL
@@ -61,7 +63,8 @@ Reasons       Enter filters the messages to that reason
 class HelpScreen(ModalScreen[None]):
     """The keys."""
 
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]  # noqa: RUF012
+    # A modal screen cuts the app's bindings off: q quits here as everywhere outside a text field.
+    BINDINGS = [Binding("escape,question_mark", "dismiss", "Close"), Binding("q", "app.quit", "Quit")]  # noqa: RUF012
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
@@ -74,7 +77,7 @@ class ActionScreen(ModalScreen[bool]):
     Dismissed with True when something ran, so the caller reloads what it shows.
     """
 
-    BINDINGS = [Binding("escape", "close", "Close")]  # noqa: RUF012
+    BINDINGS = [Binding("escape", "close", "Close"), Binding("q", "app.quit", "Quit")]  # noqa: RUF012
     # One line a field, so the resubmit form, its plan and the buttons fit in 80×24.
     DEFAULT_CSS = """
     ActionScreen .field { height: 1; }
@@ -84,31 +87,61 @@ class ActionScreen(ModalScreen[bool]):
     """
 
     def __init__(
-        self, backend: Backend, kind: Kind, source: Any, selection: Selection, scope: str, tuning: Tuning
+        self,
+        backend: Backend,
+        kind: Kind,
+        source: Any,
+        selection: Selection,
+        scope: str,
+        tuning: Tuning,
+        *,
+        all_matching: bool = False,
     ) -> None:
         super().__init__()
         self.backend, self.kind, self.source = backend, kind, source
         self.selection, self.scope, self.tuning = selection, scope, tuning
+        #: on every message that matches (not on marked ones): a purge of it with no export needs the name
+        self.all_matching = all_matching
         self.planned: Action | None = None
         self.running = False
         self.ran = False
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="action"):
+        # The buttons sit below the scrolling body, never inside it: at any size they stay in view.
+        with Vertical(id="action"):
             yield Static(f"{self.kind} {self.scope} of {self.source}", id="action-title")
-            if self.kind == "resubmit":
-                yield from self._resubmit_form()
-            elif self.kind == "purge":
-                yield Input(placeholder="export to JSONL first (path; empty: no export)", id="export")
-            else:
-                yield Input(placeholder="export to JSONL file (path)", id="export")
-            yield Static("", id="plan")
-            yield ProgressBar(id="progress", show_eta=False)
-            yield Static("", id="result")
+            with VerticalScroll(id="action-body"):
+                if self.kind == "resubmit":
+                    yield from self._resubmit_form()
+                elif self.kind == "purge":
+                    yield Input(placeholder="export to JSONL first (path; empty: no export)", id="export")
+                else:
+                    yield Input(placeholder="export to JSONL file (path)", id="export")
+                yield Static("", id="plan")
+                if self.kind == "purge":
+                    yield Input(placeholder=f"type {self.entity_name} to delete with no export", id="confirm-name")
+                yield ProgressBar(id="progress", show_eta=False)
+                yield Static("", id="result")
             with Horizontal(id="buttons"):
                 yield Button("Confirm", id="confirm", variant="error", disabled=True)
                 yield Button("Plan again", id="replan")
                 yield Button("Close", id="close")
+
+    @property
+    def entity_name(self) -> str:
+        """What the operator types to delete all that match with no export: the entity's path."""
+        return str(self.source.entity)
+
+    def name_needed(self, action: Action) -> bool:
+        """Deleting all that match (the whole DLQ, maybe) with no export: only the typed name confirms.
+
+        The CLI asks y/N with No the default; three keys (`a`, `d`, Enter) must not empty a DLQ.
+        """
+        return isinstance(action.options, PurgeOptions) and action.options.export is None and self.all_matching
+
+    def destructive(self, action: Action) -> bool:
+        """Deletes with no copy elsewhere: Confirm never has the focus (Close has, like the CLI's No)."""
+        return isinstance(action.options, PurgeOptions) and action.options.export is None
 
     def _resubmit_form(self) -> ComposeResult:
         """Target, the two switches and the edit options of `sbdlq resubmit`, one line each."""
@@ -125,7 +158,19 @@ class ActionScreen(ModalScreen[bool]):
                     yield Label(label)
                     yield Input(placeholder=placeholder, id=input_id, compact=True)
 
+    #: What the dialog holds besides its body: border (2), title (at most 2), buttons (3).
+    FRAME_LINES = 7
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """Size to content, up to the terminal's height: past that the body scrolls, above the buttons."""
+        body = self.query_one("#action-body", VerticalScroll)
+        body.styles.max_height = max(3, self.size.height - self.FRAME_LINES)
+
     async def on_mount(self) -> None:
+        self._fit()
         for button in self.query(Button):
             # No press-effect lock-out: `running`/`ran` already guard a double confirm, and a new
             # plan must be confirmable at once.
@@ -175,6 +220,7 @@ class ActionScreen(ModalScreen[bool]):
         confirm = self.query_one("#confirm", Button)
         confirm.disabled = True
         self.planned = None
+        self._ask_name(False)
         try:
             action = self.action_of()
         except SbdlqError as exc:
@@ -185,16 +231,51 @@ class ActionScreen(ModalScreen[bool]):
             outcome.lines.append("nothing to do")
             outcome.ok = False
         self._show_plan(outcome)
-        if outcome.ok:
-            self.planned = action
+        if not outcome.ok:
+            return
+        self.planned = action
+        if self.name_needed(action):
+            self._ask_name(True)
+        elif self.destructive(action):
+            confirm.disabled = False
+            self.query_one("#close", Button).focus()
+        else:
             confirm.disabled = False
             confirm.focus()
 
+    def _ask_name(self, ask: bool) -> None:
+        """Show (and focus) the field the entity's name is typed in, or hide and empty it."""
+        if self.kind != "purge":
+            return
+        field = self.query_one("#confirm-name", Input)
+        field.display = ask
+        if ask:
+            field.focus()
+        else:
+            field.value = ""
+
+    def _name_typed(self) -> bool:
+        return self.kind == "purge" and self.query_one("#confirm-name", Input).value.strip() == self.entity_name
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "confirm-name":
+            event.stop()
+            # Read the whole rule again: this may come after a new plan that needs no name.
+            planned = self.planned
+            ready = planned is not None and (not self.name_needed(planned) or self._name_typed())
+            self.query_one("#confirm", Button).disabled = not ready
+
     def _show_plan(self, outcome: Outcome) -> None:
         self.query_one("#plan", Static).update("\n".join(outcome.lines))
+        # A long form pushes the plan below the body's fold: scroll to its end, where the plan
+        # line, the example or the refusal is (the form scrolls back up; the buttons never move).
+        self.query_one("#action-body", VerticalScroll).scroll_end(animate=False)
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
+        if event.input.id == "confirm-name":
+            await self.confirm()  # runs only when the name is right (confirm checks)
+            return
         await self.replan()
 
     async def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
@@ -214,6 +295,9 @@ class ActionScreen(ModalScreen[bool]):
         """Run what was planned; if the form changed since, plan again instead (confirm what you saw)."""
         if self.planned is None or self.running or self.ran:
             return
+        if self.name_needed(self.planned) and not self._name_typed():
+            self.app.notify(f"type {self.entity_name} to delete these messages with no export", severity="warning")
+            return
         try:
             current = self.action_of()
         except SbdlqError:
@@ -226,8 +310,10 @@ class ActionScreen(ModalScreen[bool]):
         self.query_one("#confirm", Button).disabled = True
         outcome = await execute(self.backend, self.planned, self._progress)
         self.running, self.ran = False, True
+        self._ask_name(False)
         lines = [*outcome.lines, outcome.summary]
         self.query_one("#result", Static).update("\n".join(line for line in lines if line))
+        self.query_one("#action-body", VerticalScroll).scroll_end(animate=False)  # the result line
         self.query_one("#close", Button).focus()
 
     def _progress(self, total: int | None) -> Callable[[int], None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -43,12 +44,17 @@ def dlqs(seed: Seeder) -> Seeder:
     return seed
 
 
-def drive(store: Path, script: Callable[[DlqApp, Any], Awaitable[None]], **app_options: Any) -> None:
-    """Run the app at 80×24 over the store and play `script(app, pilot)`."""
+def drive(
+    store: Path,
+    script: Callable[[DlqApp, Any], Awaitable[None]],
+    size: tuple[int, int] = SIZE,
+    **app_options: Any,
+) -> None:
+    """Run the app at `size` (80×24) over the store and play `script(app, pilot)`."""
 
     async def go() -> None:
         app = DlqApp(EmulatorBackend(str(store)), refresh_s=3600, **app_options)
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=size) as pilot:
             await pilot.pause()
             await script(app, pilot)
 
@@ -62,9 +68,19 @@ async def settle(app: DlqApp, pilot: Any) -> None:
     await pilot.pause()
 
 
-def rows(app: DlqApp, table_id: str) -> list[list[Any]]:
+async def until(app: DlqApp, pilot: Any, check: Callable[[], bool], what: str) -> None:
+    """Let the app work until `check()` holds: a generous deadline, never a speed assertion."""
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, f"no {what} within 30 s"
+        await settle(app, pilot)
+
+
+def rows(app: DlqApp, table_id: str) -> list[dict[str, Any]]:
+    """The table's rows as shown, each by column key (the pane's column declaration names them)."""
     table = app.query_one(table_id, DataTable)
-    return [table.get_row_at(i) for i in range(table.row_count)]
+    keys = [str(key.value) for key in table.columns]
+    return [dict(zip(keys, table.get_row_at(i), strict=True)) for i in range(table.row_count)]
 
 
 def text(app: Any, selector: str) -> str:
@@ -72,20 +88,65 @@ def text(app: Any, selector: str) -> str:
 
 
 async def open_orders(app: DlqApp, pilot: Any) -> None:
-    await pilot.press(*"orders", "enter", "enter")
+    await pilot.press("slash", *"orders", "enter", "enter")
     await settle(app, pilot)
 
 
 def test_entities_sorted_by_dlq_size_and_filtered_as_you_type(store: Path, dlqs: Seeder) -> None:
     async def script(app: DlqApp, pilot: Any) -> None:
-        assert [r[0] for r in rows(app, "#entities")] == ["orders", "billing", "empty"]
-        assert rows(app, "#entities")[0][1:3] == [5, 0]
-        await pilot.press("b", "i", "l")
-        assert [r[0] for r in rows(app, "#entities")] == ["billing"]
+        assert [r["entity"] for r in rows(app, "#entities")] == ["orders", "billing", "empty"]
+        assert rows(app, "#entities")[0] == {
+            "entity": "orders",
+            "dead_letter": 5,
+            "transfer_dead_letter": 0,
+            "active": 0,
+            "scheduled": 0,
+        }
+        await pilot.press("slash", "b", "i", "l")
+        assert [r["entity"] for r in rows(app, "#entities")] == ["billing"]
         await pilot.press("enter", "s")
         assert app.query_one(EntitiesPane).by_size is False
 
     drive(store, script)
+
+
+def test_keys_work_from_the_first_frame_and_slash_escape_enter_and_leave_the_filter(store: Path, dlqs: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        box = app.query_one("#entity-filter", Input)
+        assert not box.has_focus
+        await pilot.press("s")  # an app key, not a letter in the filter
+        assert app.query_one(EntitiesPane).by_size is False and box.value == ""
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert "sbdlq ui — keys" in str(app.screen.query_one(Static).render())
+        await pilot.press("escape")
+        await pilot.press("slash", *"sq")  # in the field, q and s are typed
+        assert box.has_focus and box.value == "sq" and app.is_running
+        await pilot.press("escape")
+        assert app.query_one("#entities", DataTable).has_focus
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+    drive(store, script)
+
+
+def test_q_quits_from_the_help_and_from_a_dialog(store: Path, dlqs: Seeder) -> None:
+    async def from_help(app: DlqApp, pilot: Any) -> None:
+        await pilot.press("question_mark", "q")
+        await pilot.pause()
+        assert not app.is_running
+
+    async def from_a_dialog(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        await open_action(app, pilot, "space", "d")
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+    drive(store, from_help)
+    drive(store, from_a_dialog)
+    assert dlqs.counts("orders").dead_letter == 5
 
 
 def test_browse_pages_and_detail(store: Path, seed: Seeder) -> None:
@@ -99,15 +160,15 @@ def test_browse_pages_and_detail(store: Path, seed: Seeder) -> None:
         pane = app.query_one(MessagesPane)
         pane.page_rows = 3  # small pages: paging without 100+ messages
         await open_orders(app, pilot)
-        assert [r[5] for r in rows(app, "#messages")] == ["json-1", "bin-1", "x0"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["json-1", "bin-1", "x0"]
         assert "n: next page" in text(app, "#messages-status")
         await pilot.press("n")
-        assert [r[5] for r in rows(app, "#messages")] == ["x1", "x2", "x3"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["x1", "x2", "x3"]
         await pilot.press("n")
-        assert [r[5] for r in rows(app, "#messages")] == ["x4"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["x4"]
         assert "last page" in text(app, "#messages-status")
         await pilot.press("p", "p")
-        assert [r[5] for r in rows(app, "#messages")] == ["json-1", "bin-1", "x0"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["json-1", "bin-1", "x0"]
         await pilot.press("enter")
         detail = text(app, "#detail-text")
         assert '"order": 7' in detail and "message_id: json-1" in detail and "subject: s1" in detail
@@ -121,11 +182,41 @@ def test_browse_pages_and_detail(store: Path, seed: Seeder) -> None:
     drive(store, script)
 
 
+def test_a_column_is_one_declaration(store: Path, dlqs: Seeder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adding a message field to the Messages table is one entry: title, header and cells follow."""
+    from sbdlq.ui.messages import MESSAGE_COLUMNS, field_column
+
+    monkeypatch.setattr(MessagesPane, "COLUMNS", (*MESSAGE_COLUMNS, field_column("delivery_count")))
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        table = app.query_one("#messages", DataTable)
+        assert [str(c.label) for c in table.columns.values()][-2:] == ["message id", "deliveries"]
+        shown = rows(app, "#messages")
+        assert [(r["message_id"], r["delivery_count"]) for r in shown][:2] == [("t0", 1), ("t1", 1)]
+        assert shown[0]["dead_letter_reason"] == "Timeout"
+
+    drive(store, script)
+
+
+def test_the_detail_shows_every_message_field() -> None:
+    from datetime import UTC, datetime
+
+    from sbdlq.models import MESSAGE_FIELDS, Message
+    from sbdlq.ui.detail import describe
+
+    m = Message(1, b"{}", datetime(2025, 1, 1, tzinfo=UTC), message_id="m-1", application_properties={"k": "v"})
+    shown = describe(m).plain
+    assert [f.name for f in MESSAGE_FIELDS if f"  {f.name}: " not in shown] == []
+    assert "enqueued_time: 2025-01-01T00:00:00Z" in shown and "k: v" in shown
+
+
 def test_filter_mark_and_resubmit_moves_only_the_marked(store: Path, dlqs: Seeder) -> None:
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
         await pilot.press("slash", *"--reason Timeout", "enter")
-        assert [r[5] for r in rows(app, "#messages")] == ["t0", "t1", "t2"]
+        await settle(app, pilot)  # the filter's page loads before the next key
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["t0", "t1", "t2"]
         await pilot.press("space", "down", "space")  # t0 and t2
         assert "2 marked" in text(app, "#messages-status")
         screen = await open_action(app, pilot, "r")
@@ -135,7 +226,7 @@ def test_filter_mark_and_resubmit_moves_only_the_marked(store: Path, dlqs: Seede
         assert "resubmitted 2 of 2" in text(screen, "#result")
         await pilot.click("#close")
         await settle(app, pilot)
-        assert [r[5] for r in rows(app, "#messages")] == ["t1"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["t1"]
 
     drive(store, script)
     assert sorted(dlqs.peek_ids("orders")) == ["t0", "t2"]
@@ -147,14 +238,20 @@ def test_purge_all_that_match_with_export(store: Path, dlqs: Seeder, tmp_path: P
 
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
-        await pilot.press("slash", *"--where \"DeadLetterReason = 'Poison'\"", "enter", "a")
+        await pilot.press("slash", *"--where \"DeadLetterReason = 'Poison'\"", "enter")
+        await settle(app, pilot)  # the filter's page loads before the next key
+        await pilot.press("a")
         assert "all that match marked" in text(app, "#messages-status")
         screen = await open_action(app, pilot, "d")
         assert "plan: delete 2" in text(screen, "#plan")
+        assert screen.query_one("#confirm", Button).disabled  # no export: only the typed name confirms
+        await pilot.press(*"ord")  # half a name, then the operator chooses to export instead
         screen.query_one("#export", Input).value = str(export)
-        await pilot.click("#confirm")  # the form changed: it plans again instead of running
+        await pilot.click("#replan")
         await settle(app, pilot)
         assert "plan: export and delete 2" in text(screen, "#plan")
+        assert not screen.query_one("#confirm", Button).disabled
+        assert not screen.query_one("#confirm-name", Input).display
         assert dlqs.counts("orders").dead_letter == 5
         await pilot.press("enter")  # Confirm has the focus once a plan may go
         await settle(app, pilot)
@@ -167,6 +264,68 @@ def test_purge_all_that_match_with_export(store: Path, dlqs: Seeder, tmp_path: P
     assert sorted(dlqs.dlq_ids("orders")) == ["t0", "t1", "t2"]  # type: ignore[type-var]
     lines = [json.loads(line) for line in export.read_text().splitlines()]
     assert [d["message_id"] for d in lines] == ["p0", "p1"]
+
+
+def test_purging_all_that_match_with_no_export_needs_the_name_typed(store: Path, dlqs: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        screen = await open_action(app, pilot, "a", "d")
+        assert "plan: delete 5" in text(screen, "#plan")
+        assert screen.query_one("#confirm", Button).disabled
+        await pilot.press("enter")  # what deleted the whole DLQ before
+        await settle(app, pilot)
+        assert text(screen, "#result") == ""
+        await pilot.press(*"order", "enter")  # not quite the name
+        await settle(app, pilot)
+        assert screen.query_one("#confirm", Button).disabled and text(screen, "#result") == ""
+        assert dlqs.counts("orders").dead_letter == 5
+        await pilot.press("s", "enter")  # `orders`
+        await settle(app, pilot)
+        assert "purged 5 of 5" in text(screen, "#result")
+
+    drive(store, script)
+    assert dlqs.counts("orders").dead_letter == 0
+
+
+def test_purging_marked_messages_with_no_export_has_close_as_the_default(store: Path, dlqs: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        screen = await open_action(app, pilot, "space", "d")
+        assert "plan: delete 1" in text(screen, "#plan")
+        assert screen.query_one("#close", Button).has_focus
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ActionScreen)
+
+    drive(store, script)
+    assert dlqs.counts("orders").dead_letter == 5
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+@pytest.mark.parametrize("keys", [("a", "r"), ("a", "d"), ("space", "e")])
+def test_every_dialog_shows_its_buttons(
+    store: Path, tenants: Seeder, size: tuple[int, int], keys: tuple[str, ...]
+) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        screen = await open_action(app, pilot, *keys)
+        if keys[-1] == "r":  # the longest plan: the edit example
+            screen.query_one("#set-property", Input).value = "tenant=eu, region=west, tier=gold"
+            screen.query_one("#remove-property", Input).value = "bad, keep"
+            screen.query_one("#set-subject", Input).value = "fixed"
+            screen.query_one("#set-correlation_id", Input).value = "c-1"
+            await pilot.click("#replan")
+            await settle(app, pilot)
+            assert "example: the copy" in text(screen, "#plan")
+        for button in screen.query(Button):
+            x, y = button.region.center
+            assert screen.get_widget_at(x, y)[0] is button, f"{button.id} is out of sight at {size}"
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen.query_one("#help").region.bottom <= size[1]
+
+    drive(store, script, size=size)
 
 
 def test_export_writes_jsonl_and_deletes_nothing(store: Path, dlqs: Seeder, tmp_path: Path) -> None:
@@ -314,14 +473,14 @@ def test_reasons_pane_enter_filters_the_messages(store: Path, dlqs: Seeder) -> N
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
         await pilot.press("4")
-        await settle(app, pilot)
-        assert [r[:2] for r in rows(app, "#reasons")] == [["Timeout", 3], ["Poison", 2]]
+        await until(app, pilot, lambda: bool(rows(app, "#reasons")), "reasons")  # a worker scans them
+        assert [(r["reason"], r["count"]) for r in rows(app, "#reasons")] == [("Timeout", 3), ("Poison", 2)]
         assert "█" in text(app, "#reasons-chart")
         app.query_one("#reasons", DataTable).focus()
         await pilot.press("down", "enter")
         await settle(app, pilot)
         assert app.query_one(MessagesPane).filter.text == "--reason Poison"
-        assert [r[5] for r in rows(app, "#messages")] == ["p0", "p1"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["p0", "p1"]
 
     drive(store, script)
 
@@ -334,7 +493,7 @@ def test_transfer_dlq_and_start_entity(store: Path, seed: Seeder) -> None:
         await settle(app, pilot)
         pane = app.query_one(MessagesPane)
         assert pane.address == Address(parse_entity("fwd"), SubQueue.TRANSFER_DEAD_LETTER)
-        assert [r[5] for r in rows(app, "#messages")] == ["x0", "x1"]
+        assert [r["message_id"] for r in rows(app, "#messages")] == ["x0", "x1"]
 
     drive(store, script, entity=Address(parse_entity("fwd"), SubQueue.TRANSFER_DEAD_LETTER))
 
