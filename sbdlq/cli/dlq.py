@@ -9,7 +9,7 @@ Every command has one shape: open the target, call the operation, map errors, re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,6 +30,9 @@ from sbdlq.errors import BadInput, ExitStatus, OperationFailed, ThresholdExceede
 from sbdlq.paths import Address, SubQueue, parse_entity
 from sbdlq.render import Emitter, Query
 from sbdlq.selection import MAX_SEQUENCE, Selection
+
+if TYPE_CHECKING:
+    from sbdlq.models import RunResult
 
 NO_SELECTION = SelectionOptions()
 # `peek -o tsv`: the peek table's columns, as Message JSON keys, with full values.
@@ -391,14 +394,13 @@ def purge(
                 )
         return fmt, result
 
-    _change(ctx, query, work, "purged", output)
+    _change(ctx, query, work, output)
 
 
 def _change(
     ctx: typer.Context,
     query: str | None,
     work: Callable[[Settings], Awaitable[tuple[str, Any]]],
-    verb: str,
     output: str | None = None,
 ) -> None:
     """Run a resubmit or purge under the error path, report it, and exit 1 when messages were left.
@@ -422,7 +424,7 @@ def _change(
         from sbdlq.cli.common import fail
 
         fail(stop)
-    _finish(ctx, result, verb)
+    _finish(ctx, result)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -579,34 +581,19 @@ def _query(ctx: typer.Context, expression: str | None) -> Query | None:
     raise AssertionError("unreachable")
 
 
-def _finish(ctx: typer.Context, result: Any, verb: str) -> None:
-    """Exit 1 with one line on stderr when anything failed; the messages stay in the DLQ."""
+def _finish(ctx: typer.Context, result: "RunResult") -> None:
+    """Exit 1 with the result's one line on stderr when it left anything undone (RunResult.left_over)."""
     from sbdlq.cli.common import settings
 
     if result.dry_run:
         return
     s = settings(ctx)
-    for line in result.errors[1:]:
-        s.log(line)
-    unroutable = getattr(result, "unroutable", 0)
-    if unroutable and not (result.failed or result.lock_lost):
-        err(
-            f"sbdlq: {unroutable} message(s) were not resubmitted because no subscription of the target would "
-            "receive their copy; they remain in the queue (check the topic's subscription rules)"
-        )
-        raise typer.Exit(int(ExitStatus.FAILED))
-    if not (result.failed or result.lock_lost):
+    for text in result.errors[1:]:
+        s.log(text)
+    left = result.left_over()
+    if left is None:
         if result.errors:
             s.log(result.errors[0])
         return
-    cause = f"{result.errors[0]}; " if result.errors else ""
-    if verb == "resubmitted" and not result.failed:
-        # The copies went out; only the originals are left over.
-        err(
-            f"sbdlq: {cause}{result.lock_lost} original(s) stayed in the queue after their copy was sent; "
-            "check the target before resubmitting them again"
-        )
-    else:
-        left = result.failed + (result.lock_lost if verb == "purged" else 0)
-        err(f"sbdlq: {cause}{left} message(s) were not {verb} and remain in the queue; run the command again to retry")
+    err(f"sbdlq: {left}")
     raise typer.Exit(int(ExitStatus.FAILED))

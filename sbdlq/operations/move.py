@@ -53,7 +53,12 @@ class LoopStats:
     #: received, did not match the selection, left in the DLQ
     not_matching: int = 0
     retries: int = 0
-    lock_lost: int = 0
+    #: never tried: in the DLQ when the run ended without having received them
+    not_tried: int = 0
+    #: copied (sent, exported) but still in the DLQ: their complete failed or their lock was lost
+    left_beside_copy: int = 0
+    #: the sequence numbers of those
+    left_sequences: list[int] = field(default_factory=list)
     renewals: int = 0
     errors: list[str] = field(default_factory=list)
     #: set by an action when going on is pointless (target disabled, disk full, ...)
@@ -63,6 +68,11 @@ class LoopStats:
         """Keep the first few distinct error lines for the summary."""
         if text not in self.errors and len(self.errors) < 5:
             self.errors.append(text)
+
+    def left_beside(self, messages: Sequence[Message]) -> None:
+        """Count messages copied (sent, exported) whose original is still in the DLQ."""
+        self.left_beside_copy += len(messages)
+        self.left_sequences.extend(m.sequence_number for m in messages)
 
     def abort(self, text: str) -> None:
         """Stop taking new messages; what is in flight finishes, the rest is released."""
@@ -459,6 +469,8 @@ class Plan:
     last_sequence: int | None = None
     #: the DLQ's count the plan was made from (None after a scan)
     counted: int | None = None
+    #: messages the scan read and the selection passed over (0 without a scan)
+    passed_over: int = 0
 
 
 async def plan_run(
@@ -474,7 +486,12 @@ async def plan_run(
     if scan or not selection.is_empty:
         plan = Plan(0)
         tick = progress(None) if progress else None
-        async for m in iter_messages(backend, source, selection=selection, limit=max_count, on_page=tick):
+
+        def passed() -> None:
+            plan.passed_over += 1
+
+        scan_all = iter_messages(backend, source, selection=selection, limit=max_count, on_page=tick, on_passed=passed)
+        async for m in scan_all:
             plan.selected += 1
             plan.last_sequence = m.sequence_number
         return plan
@@ -538,9 +555,8 @@ async def complete_or_left(
     return await still_in(backend, source, lost, stats), error
 
 
-def report_unreceived(selected: int, accounted: int, source: Address, note: Callable[[str], None]) -> None:
+def report_unreceived(selected: int, missing: int, source: Address, note: Callable[[str], None]) -> None:
     """Say so when selected messages never came: another receiver took or holds them, or they went."""
-    missing = selected - accounted
     if missing > 0:
         note(
             f"note: {missing} of the {selected} selected message(s) were not received (taken by another "

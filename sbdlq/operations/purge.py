@@ -48,8 +48,6 @@ async def purge(
 class Purge(MovingRun[PurgeResult]):
     """Export each message (when asked), then complete it."""
 
-    LOST_ARE_DONE = False
-
     def __init__(
         self,
         backend: Backend,
@@ -214,11 +212,14 @@ class Purge(MovingRun[PurgeResult]):
             self.result.exported += len(chunk)
         left, error = await complete_or_left(self.backend, self.source, chunk, stats)
         stats.handled += len(chunk) - len(left)
-        if error is not None:
+        if left and self.exporter is not None:
+            # In the export file and still in the DLQ: a second purge would export them again.
+            stats.left_beside(left)
+        else:
             stats.failed += len(left)
+        if error is not None:
             stats.abort(f"delete failed: {error.message}")
         elif left:
-            stats.lock_lost += len(left)
             stats.error(f"{len(left)} message(s) stayed in the {queue_word(self.source)} (lock lost before delete)")
         return left
 

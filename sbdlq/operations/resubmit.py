@@ -154,8 +154,7 @@ class Resubmit(MovingRun[ResubmitResult]):
     """Send a copy of each message to the target, then complete the original."""
 
     # An original left in the DLQ after its copy went out is not "resubmitted": the summary
-    # counts what was both sent and completed, and reports the rest as lock_lost.
-    LOST_ARE_DONE = False
+    # counts what was both sent and completed, and reports the rest as left_beside_copy.
     target_info: EntityInfo  # read by check()
 
     def __init__(
@@ -277,9 +276,9 @@ class Resubmit(MovingRun[ResubmitResult]):
     def kept_back(self) -> int:
         return self.unroutable
 
-    def account(self) -> None:
-        super().account()
-        self.result.unroutable = self.unroutable
+    def account(self, *, stopped: bool = False) -> None:
+        self.result.unroutable = self.unroutable  # before the rest is shared out
+        super().account(stopped=stopped)
 
     def copy_of(self, m: Message) -> OutboundMessage:
         """The copy resubmit sends for a message."""
@@ -354,7 +353,7 @@ class Resubmit(MovingRun[ResubmitResult]):
         # Only what was both sent and completed is resubmitted; the rest is reported as left over.
         stats.handled += len(sent) - len(lost)
         if lost:
-            stats.lock_lost += len(lost)
+            stats.left_beside(lost)
             stats.error(f"{len(lost)} original(s) stayed in the {queue_word(self.source)} after their copy was sent")
         # Nothing was deleted for the refused ones: they are released at the end of the run.
         return refused + lost
