@@ -129,6 +129,10 @@ class Backend(ABC):
     ) -> list[Message]:
         """Move to the DLQ; returns the messages whose lock was lost."""
 
+    async def still_held(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Of locked messages, those whose lock this client can still settle (default: all; it cannot tell)."""
+        return list(messages)
+
     @abstractmethod
     async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         """Extend the locks (updates locked_until); returns the messages whose lock was lost."""

@@ -59,6 +59,8 @@ class LoopStats:
     left_beside_copy: int = 0
     #: the sequence numbers of those
     left_sequences: list[int] = field(default_factory=list)
+    #: lost their lock before their action: nothing done with them, left for a later batch
+    let_go: int = 0
     renewals: int = 0
     errors: list[str] = field(default_factory=list)
     #: set by an action when going on is pointless (target disabled, disk full, ...)
@@ -297,9 +299,12 @@ class LockedLoop:
         self.queued: list[Message] = []  # matches received, not yet handed to a chunk
         self.ahead: asyncio.Task[list[Message]] | None = None  # the next batch, on its way
         self.broken = False  # a chunk raised: dispatch no more, the error surfaces when waited for
+        #: how many let-go messages (see _still_held) may still be taken again
+        self.retakes = 0
 
     async def run(self, limit: int, last_sequence: int | None) -> None:
         """Take up to `limit` matches, batch by batch, until the DLQ or the scan's last match ends."""
+        self.retakes = limit
         try:
             empty = 0
             self.ahead = self._receive_ahead(limit, wait_s=1.0)
@@ -381,9 +386,13 @@ class LockedLoop:
         """Split a batch into the matches to act on and those past the scan's last match."""
         chosen: list[Message] = []
         beyond: list[Message] = []
+        # Originals left beside a copy this run sent: a second copy would be a second duplicate.
+        copied = set(self.stats.left_sequences)
         for m in batch:
             if last_sequence is not None and m.sequence_number > last_sequence:
                 beyond.append(m)
+            elif m.sequence_number in copied:
+                self.keeper.forget_bodies([m])  # held until the end, then released: counted already
             elif self.taken < limit and self.selection.matches(m):
                 chosen.append(m)
                 self.taken += 1
@@ -416,13 +425,7 @@ class LockedLoop:
         """Act on one chunk; stop renewing what it settled."""
         keeper = self.keeper
         try:
-            lost = [m for m in items if keeper.is_lost(m)]
-            if lost:
-                # Someone else may hold these now: acting on them would duplicate work.
-                # Not handled, still in their queue: failed, for this run.
-                self.stats.failed += len(lost)
-                self.stats.error(f"{len(lost)} message(s) lost their lock before they were handled")
-                items = [m for m in items if not keeper.is_lost(m)]
+            items = await self._still_held(items)
             unsettled = await self.action(items) if items else []
             # Settled ones need no more renewal; unsettled ones stay held until the end.
             keep = {m.lock_token for m in unsettled}
@@ -435,6 +438,38 @@ class LockedLoop:
             self.calls.release()
             if self.on_done:
                 self.on_done(len(items))
+
+    async def _still_held(self, items: list[Message]) -> list[Message]:
+        """The chunk's messages whose lock the run still holds; the others are let go.
+
+        A lock lost before the action (a renewal refused, or the receiver's link gone with a
+        connection blip or a broker restart) cannot be settled: a copy sent of such a message
+        would stay beside its original, and someone else may hold it now. So nothing is done
+        with them: they count as not taken, for a later batch to receive again (`let_go`), and
+        what was in flight when the link went is the only exposure.
+        """
+        keeper = self.keeper
+        mine = [m for m in items if not keeper.is_lost(m)]
+        if mine:
+            try:
+                mine = await self.backend.still_held(self.source, mine)
+            except SbdlqError:
+                pass  # cannot tell: the settlement will say which were lost
+        if len(mine) == len(items):
+            return items
+        kept = {id(m) for m in mine}
+        gone = [m for m in items if id(m) not in kept]
+        keeper.release(gone)
+        keeper.lost.update(m.lock_token for m in gone if m.lock_token)
+        # Taken again later, up to the run's limit in all: locks lost over and over still end the run.
+        again = min(len(gone), self.retakes)
+        self.retakes -= again
+        self.taken -= again
+        self.stats.let_go += len(gone)
+        self.stats.error(
+            f"{len(gone)} message(s) lost their lock before they were handled: nothing was done with them"
+        )
+        return mine
 
     async def _wind_down(self) -> None:
         """Let chunks in flight finish, stop renewing, release what is still held."""

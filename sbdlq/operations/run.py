@@ -233,6 +233,9 @@ class MovingRun(ABC, Generic[R]):
         rest = max(0, r.unaccounted())
         if stopped or stats.aborted is not None:
             r.not_tried += rest
-        else:
-            r.not_received = rest
-            report_unreceived(r.selected, rest, self.source, self.note)
+            return
+        # Let go after their lock was lost and not received again: untouched, not tried.
+        let_go = min(rest, stats.let_go)
+        r.not_tried += let_go
+        r.not_received = rest - let_go
+        report_unreceived(r.selected, r.not_received, self.source, self.note)

@@ -270,6 +270,20 @@ def test_lost_locks_are_returned_not_raised(backend: Backend, seed: Seeder, aio:
     assert ids(seed.dlq("q")) == ["m1"]
 
 
+def test_still_held_names_the_messages_whose_lock_can_still_be_settled(
+    backend: Backend, seed: Seeder, aio: Any
+) -> None:
+    seed.queue("q")
+    seed.dead_letter("q", 3)
+    got = aio(backend.receive(DLQ, 3))
+    assert seqs(aio(backend.still_held(DLQ, got))) == [1, 2, 3]
+    assert aio(backend.complete(DLQ, got[:1])) == []
+    assert seqs(aio(backend.still_held(DLQ, got))) == [2, 3]
+    assert aio(backend.abandon(DLQ, got[1:2])) == []
+    assert seqs(aio(backend.still_held(DLQ, got))) == [3]
+    aio(backend.abandon(DLQ, got[2:]))
+
+
 def test_an_expired_lock_is_lost(backend: Backend, seed: Seeder, aio: Any, pause: Any) -> None:
     seed.queue("q", lock_duration_s=0.2)
     seed.dead_letter("q", 1)

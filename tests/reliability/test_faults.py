@@ -83,6 +83,9 @@ class FlakyBackend(Backend):
         done = await self._call("complete", lambda: self.inner.complete(address, keep))
         return [*done, *lost]
 
+    async def still_held(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        return await self.inner.still_held(address, messages)
+
     async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         return await self._call("abandon", lambda: self.inner.abandon(address, messages))  # type: ignore[no-any-return]
 

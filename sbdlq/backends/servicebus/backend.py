@@ -312,6 +312,19 @@ class ServiceBusBackend(RunSettlement, Backend):
             lambda r, m: r.dead_letter_message(m, reason=reason, error_description=description),
         )
 
+    async def still_held(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Those whose receiver, and the AMQP link they came on, are still the live ones (no round trip).
+
+        After a connection blip or a broker restart the SDK shuts the receiver down or opens a new
+        link under it: the old link's locks went with it, so a copy of its messages must not be sent.
+        """
+        out: list[Message] = []
+        for m in messages:
+            held = self._held.get(m.lock_token or "")
+            if held is not None and self._usable(held):
+                out.append(m)
+        return out
+
     async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         """Renew the locks, one request per receiver; updates locked_until."""
         what = str(address)
