@@ -146,6 +146,9 @@ class LockKeeper:
         self.renew_at: dict[str, float] = {}
         self.lost: set[str] = set()
         self.task: asyncio.Task[None] | None = None
+        #: tokens whose renewal is on its way, and those renewals: a slow one holds back no other
+        self.renewing: set[str] = set()
+        self.renewals: set[asyncio.Task[None]] = set()
 
     def _half_life(self, m: Message, wall: datetime) -> float:
         duration = self.lock_duration_s
@@ -191,14 +194,31 @@ class LockKeeper:
     async def _run(self) -> None:
         while True:
             now = time.monotonic()
-            due = [self.held[t] for t, at in self.renew_at.items() if at <= now and t in self.held]
+            renewing = self.renewing
+            due = [
+                self.held[t] for t, at in self.renew_at.items() if at <= now and t in self.held and t not in renewing
+            ]
             for i in range(0, len(due), SETTLE_CHUNK):
-                await self._renew(due[i : i + SETTLE_CHUNK])
-            next_at = min(self.renew_at.values(), default=time.monotonic() + self.lock_duration_s / 2)
+                # Each renewal on its own: one waiting on a slow link delays no lock due after it.
+                part = due[i : i + SETTLE_CHUNK]
+                renewing.update(str(m.lock_token) for m in part)
+                task = asyncio.create_task(self._renew(part))
+                self.renewals.add(task)
+                task.add_done_callback(self.renewals.discard)
+            waiting = (at for t, at in self.renew_at.items() if t not in renewing)
+            next_at = min(waiting, default=time.monotonic() + self.lock_duration_s / 2)
             # Always sleep a little: a renewal that returns at once must not become a busy loop.
             await asyncio.sleep(min(max(0.01, next_at - time.monotonic()), self.lock_duration_s / 2))
 
     async def _renew(self, due: list[Message]) -> None:
+        try:
+            await self._renew_due(due)
+        except Exception as exc:  # never a task's exception left unretrieved
+            self.stats.error(f"lock renewal failed: {type(exc).__name__}: {exc}")
+        finally:
+            self.renewing.difference_update(str(m.lock_token) for m in due)
+
+    async def _renew_due(self, due: list[Message]) -> None:
         try:
             lost = await retrying(lambda: self.backend.renew_locks(self.address, due), self.stats)
         except SbdlqError as exc:
@@ -228,6 +248,10 @@ class LockKeeper:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.task
             self.task = None
+        renewals = list(self.renewals)
+        for task in renewals:
+            task.cancel()
+        await asyncio.gather(*renewals, return_exceptions=True)
 
 
 #: Does the work for a chunk and settles what succeeded; returns the messages it left

@@ -42,6 +42,7 @@ from sbdlq.errors import (
     AuthError,
     BadInput,
     EntityNotFound,
+    InvalidOperation,
     LockLost,
     SbdlqError,
     ServiceUnavailable,
@@ -125,6 +126,8 @@ class ServiceBusBackend(RunSettlement, Backend):
         self._receivers: dict[tuple[str, ReceiveMode], Link] = {}
         self._senders: dict[str, Link] = {}
         self._held: dict[str, Held] = {}
+        #: lock tokens whose settlement is on its way (a renewal leaves them out: see renew_locks)
+        self._settling: set[str] = set()
         self._batch_delete_refused = False
         #: a run of settlements went unanswered (not refused): settle one by one from then on
         self._runs_unanswered = False
@@ -326,7 +329,11 @@ class ServiceBusBackend(RunSettlement, Backend):
         return out
 
     async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:
-        """Renew the locks, one request per receiver; updates locked_until."""
+        """Renew the locks, one request per receiver (receivers at once); updates locked_until.
+
+        Per message: one settled while its renewal waited (the SDK says "already settled"), or
+        whose lock is lost, costs only itself; the others are renewed all the same.
+        """
         what = str(address)
         groups: dict[Link, list[tuple[Message, Held]]] = {}
         lost: set[int] = set()
@@ -338,16 +345,31 @@ class ServiceBusBackend(RunSettlement, Backend):
                 lost.add(id(message))
             else:
                 groups.setdefault(held.receiver, []).append((message, held))
-        for link, items in groups.items():
+
+        async def on_receiver(link: Link, items: list[tuple[Message, Held]]) -> None:
             async with link.lock:
-                untils = await self._renew_on(link, [held.sdk_message for _, held in items], what)
-            for (message, held), until in zip(items, untils, strict=True):
+                # Settled (or being settled) while this waited for the link: the SDK refuses to
+                # renew it, the broker may no longer have it, and in a batch it would fail the
+                # others' renewal. Not renewed, and not reported lost: nobody acts on it again.
+                live = [(m, h) for m, h in items if self._renewable(m, h)]
+                untils = await self._renew_on(link, [h.sdk_message for _, h in live], what) if live else []
+            for (message, held), until in zip(live, untils, strict=True):
                 if until is None:
                     self._held.pop(str(message.lock_token), None)
                     lost.add(id(message))
                 else:
                     message.locked_until = held.locked_until = until
+
+        outcomes = await asyncio.gather(*(on_receiver(k, v) for k, v in groups.items()), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
         return [m for m in messages if id(m) in lost]
+
+    def _renewable(self, message: Message, held: Held) -> bool:
+        """Whether a message is still held as it was, and no settlement of it is on its way."""
+        token = str(message.lock_token)
+        return self._held.get(token) is held and token not in self._settling
 
     async def _renew_on(self, link: Link, sdk_messages: list[Any], what: str) -> list[datetime | None]:
         """New lock expiries (None: lost) of messages held on one receiver; the caller holds its lock."""
@@ -363,11 +385,17 @@ class ServiceBusBackend(RunSettlement, Backend):
                 pass  # one lost lock fails the whole request: renew one by one to tell them apart
         untils: list[datetime | None] = []
         for sdk_message in sdk_messages:
-            try:
-                untils.append(await self._on_receiver(link, link.handler.renew_message_lock(sdk_message), what))
-            except LockLost:
-                untils.append(None)
+            untils.append(await self._renew_one(link, sdk_message, what))
         return untils
+
+    async def _renew_one(self, link: Link, sdk_message: Any, what: str) -> datetime | None:
+        """One message's new lock expiry; None when its lock cannot be kept (lost, or settled meanwhile)."""
+        try:
+            return await self._on_receiver(link, link.handler.renew_message_lock(sdk_message), what)
+        except (LockLost, InvalidOperation):
+            # InvalidOperation: "already settled" (the SDK's own check) or refused for this message
+            # alone; either way its lock is not kept, so nothing must be sent for it.
+            return None
 
     async def _settle(
         self,

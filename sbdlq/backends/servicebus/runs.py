@@ -31,6 +31,7 @@ class RunSettlement:
     """Complete and abandon of many, in runs where the receiver allows it."""
 
     _held: dict[str, Held]
+    _settling: set[str]
     _receivers: dict[Any, Link]
     _runs_unanswered: bool
     _shortcuts: Shortcuts
@@ -66,10 +67,15 @@ class RunSettlement:
             seen.add(token)
             keyed.append(((m, held), link, self._run_delivery_id(held)))
         singles, runs = runs_of(keyed)
-        parts = await asyncio.gather(
-            self._settle(address, [m for m, _ in singles], verb, action),
-            *(self._settle_run(address, link, run, verb, action) for link, run in runs),
-        )
+        tokens = {m.lock_token for m in messages if m.lock_token} - self._settling
+        self._settling |= tokens  # renewals leave them out meanwhile (the broker may have them no more)
+        try:
+            parts = await asyncio.gather(
+                self._settle(address, [m for m, _ in singles], verb, action),
+                *(self._settle_run(address, link, run, verb, action) for link, run in runs),
+            )
+        finally:
+            self._settling -= tokens
         return [m for part in parts for m in part]
 
     def _takes_runs(self, link: Link) -> bool:
