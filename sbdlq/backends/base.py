@@ -109,7 +109,7 @@ class Backend(ABC):
     async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         """Settle as done (removes them); returns the messages it cannot say were completed:
         their lock was lost, or they went in one disposition that failed, when some of them may
-        have gone all the same (move.still_in tells which are left)."""
+        have gone all the same (settle_recovery.still_in tells which are left)."""
 
     @abstractmethod
     async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:

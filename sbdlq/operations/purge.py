@@ -13,8 +13,11 @@ from sbdlq.errors import BadInput, SbdlqError, TransientError
 from sbdlq.models import EntityInfo, Message, PurgeResult
 from sbdlq.operations.browse import queue_word
 from sbdlq.operations.export import Exporter, check_export_target
-from sbdlq.operations.move import EMPTY_RETRIES, Plan, complete_or_left, dlq_left, retrying
+from sbdlq.operations.move import EMPTY_RETRIES
+from sbdlq.operations.planning import Plan, dlq_left
+from sbdlq.operations.retries import retrying
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
+from sbdlq.operations.settle_recovery import complete_or_left
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
 

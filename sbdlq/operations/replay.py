@@ -21,7 +21,8 @@ from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import OutboundMessage, ReplayResult
 from sbdlq.operations.edits import copy_example
-from sbdlq.operations.move import LoopStats, RateLimiter
+from sbdlq.operations.loop_stats import LoopStats
+from sbdlq.operations.ratelimit import RateLimiter
 from sbdlq.operations.records import Record, RecordFile
 from sbdlq.operations.replay_state import ReplayState, finished_replay
 from sbdlq.operations.resubmit import CopyOptions

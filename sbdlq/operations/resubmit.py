@@ -22,10 +22,12 @@ from sbdlq.models import (
 )
 from sbdlq.operations.browse import iter_messages, queue_word
 from sbdlq.operations.edits import CopyEdits, copy_example
-from sbdlq.operations.move import Plan, RateLimiter, complete_or_left
+from sbdlq.operations.planning import Plan
+from sbdlq.operations.ratelimit import RateLimiter
 from sbdlq.operations.routing import Destination, RoutingCheck, check_destination
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.operations.sending import CopySender, check_rate
+from sbdlq.operations.settle_recovery import complete_or_left
 from sbdlq.operations.unlocked import UnlockedMove
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection

@@ -19,7 +19,9 @@ from typing import Generic, TypeVar
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import EntityInfo, Message, RunResult
-from sbdlq.operations.move import LockedLoop, LoopStats, Plan, dlq_left, plan_run, report_unreceived
+from sbdlq.operations.loop_stats import LoopStats
+from sbdlq.operations.move import LockedLoop
+from sbdlq.operations.planning import Plan, dlq_left, plan_run, report_unreceived
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection

@@ -230,7 +230,7 @@ async def _export(
 
     from sbdlq.operations.browse import iter_messages
     from sbdlq.operations.export import Exporter, check_export_target
-    from sbdlq.operations.move import plan_run
+    from sbdlq.operations.planning import plan_run
 
     check_export_target(path, follow_symlinks=False)
     await backend.get_entity(action.source.entity)

@@ -11,7 +11,8 @@ from support import APPLICATION_PROPERTIES, full_message, ids, producer_fields
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import EntityDisabled, EntityNotFound, InvalidOperation
 from sbdlq.models import OutboundMessage
-from sbdlq.operations.move import LoopStats, still_in
+from sbdlq.operations.loop_stats import LoopStats
+from sbdlq.operations.settle_recovery import still_in
 from sbdlq.paths import Address, EntityPath, SubQueue
 
 if TYPE_CHECKING:

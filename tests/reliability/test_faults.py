@@ -21,7 +21,7 @@ from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.errors import OperationFailed, TransientError
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
-from sbdlq.operations import move
+from sbdlq.operations import retries
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
 from sbdlq.paths import Address, EntityPath, SubQueue
@@ -106,8 +106,8 @@ class FlakyBackend(Backend):
 
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(move, "RETRY_BASE_S", 0.001)
-    monkeypatch.setattr(move, "RETRY_CAP_S", 0.005)
+    monkeypatch.setattr(retries, "RETRY_BASE_S", 0.001)
+    monkeypatch.setattr(retries, "RETRY_CAP_S", 0.005)
 
 
 @pytest.fixture

@@ -19,11 +19,15 @@ from support import PRODUCER_FIELDS, run_virtual
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, EntityDisabled, OperationFailed, TransientError
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, PurgeResult, ResubmitResult
-from sbdlq.operations import move
+from sbdlq.operations import retries
 from sbdlq.operations.browse import group_key
 from sbdlq.operations.export import Exporter
-from sbdlq.operations.move import LockKeeper, LoopStats, RateLimiter, plan_limit, retrying
+from sbdlq.operations.loop_stats import LoopStats
+from sbdlq.operations.planning import plan_limit
+from sbdlq.operations.ratelimit import RateLimiter
+from sbdlq.operations.renewal import LockKeeper
 from sbdlq.operations.resubmit import COPIED_FIELDS, make_copy
+from sbdlq.operations.retries import retrying
 from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.render import Col, Emitter, cell_text, clip, layout
 
@@ -95,7 +99,7 @@ def test_plan_limit_is_the_smaller_of_max_and_what_is_there() -> None:
 
 
 def test_retrying_retries_transient_errors_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(move, "RETRY_BASE_S", 0.001)
+    monkeypatch.setattr(retries, "RETRY_BASE_S", 0.001)
     stats = LoopStats()
     calls = 0
 

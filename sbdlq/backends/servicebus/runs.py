@@ -94,7 +94,7 @@ class RunSettlement:
         verb: str,
         action: Callable[[Any, Any], Awaitable[Any]],
     ) -> list[Message]:
-        """One disposition; refused in part (a lost lock): all returned, move.still_in tells which
+        """One disposition; refused in part (a lost lock): all returned, settle_recovery.still_in tells which
         went. No answer: one by one (`action`), and so is every later settlement here. Failed
         in a way that leaves unknown whether it went out: what is still there, one by one."""
         messages = [m for m, _ in run]
@@ -117,7 +117,7 @@ class RunSettlement:
                 refused = sdk_compat.run_refused(exc.__cause__ or exc)
             except sdk_compat.OutcomeUnknown as unknown:
                 self._shortcuts.fall_back("settle_runs", unknown)
-                refused = True  # none is settled again: move.still_in looks which went
+                refused = True  # none is settled again: settle_recovery.still_in looks which went
             if not refused:
                 # No outcome may mean a broker that does not take ranges.
                 self._runs_unanswered = True
