@@ -36,6 +36,8 @@ class LockKeeper:
         self.lock_duration_s = max(lock_duration_s, 0.1)
         self.held: dict[str, Message] = {}
         self.renew_at: dict[str, float] = {}
+        #: when each lock ends by the local clock, as of its last renewal sent and answered
+        self.expires_at: dict[str, float] = {}
         self.lost: set[str] = set()
         self.task: asyncio.Task[None] | None = None
         #: tokens whose renewal is on its way, and those renewals: a slow one holds back no other
@@ -64,6 +66,7 @@ class LockKeeper:
                 if wait is None:
                     wait = half[until] = self._half_life(m, wall)
                 self.renew_at[m.lock_token] = now + wait
+                self.expires_at[m.lock_token] = now + 2 * wait
         if self.task is None and self.held:
             self.task = asyncio.create_task(self._run())
 
@@ -79,9 +82,16 @@ class LockKeeper:
             if m.lock_token:
                 self.held.pop(m.lock_token, None)
                 self.renew_at.pop(m.lock_token, None)
+                self.expires_at.pop(m.lock_token, None)
 
     def is_lost(self, m: Message) -> bool:
-        return m.lock_token in self.lost
+        """Whether a lock is gone: reported lost, or past its end by the local clock (renewals kept
+        failing). Nothing may be sent for such a message: its original could not be settled."""
+        token = m.lock_token
+        if token in self.lost:
+            return True
+        ends = self.expires_at.get(token or "")
+        return ends is not None and time.monotonic() >= ends
 
     async def _run(self) -> None:
         while True:
@@ -111,6 +121,7 @@ class LockKeeper:
             self.renewing.difference_update(str(m.lock_token) for m in due)
 
     async def _renew_due(self, due: list[Message]) -> None:
+        sent = time.monotonic()  # a renewed lock runs from when the request went, at the latest
         try:
             lost = await retrying(lambda: self.backend.renew_locks(self.address, due), self.stats)
         except SbdlqError as exc:
@@ -132,6 +143,7 @@ class LockKeeper:
                 self.release([m])
             else:
                 self.renew_at[m.lock_token] = now + self.lock_duration_s / 2
+                self.expires_at[m.lock_token] = sent + self.lock_duration_s
 
     async def stop(self) -> None:
         """Stop renewing; the caller releases what is still held."""

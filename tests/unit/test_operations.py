@@ -216,6 +216,32 @@ def test_lock_keeper_records_a_failed_renewal_and_tries_again() -> None:
     assert backend.renewals and backend.renewals[0] == ["t1"]
 
 
+def test_a_lock_whose_renewals_keep_failing_counts_as_lost_once_it_ends() -> None:
+    """Issue 24 #6: a lock that cannot be kept must stop its message's send. Renewals failing for
+    the whole lock duration mean the broker's lock has ended: nothing may be sent for it."""
+    backend = Renewer(fail=10**6)
+    seen: list[tuple[float, bool]] = []
+
+    async def run() -> None:
+        keeper = LockKeeper(backend, DLQ, LoopStats(), lock_duration_s=4.0)
+        m = msg(1, "t1")
+        keeper.hold([m])
+        for _ in range(5):
+            seen.append((asyncio.get_running_loop().time(), keeper.is_lost(m)))
+            await asyncio.sleep(1.5)
+        await keeper.stop()
+
+    run_virtual(run())
+    start = seen[0][0]
+    assert [(round(t - start, 1), lost) for t, lost in seen] == [
+        (0.0, False),
+        (1.5, False),
+        (3.0, False),
+        (4.5, True),
+        (6.0, True),
+    ]
+
+
 # ---------------------------------------------------------------- copies
 
 
