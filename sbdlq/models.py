@@ -356,30 +356,20 @@ class RunResult:
         a failure (another receiver took them: the run's note says so)."""
         if self.dry_run:
             return None
-        cause = f"{self.errors[0]}; " if self.errors else ""
-        retry = self.failed + self.not_tried
-        beside = self.left_beside_copy
-        parts: list[str] = []
-        if retry:
-            parts.append(f"{retry} {self.UNIT} were not {self.VERB} and remain in the queue")
+        retry, beside = self.failed + self.not_tried, self.left_beside_copy
+        if not (retry or beside):
+            return self.extra_left_over(False) or None  # says it all: the first error is its cause again
+        parts = [f"{retry} {self.UNIT} were not {self.VERB} and remain in the queue"] if retry else []
         if beside:
             parts.append(self.beside_line())
-        extra = self.extra_left_over(bool(parts))
-        if extra:
+        if extra := self.extra_left_over(True):
             parts.append(extra)
-        if not parts:
-            return None
-        if not (retry or beside):
-            return extra  # the clause says it all; the first error is its cause again
         if retry and beside:
-            advice = self.retry_beside_advice()
-        elif retry:
-            advice = self.retry_advice()
-        elif beside:
-            advice = self.beside_advice()
+            parts.append(self.retry_beside_advice())
         else:
-            advice = ""
-        return cause + "; ".join(parts) + (f"; {advice}" if advice else "")
+            parts.append(self.retry_advice() if retry else self.beside_advice())
+        cause = f"{self.errors[0]}; " if self.errors else ""
+        return cause + "; ".join(parts)
 
     def extra_left_over(self, others: bool) -> str:
         """A subclass's own clause about what stays (resubmit: unroutable copies); '' for none."""
