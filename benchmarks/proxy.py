@@ -32,6 +32,7 @@ class DelayingProxy:
         self._ready = threading.Event()
         self._stopped: asyncio.Event | None = None
         self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # one per connection being forwarded
         self._thread = threading.Thread(target=self._run, name="delaying-proxy", daemon=True)
         self._thread.start()
         if not self._ready.wait(10) or self._server is None:
@@ -50,6 +51,17 @@ class DelayingProxy:
             self._loop.call_soon_threadsafe(self._stopped.set)
             self._thread.join(10)
 
+    def cut(self) -> None:
+        """Cut every connection now (a blip, a broker restart); the proxy keeps listening for new ones."""
+
+        async def cut_all() -> None:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(cut_all(), self._loop).result(10)
+
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         try:
@@ -59,7 +71,7 @@ class DelayingProxy:
 
     async def _serve(self) -> None:
         self._stopped = asyncio.Event()
-        tasks: set[asyncio.Task[None]] = set()
+        tasks = self._tasks
 
         async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             task = asyncio.current_task()

@@ -313,30 +313,48 @@ class EntityReasonGroup(ReasonGroup):
 
 @dataclass(slots=True)
 class RunResult:
-    """What a moving run (resubmit, purge) did: the fields they share, their JSON and summary.
+    """What a moving run (resubmit, purge, replay) did: the fields they share, their JSON and summary.
 
-    A subclass names its own counts: `VERB` (the count the summary leads with),
+    Every selected message is in exactly one of the counts named by `ADDS_UP` (VERB's count,
+    `failed`, `not_tried`, ...), so the figures of a summary and of the JSON add up to
+    `selected`. A subclass names its own counts: `VERB` (the count the summary leads with),
     `JSON_COUNTS` (the fields between `selected` and `dry_run` in its JSON shape, DESIGN §4)
-    and `SUMMARY_COUNTS` (the non-zero ones go in brackets after the summary line, an
-    underscore read as a space).
+    and `SUMMARY_COUNTS` (the non-zero ones go in brackets after the summary line, with their
+    `LABELS`, else the name with an underscore read as a space).
     """
 
     #: What the summary says was done (`resubmitted`); also the name of the field counting it.
     VERB: ClassVar[str] = ""
     #: What a dry run says would be done to the messages (default: VERB).
     DRY_RUN_VERB: ClassVar[str] = ""
+    #: What the run's units are called in the line about leftovers.
+    UNIT: ClassVar[str] = "message(s)"
     JSON_COUNTS: ClassVar[tuple[str, ...]] = ()
     SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ()
+    LABELS: ClassVar[dict[str, str]] = {}
+    #: The counts that share out `selected` between them (VERB's count is one).
+    ADDS_UP: ClassVar[tuple[str, ...]] = ("failed", "not_tried", "left_beside_copy", "not_received")
 
     selected: int = 0
+    #: Tried and not done (a copy refused, a send or delete that failed, a lock lost before the action).
     failed: int = 0
-    #: Scanned and passed over: they did not match the selection (released, left in the DLQ).
+    #: Never tried: the run stopped first (a signal, a failure that ends the run) or ended before they
+    #: came. Untouched, still in their queue: running the command again tries them.
+    not_tried: int = 0
+    #: Copied (resubmit: the copy was sent; purge: exported) but still in the DLQ: their complete
+    #: failed or their lock was lost. Running the command again copies them again.
+    left_beside_copy: int = 0
+    #: Selected but never received, and not in the DLQ when the run ended: taken by another
+    #: receiver, locked elsewhere, or gone (expired, deleted).
+    not_received: int = 0
+    #: Passed over by the selection (the plan's scan): with `selected`, what the scan read.
     not_matching: int = 0
     dry_run: bool = False
     elapsed_s: float = 0.0
     retries: int = 0
-    lock_lost: int = 0
     errors: list[str] = field(default_factory=list)
+    #: Sequence numbers of the originals counted in left_beside_copy (for the advice line).
+    left_sequences: list[int] = field(default_factory=list)
     #: A dry run with edits: one message and its copy, before and after (see operations/edits.py).
     example: dict[str, Any] | None = None
     #: Private SDK shortcuts the backend gave up during the run, for the public SDK API (Service Bus).
@@ -356,6 +374,10 @@ class RunResult:
     def done(self, n: int) -> None:
         setattr(self, self.VERB, n)
 
+    def unaccounted(self) -> int:
+        """Selected messages in none of the ADDS_UP counts yet (the run's accounting places them)."""
+        return self.selected - self.done - sum(int(getattr(self, name)) for name in self.ADDS_UP)
+
     def to_json(self) -> dict[str, Any]:
         """The result's JSON shape of DESIGN §4."""
         doc = {
@@ -374,23 +396,124 @@ class RunResult:
         if self.dry_run:
             return f"dry run: {self.selected} message(s) would be {self.DRY_RUN_VERB or self.VERB}"
         text = f"{self.VERB} {self.done} of {self.selected} selected message(s) in {self.elapsed_s:.2f}s"
-        extras = [f"{n} {name.replace('_', ' ')}" for name in self.SUMMARY_COUNTS if (n := getattr(self, name))]
+        extras = [
+            f"{n} {self.LABELS.get(name) or name.replace('_', ' ')}"
+            for name in self.SUMMARY_COUNTS
+            if (n := getattr(self, name))
+        ]
         return text + (f" ({', '.join(extras)})" if extras else "")
+
+    def left_over(self) -> str | None:
+        """The one stderr line about what the run left undone and what to do, or None when it
+        left nothing that fails it. A line means exit 1 (DESIGN §4); `not_received` alone is not
+        a failure (another receiver took them: the run's note says so)."""
+        if self.dry_run:
+            return None
+        retry, beside = self.failed + self.not_tried, self.left_beside_copy
+        if not (retry or beside):
+            return self.extra_left_over(False) or None  # says it all: the first error is its cause again
+        parts = [f"{retry} {self.UNIT} were not {self.VERB} and remain in the queue"] if retry else []
+        if beside:
+            parts.append(self.beside_line())
+        if extra := self.extra_left_over(True):
+            parts.append(extra)
+        if retry and beside:
+            parts.append(self.retry_beside_advice())
+        else:
+            parts.append(self.retry_advice() if retry else self.beside_advice())
+        cause = f"{self.errors[0]}; " if self.errors else ""
+        return cause + "; ".join(parts)
+
+    def extra_left_over(self, others: bool) -> str:
+        """A subclass's own clause about what stays (resubmit: unroutable copies); '' for none."""
+        return ""
+
+    def retry_advice(self) -> str:
+        return "run the command again to retry"
+
+    def beside_line(self) -> str:
+        return f"{self.left_beside_copy} original(s) stayed in the queue after their copy was sent{self._listed()}"
+
+    def beside_advice(self) -> str:
+        return "check the target before resubmitting them again"
+
+    def retry_beside_advice(self) -> str:
+        return (
+            "running the command again would send those originals a second time: check the target, "
+            "purge them (purge --sequence), then run the command again"
+        )
+
+    def _listed(self) -> str:
+        """The left-over originals' sequence numbers, as --sequence ranges (the first few)."""
+        if not self.left_sequences:
+            return ""
+        ranges = sequence_ranges(self.left_sequences)
+        shown = ", ".join(ranges[:SHOWN_RANGES]) + (", ..." if len(ranges) > SHOWN_RANGES else "")
+        return f" (sequence numbers {shown})"
+
+
+#: Ranges of sequence numbers an advice line names before it says "...".
+SHOWN_RANGES = 10
+
+
+def sequence_ranges(numbers: list[int]) -> list[str]:
+    """Sequence numbers as the ranges --sequence takes: [1, 2, 3, 7] -> ["1-3", "7"]."""
+    out: list[str] = []
+    ordered = sorted(set(numbers))
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return out
 
 
 @dataclass(slots=True)
 class CopyingResult(RunResult):
     """What a run sending copies did (resubmit, replay): its JSON counts follow the VERB field."""
 
-    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "not_matching", "unroutable", "retries")
+    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = (
+        "failed",
+        "not_tried",
+        "left_beside_copy",
+        "not_received",
+        "not_matching",
+        "unroutable",
+        "retries",
+    )
+    LABELS: ClassVar[dict[str, str]] = {"left_beside_copy": "left beside their copy"}
+    ADDS_UP: ClassVar[tuple[str, ...]] = (*RunResult.ADDS_UP, "unroutable")
 
     #: Copies no subscription of the target topic would take: not sent (originals left in the DLQ).
     unroutable: int = 0
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super(CopyingResult, cls).__init_subclass__(**kwargs)  # explicit: see EntityReasonGroup
+        if "JSON_COUNTS" in cls.__dict__:
+            return  # a subclass that names its own
         # `skipped` repeats `not_matching` for one release (deprecated, see CHANGELOG).
-        cls.JSON_COUNTS = (cls.VERB, "failed", "not_matching", "skipped", "unroutable")
+        cls.JSON_COUNTS = (
+            cls.VERB,
+            "failed",
+            "not_tried",
+            "left_beside_copy",
+            "not_received",
+            "not_matching",
+            "skipped",
+            "unroutable",
+        )
+
+    def extra_left_over(self, others: bool) -> str:
+        if not self.unroutable:
+            return ""
+        if others:
+            return f"{self.unroutable} more were not sent: no subscription of the target would receive their copy"
+        return (
+            f"{self.unroutable} {self.UNIT} were not {self.VERB} because no subscription of the target would "
+            "receive their copy; they remain in the queue (check the topic's subscription rules)"
+        )
 
 
 @dataclass(slots=True)
@@ -408,11 +531,37 @@ class PurgeResult(RunResult):
 
     VERB: ClassVar[str] = "purged"
     DRY_RUN_VERB: ClassVar[str] = "deleted"
-    JSON_COUNTS: ClassVar[tuple[str, ...]] = ("purged", "exported")
-    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("exported", "failed", "not_matching", "retries")
+    JSON_COUNTS: ClassVar[tuple[str, ...]] = (
+        "purged",
+        "exported",
+        "failed",
+        "not_tried",
+        "left_beside_copy",
+        "not_received",
+        "not_matching",
+    )
+    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = (
+        "exported",
+        "failed",
+        "not_tried",
+        "left_beside_copy",
+        "not_received",
+        "not_matching",
+        "retries",
+    )
+    LABELS: ClassVar[dict[str, str]] = {"left_beside_copy": "exported but not deleted"}
 
     purged: int = 0
     exported: int = 0
+
+    def beside_line(self) -> str:
+        return f"{self.left_beside_copy} message(s) were exported but stayed in the queue{self._listed()}"
+
+    def beside_advice(self) -> str:
+        return "they are in the export file; purging them again exports them again"
+
+    def retry_beside_advice(self) -> str:
+        return "run the command again to retry (the ones already exported are exported again)"
 
 
 @dataclass(slots=True)
@@ -420,5 +569,24 @@ class ReplayResult(CopyingResult):
     """What a replay run did."""
 
     VERB: ClassVar[str] = "replayed"
+    UNIT: ClassVar[str] = "record(s)"
+    # A file's records have no originals to leave beside a copy, nor another receiver to take them.
+    JSON_COUNTS: ClassVar[tuple[str, ...]] = (
+        "replayed",
+        "failed",
+        "not_tried",
+        "not_matching",
+        "skipped",
+        "unroutable",
+    )
+    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "not_tried", "not_matching", "unroutable", "retries")
 
     replayed: int = 0
+
+    def left_over(self) -> str | None:
+        """Records not sent (no originals: a file is never changed): fix the cause, resume."""
+        if self.dry_run or not (self.failed or self.not_tried or self.unroutable):
+            return None
+        cause = f"{self.errors[0]}; " if self.errors else ""
+        left = self.failed + self.not_tried + self.unroutable
+        return f"{cause}{left} record(s) were not replayed; fix the cause and rerun with --resume to send only those"

@@ -130,7 +130,7 @@ class Backend(ABC):
     async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         """Settle as done (removes them); returns the messages it cannot say were completed:
         their lock was lost, or they went in one disposition that failed, when some of them may
-        have gone all the same (move.still_in tells which are left)."""
+        have gone all the same (settle_recovery.still_in tells which are left)."""
 
     @abstractmethod
     async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:
@@ -149,6 +149,10 @@ class Backend(ABC):
         self, address: Address, messages: Sequence[Message], reason: str, description: str
     ) -> list[Message]:
         """Move to the DLQ; returns the messages whose lock was lost."""
+
+    async def still_held(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Of locked messages, those whose lock this client can still settle (default: all; it cannot tell)."""
+        return list(messages)
 
     @abstractmethod
     async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:

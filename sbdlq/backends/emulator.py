@@ -144,6 +144,12 @@ class EmulatorBackend(Backend):
         await self._round_trip()
         return _lost(messages, self.engine.defer(address, _tokens(messages)))
 
+    async def still_held(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Those still locked by their token (no round trip: a local read)."""
+        tokens = [m.lock_token for m in messages if m.lock_token is not None]
+        locked = self.engine.still_locked(address, tokens) if tokens else set()
+        return [m for m in messages if m.lock_token in locked]
+
     async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         await self._round_trip()
         renewed = self.engine.renew_locks(address, _tokens(messages))

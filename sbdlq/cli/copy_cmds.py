@@ -117,7 +117,7 @@ def resubmit(
                 )
         return fmt, result
 
-    reporting.change(ctx, query, work, "resubmitted", output)
+    reporting.change(ctx, query, work, output)
 
 
 #: Next to the input: `orders.jsonl` → `orders.jsonl.replay-state`.
@@ -223,9 +223,7 @@ def _finish(fmt: str, result: Any, stop: Any, q: Query | None) -> None:
         from sbdlq.cli.common import fail
 
         fail(stop)
-    if result.dry_run or not (result.failed or result.unroutable):
-        return
-    cause = f"{result.errors[0]}; " if result.errors else ""
-    left = result.failed + result.unroutable
-    err(f"sbdlq: {cause}{left} record(s) were not replayed; fix the cause and rerun with --resume to send only those")
-    raise typer.Exit(int(ExitStatus.FAILED))
+    line = result.left_over()
+    if line is not None:
+        err(f"sbdlq: {line}")
+        raise typer.Exit(int(ExitStatus.FAILED))

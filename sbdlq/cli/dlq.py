@@ -340,7 +340,7 @@ def purge(
                 )
         return fmt, result
 
-    reporting.change(ctx, query, work, "purged", output)
+    reporting.change(ctx, query, work, output)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -19,6 +19,9 @@ from sbdlq.errors import ExitStatus
 from sbdlq.output_formats import FORMATS, draws_table
 from sbdlq.paths import SubQueue
 from sbdlq.render import Query
+
+if TYPE_CHECKING:
+    from sbdlq.models import RunResult
 
 
 def queue_name(sub_queue: SubQueue) -> str:
@@ -115,7 +118,6 @@ def change(
     ctx: typer.Context,
     expression: str | None,
     work: Callable[[Settings], Awaitable[tuple[str, Any]]],
-    verb: str,
     output: str | None = None,
 ) -> None:
     """Run a resubmit or purge under the error path, report it, and exit 1 when messages were left.
@@ -139,37 +141,22 @@ def change(
         from sbdlq.cli.common import fail
 
         fail(stop)
-    finish(ctx, result, verb)
+    finish(ctx, result)
 
 
-def finish(ctx: typer.Context, result: Any, verb: str) -> None:
-    """Exit 1 with one line on stderr when anything failed; the messages stay in the DLQ."""
+def finish(ctx: typer.Context, result: RunResult) -> None:
+    """Exit 1 with the result's one line on stderr when it left anything undone (RunResult.left_over)."""
     from sbdlq.cli.common import settings
 
     if result.dry_run:
         return
     s = settings(ctx)
-    for line in result.errors[1:]:
-        s.log(line)
-    unroutable = getattr(result, "unroutable", 0)
-    if unroutable and not (result.failed or result.lock_lost):
-        err(
-            f"sbdlq: {unroutable} message(s) were not resubmitted because no subscription of the target would "
-            "receive their copy; they remain in the queue (check the topic's subscription rules)"
-        )
-        raise typer.Exit(int(ExitStatus.FAILED))
-    if not (result.failed or result.lock_lost):
+    for text in result.errors[1:]:
+        s.log(text)
+    left = result.left_over()
+    if left is None:
         if result.errors:
             s.log(result.errors[0])
         return
-    cause = f"{result.errors[0]}; " if result.errors else ""
-    if verb == "resubmitted" and not result.failed:
-        # The copies went out; only the originals are left over.
-        err(
-            f"sbdlq: {cause}{result.lock_lost} original(s) stayed in the queue after their copy was sent; "
-            "check the target before resubmitting them again"
-        )
-    else:
-        left = result.failed + (result.lock_lost if verb == "purged" else 0)
-        err(f"sbdlq: {cause}{left} message(s) were not {verb} and remain in the queue; run the command again to retry")
+    err(f"sbdlq: {left}")
     raise typer.Exit(int(ExitStatus.FAILED))

@@ -36,8 +36,11 @@ async def iter_messages(
     limit: int | None = None,
     page_size: int = PAGE,
     on_page: Callable[[int], None] | None = None,
+    on_passed: Callable[[], None] | None = None,
 ) -> AsyncIterator[Message]:
     """Browse a queue without locking, page by page in sequence order, yielding matches.
+
+    `on_passed` is called for each message read that the selection passes over.
 
     Pages are sized from the bodies seen (BatchSizer): at most LARGE_PAGE large bodies are held.
     While bodies are small, the next page is asked for as soon as a page arrives, so a far
@@ -87,6 +90,8 @@ async def iter_messages(
                     found += 1
                     if limit is not None and found >= limit:
                         return
+                elif on_passed is not None:
+                    on_passed()
             if stop is not None and start > stop:
                 return
             if ahead is None:

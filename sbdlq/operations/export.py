@@ -232,7 +232,7 @@ async def export_messages(
     """
     # Lazily: a command that only reads an export file does not load the browsing machinery.
     from sbdlq.operations.browse import iter_messages
-    from sbdlq.operations.move import plan_run
+    from sbdlq.operations.planning import plan_run
 
     selection = selection or Selection()
     result = ExportResult(dry_run=dry_run)

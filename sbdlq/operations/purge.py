@@ -13,8 +13,11 @@ from sbdlq.errors import BadInput, SbdlqError, TransientError
 from sbdlq.models import EntityInfo, Message, PurgeResult
 from sbdlq.operations.browse import queue_word
 from sbdlq.operations.export import Exporter, check_export_target
-from sbdlq.operations.move import EMPTY_RETRIES, Plan, complete_or_left, dlq_left, retrying
+from sbdlq.operations.move import EMPTY_RETRIES
+from sbdlq.operations.planning import Plan, dlq_left
+from sbdlq.operations.retries import retrying
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
+from sbdlq.operations.settle_recovery import complete_or_left
 from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
@@ -47,8 +50,6 @@ async def purge(
 
 class Purge(MovingRun[PurgeResult]):
     """Export each message (when asked), then complete it."""
-
-    LOST_ARE_DONE = False
 
     def __init__(
         self,
@@ -214,11 +215,14 @@ class Purge(MovingRun[PurgeResult]):
             self.result.exported += len(chunk)
         left, error = await complete_or_left(self.backend, self.source, chunk, stats)
         stats.handled += len(chunk) - len(left)
-        if error is not None:
+        if left and self.exporter is not None:
+            # In the export file and still in the DLQ: a second purge would export them again.
+            stats.left_beside(left)
+        else:
             stats.failed += len(left)
+        if error is not None:
             stats.abort(f"delete failed: {error.message}")
         elif left:
-            stats.lock_lost += len(left)
             stats.error(f"{len(left)} message(s) stayed in the {queue_word(self.source)} (lock lost before delete)")
         return left
 

@@ -22,7 +22,8 @@ from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import OutboundMessage, ReplayResult
 from sbdlq.operations.edits import copy_example
-from sbdlq.operations.move import LoopStats, RateLimiter
+from sbdlq.operations.loop_stats import LoopStats
+from sbdlq.operations.ratelimit import RateLimiter
 from sbdlq.operations.records import Record, RecordFile
 from sbdlq.operations.replay_state import ReplayState, finished_replay
 from sbdlq.operations.resubmit import CopyOptions
@@ -302,6 +303,7 @@ class Replay:
         self, items: list[Record], slots: asyncio.Semaphore, tick: Callable[[int], None] | None
     ) -> None:
         """Send one chunk; record the lines the broker accepted."""
+        going = items
         try:
             going = self.route(items)
             refused = await self.sender.send(going) if going else []
@@ -311,8 +313,11 @@ class Replay:
             self.stats.handled += len(accepted)
             self.record_state(accepted)
         except SbdlqError as exc:
+            # Raised before anything of the chunk was counted (the sender counts what it refuses).
+            self.stats.failed += len(going)
             self.stats.abort(exc.message)
         except Exception as exc:  # never a task's exception left unretrieved, nor a chunk uncounted
+            self.stats.failed += len(going)
             self.stats.abort(f"unexpected error sending records: {type(exc).__name__}: {exc}")
         finally:
             slots.release()
@@ -348,9 +353,9 @@ class Replay:
         r, stats = self.result, self.stats
         r.replayed = stats.handled
         r.failed = stats.failed
-        if stats.aborted is not None:
-            # Not attempted after the stop: not sent, so they count as failed.
-            r.failed = max(stats.failed, r.selected - stats.handled - r.unroutable)
+        # Not attempted (a stop, a failure that ended the run): not sent, and not failed either.
+        r.not_tried = 0
+        r.not_tried = max(0, r.unaccounted())
         r.retries = stats.retries
         r.errors = stats.errors
         r.sdk_fallbacks = self.backend.sdk_fallbacks

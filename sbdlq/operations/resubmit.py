@@ -24,10 +24,12 @@ from sbdlq.models import (
 )
 from sbdlq.operations.browse import iter_messages, queue_word
 from sbdlq.operations.edits import CopyEdits, copy_example
-from sbdlq.operations.move import Plan, RateLimiter, complete_or_left
+from sbdlq.operations.planning import Plan
+from sbdlq.operations.ratelimit import RateLimiter
 from sbdlq.operations.routing import Destination, RoutingCheck, check_destination
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.operations.sending import CopySender, check_rate
+from sbdlq.operations.settle_recovery import complete_or_left
 from sbdlq.operations.targeted import TARGET_PROPERTY, require_targeted
 from sbdlq.operations.unlocked import UnlockedMove
 from sbdlq.paths import Address, EntityPath
@@ -170,8 +172,7 @@ class Resubmit(MovingRun[ResubmitResult]):
     """Send a copy of each message to the target, then complete the original."""
 
     # An original left in the DLQ after its copy went out is not "resubmitted": the summary
-    # counts what was both sent and completed, and reports the rest as lock_lost.
-    LOST_ARE_DONE = False
+    # counts what was both sent and completed, and reports the rest as left_beside_copy.
     target_info: EntityInfo  # read by check()
 
     def __init__(
@@ -316,9 +317,9 @@ class Resubmit(MovingRun[ResubmitResult]):
     def kept_back(self) -> int:
         return self.unroutable
 
-    def account(self) -> None:
-        super().account()
-        self.result.unroutable = self.unroutable
+    def account(self, *, stopped: bool = False) -> None:
+        self.result.unroutable = self.unroutable  # before the rest is shared out
+        super().account(stopped=stopped)
 
     def copy_of(self, m: Message) -> OutboundMessage:
         """The copy resubmit sends for a message."""
@@ -393,7 +394,7 @@ class Resubmit(MovingRun[ResubmitResult]):
         # Only what was both sent and completed is resubmitted; the rest is reported as left over.
         stats.handled += len(sent) - len(lost)
         if lost:
-            stats.lock_lost += len(lost)
+            stats.left_beside(lost)
             stats.error(f"{len(lost)} original(s) stayed in the {queue_word(self.source)} after their copy was sent")
         # Nothing was deleted for the refused ones: they are released at the end of the run.
         return refused + lost

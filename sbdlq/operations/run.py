@@ -14,12 +14,14 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import EntityInfo, Message, RunResult
-from sbdlq.operations.move import LockedLoop, LoopStats, Plan, dlq_left, plan_run, report_unreceived
+from sbdlq.operations.loop_stats import LoopStats
+from sbdlq.operations.move import LockedLoop
+from sbdlq.operations.planning import Plan, dlq_left, plan_run, report_unreceived
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
@@ -49,9 +51,6 @@ class RunOptions:
 class MovingRun(ABC, Generic[R]):
     """Takes matching DLQ messages under lock and settles each after its action succeeded."""
 
-    #: Whether a message whose lock was lost at settlement counts as done. Neither run counts it:
-    #: purge did not delete it, and resubmit's original is still in the DLQ beside its copy.
-    LOST_ARE_DONE: ClassVar[bool]
     #: Where the run sends copies (its sender link opens with the receiver's); None: nowhere.
     send_target: EntityPath | None = None
 
@@ -97,8 +96,8 @@ class MovingRun(ABC, Generic[R]):
             self.result.elapsed_s = time.monotonic() - started
 
     def _partial(self) -> R:
-        """The result so far, for a run a signal stopped."""
-        self.account()
+        """The result so far, for a run a signal stopped: what it did not reach was not tried."""
+        self.account(stopped=True)
         return self.result
 
     async def _run(self, stopper: Stopper) -> R:
@@ -132,6 +131,7 @@ class MovingRun(ABC, Generic[R]):
             progress=progress,
         )
         self.result.selected = plan.selected
+        self.result.not_matching = plan.passed_over
         self.note(self.plan_line() + (" (dry run)" if dry_run else ""))
         self.explain()
         if dry_run or plan.selected == 0:
@@ -150,7 +150,7 @@ class MovingRun(ABC, Generic[R]):
             # failing broker or store ends the run with its partial summary, not a bare error.
             self.stats.abort(exc.message)
         await self.recount()
-        self.account()
+        self.account(stopped=stopper.signum is not None)
         if stopper.signum is not None:
             raise RunInterrupted(self.result, stopper.signum)
         return self.result
@@ -182,20 +182,19 @@ class MovingRun(ABC, Generic[R]):
         stats = self.stats
         if not self.selection.is_empty or stats.aborted is not None:
             return  # a count cannot tell matches apart; an aborted run accounts for the rest itself
-        left_behind = 0 if self.LOST_ARE_DONE else stats.lock_lost
         kept = self.kept_back()
-        missing = self.result.selected - (stats.handled + stats.failed + left_behind + kept)
+        own = stats.failed + stats.left_beside_copy + kept
+        missing = self.result.selected - (stats.handled + own)
         if missing <= 0:
             return
         left = await dlq_left(self.backend, self.source, stats)
-        # What the run itself left in the DLQ (failed, lock lost) is in the count too; the rest
-        # of what is missing went to another receiver.
-        own = stats.failed + stats.lock_lost + kept
+        # What the run itself left in the DLQ (failed, left beside a copy, kept back) is in the
+        # count too; the rest of what is missing went to another receiver.
         still = min(missing, (left or 0) - own)
         if still > 0:
             still = min(still, await self.receivable(still, own))
         if still > 0:
-            stats.failed += still
+            stats.not_tried += still
             stats.error(f"{still} selected message(s) are still in {self.source}: not received before the run ended")
 
     async def receivable(self, still: int, own: int) -> int:
@@ -216,18 +215,29 @@ class MovingRun(ABC, Generic[R]):
                 await backend.abandon(source, got)
         return max(0, len(got) - own)
 
-    def account(self) -> None:
-        """Copy what the loop did into the result; say so when selected messages never came."""
+    def account(self, *, stopped: bool = False) -> None:
+        """Copy what the loop did into the result, each selected message in one count; say so
+        when selected messages never came.
+
+        `stopped`: a signal ended the run. What a stopped or aborted run did not reach was not
+        tried (still in the DLQ); what an unhindered run never received went elsewhere.
+        """
         r, stats = self.result, self.stats
-        left_behind = (0 if self.LOST_ARE_DONE else stats.lock_lost) + self.kept_back()
         r.done = stats.handled
         r.failed = stats.failed
-        if stats.aborted is not None:
-            # Not attempted after the stop: still in the DLQ, so they count as failed.
-            r.failed = max(stats.failed, r.selected - stats.handled - left_behind)
-        r.not_matching = stats.not_matching
+        r.not_tried = stats.not_tried
+        r.left_beside_copy = stats.left_beside_copy
+        r.left_sequences = list(stats.left_sequences)
+        r.not_received = 0
         r.retries = stats.retries
-        r.lock_lost = stats.lock_lost
         r.errors = stats.errors
         r.sdk_fallbacks = self.backend.sdk_fallbacks
-        report_unreceived(r.selected, r.done + r.failed + left_behind, self.source, self.note)
+        rest = max(0, r.unaccounted())
+        if stopped or stats.aborted is not None:
+            r.not_tried += rest
+            return
+        # Let go after their lock was lost and not received again: untouched, not tried.
+        let_go = min(rest, stats.let_go)
+        r.not_tried += let_go
+        r.not_received = rest - let_go
+        report_unreceived(r.selected, r.not_received, self.source, self.note)

@@ -15,7 +15,9 @@ from typing import Generic, TypeVar
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, InvalidOperation, SbdlqError
 from sbdlq.models import EntityInfo, OutboundMessage
-from sbdlq.operations.move import LoopStats, RateLimiter, retrying
+from sbdlq.operations.loop_stats import LoopStats
+from sbdlq.operations.ratelimit import RateLimiter
+from sbdlq.operations.retries import retrying
 from sbdlq.paths import EntityPath
 
 T = TypeVar("T")

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
 from sbdlq.models import Message, OutboundMessage
-from sbdlq.operations.move import LoopStats
+from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.sizing import BatchSizer
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection

@@ -15,7 +15,7 @@ from typing import Any
 
 from sbdlq.backends.base import Backend
 from sbdlq.models import EntityInfo
-from sbdlq.operations.move import plan_run
+from sbdlq.operations.planning import plan_run
 from sbdlq.paths import Address, EntityPath, SubQueue, parse_entity
 from sbdlq.policy.schema import THEN_KEEP, Policy, Rule
 from sbdlq.selection import Selection

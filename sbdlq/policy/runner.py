@@ -124,11 +124,9 @@ def _record(step: Step, result: RunResult) -> None:
 
 def _check(step: Step, result: RunResult) -> RunResult:
     """A result that left selected messages behind fails the step (as the command exits 1)."""
-    unroutable = getattr(result, "unroutable", 0)
-    if not result.dry_run and (result.failed or result.lock_lost or unroutable) and step.error is None:
-        left = result.failed + result.lock_lost + unroutable
-        cause = f"{result.errors[0]}; " if result.errors else ""
-        step.error = f"{cause}{left} message(s) left in the DLQ"
+    left = None if result.dry_run else result.left_over()
+    if left is not None and step.error is None:
+        step.error = left
     return result
 
 

@@ -218,7 +218,8 @@ async def _call(
     if not dry_run:
         for line in r.errors:
             note(f"error: {line}")
-        if r.failed or r.lock_lost:
-            note(f"error: {r.failed + r.lock_lost} message(s) were left in {action.source}")
+        left = r.left_over()
+        if left is not None:
+            note(f"error: {left}")
         note(r.summary())
     return int(r.selected), getattr(r, "example", None)

@@ -11,7 +11,8 @@ import pytest
 pytest.importorskip("proton")
 
 from sbdlq.backends.servicebus import ServiceBusBackend, sdk_compat
-from sbdlq.operations.move import LoopStats, still_in
+from sbdlq.operations.loop_stats import LoopStats
+from sbdlq.operations.settle_recovery import still_in
 from sbdlq.paths import Address, EntityPath
 
 

@@ -230,6 +230,7 @@ def test_replay_a_peek_jsonl_file_with_a_selection_as_json(cli: Cli, orders: See
             "selected": 1,
             "replayed": 1,
             "failed": 0,
+            "not_tried": 0,
             "not_matching": 1,
             "skipped": 1,
             "unroutable": 0,
@@ -484,7 +485,7 @@ def test_an_input_rewritten_during_the_replay_stops_it_honestly(
     assert code == 1
     assert f"{path} changed while it was replayed: stopped" in err
     assert doc["selected"] == 300 and doc["replayed"] < 300
-    assert doc["replayed"] + doc["failed"] == 300
+    assert doc["replayed"] + doc["failed"] + doc["not_tried"] == 300
     assert len(orders.active("retry")) == doc["replayed"]
 
 

@@ -11,7 +11,8 @@ from support import APPLICATION_PROPERTIES, full_message, ids, producer_fields
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import EntityDisabled, EntityNotFound, InvalidOperation
 from sbdlq.models import OutboundMessage
-from sbdlq.operations.move import LoopStats, still_in
+from sbdlq.operations.loop_stats import LoopStats
+from sbdlq.operations.settle_recovery import still_in
 from sbdlq.paths import Address, EntityPath, SubQueue
 
 if TYPE_CHECKING:
@@ -268,6 +269,20 @@ def test_lost_locks_are_returned_not_raised(backend: Backend, seed: Seeder, aio:
     assert seqs(again) == [2]
     assert seqs(aio(backend.complete(DLQ, [got[1], got[2]]))) == [2]
     assert ids(seed.dlq("q")) == ["m1"]
+
+
+def test_still_held_names_the_messages_whose_lock_can_still_be_settled(
+    backend: Backend, seed: Seeder, aio: Any
+) -> None:
+    seed.queue("q")
+    seed.dead_letter("q", 3)
+    got = aio(backend.receive(DLQ, 3))
+    assert seqs(aio(backend.still_held(DLQ, got))) == [1, 2, 3]
+    assert aio(backend.complete(DLQ, got[:1])) == []
+    assert seqs(aio(backend.still_held(DLQ, got))) == [2, 3]
+    assert aio(backend.abandon(DLQ, got[1:2])) == []
+    assert seqs(aio(backend.still_held(DLQ, got))) == [3]
+    aio(backend.abandon(DLQ, got[2:]))
 
 
 def test_an_expired_lock_is_lost(backend: Backend, seed: Seeder, aio: Any, pause: Any) -> None:

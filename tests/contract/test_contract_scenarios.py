@@ -68,6 +68,9 @@ def test_dry_run_resubmit_changes_nothing(backend: Backend, mixed: list[str], se
         "selected": 8,
         "resubmitted": 0,
         "failed": 0,
+        "not_tried": 0,
+        "left_beside_copy": 0,
+        "not_received": 0,
         "not_matching": 0,
         "skipped": 0,
         "unroutable": 0,
@@ -191,7 +194,8 @@ def test_a_target_that_refuses_leaves_every_original(
     # Receiving under lock counts a delivery, as the broker does: compare the rest.
     before = snapshot(seed, deliveries=False)
     r = aio(resubmit(spy, DLQ, Q, batch_size=3, concurrency=4))
-    assert (r.selected, r.resubmitted, r.failed) == (8, 0, 8)
+    # The first chunk failed; the rest were never tried (issue 26 #4: not "failed").
+    assert (r.selected, r.resubmitted, r.failed, r.not_tried) == (8, 0, 4, 4)
     assert r.errors == ["send to q failed: Messaging entity 'q' is currently disabled."]
     # It stopped after the first batch (one send of its 3 messages) instead of trying all 8.
     assert spy.calls.count("send") == 1
@@ -291,7 +295,7 @@ def test_export_failure_deletes_nothing_that_was_not_exported(
     out = tmp_path / "dlq.jsonl"
     r = aio(purge(backend, DLQ, export=out, batch_size=3))
     monkeypatch.undo()
-    assert (r.selected, r.purged, r.exported, r.failed) == (10, 3, 3, 7)
+    assert (r.selected, r.purged, r.exported, r.failed, r.not_tried) == (10, 3, 3, 3, 4)
     assert r.errors == [f"cannot write export file {out}: No space left on device"]
     exported = [json.loads(line)["message_id"] for line in out.read_text().splitlines()]
     assert exported == ["m0", "m1", "m2"]
@@ -314,7 +318,7 @@ def test_locks_are_renewed_while_a_slow_send_outlasts_them(
 
     spy.before_send = slow
     r = aio(resubmit(spy, DLQ, EntityPath("target"), selection=build_selection(reasons=["Move"]), concurrency=4))
-    assert (r.resubmitted, r.failed, r.lock_lost) == (4, 0, 0)
+    assert (r.resubmitted, r.failed, r.left_beside_copy) == (4, 0, 0)
     # Exactly once each: no copy sent twice, every original completed.
     assert ids(seed.active("target")) == ["v0", "v1", "v2", "v3"]
     assert ids(seed.dlq("q")) == ["k0", "k1"]
@@ -390,8 +394,9 @@ def test_messages_whose_lock_was_lost_are_not_sent(spy: Spy, seed: Seeder, aio: 
     # received while m0 was sent (one batch ahead) and lost its locks meanwhile: none of it
     # was sent.
     assert spy.calls.count("send") == 1
-    # The sent copy's original stayed: not counted as resubmitted (issue 12 item 6).
-    assert (r.resubmitted, r.failed, r.lock_lost) == (0, 3, 1)
+    # The sent copy's original stayed: not counted as resubmitted (issue 12 item 6). The others
+    # were never tried: nothing was done with them (issue 24 #5).
+    assert (r.resubmitted, r.failed, r.not_tried, r.left_beside_copy) == (0, 0, 3, 1)
     assert ids(seed.active("target")) == ["m0"]
     assert ids(seed.dlq("q")) == ["m0", "m1", "m2", "m3"]
 
@@ -419,7 +424,7 @@ def test_a_complete_whose_answer_was_lost_counts_as_resubmitted(spy: Spy, seed: 
     seed.dead_letter("q", 6)
     _answer_lost_once(spy)
     r = aio(resubmit(spy, DLQ, EntityPath("target"), batch_size=6))
-    assert (r.resubmitted, r.failed, r.lock_lost) == (6, 0, 0)
+    assert (r.resubmitted, r.failed, r.left_beside_copy) == (6, 0, 0)
     assert sorted(ids(seed.active("target"))) == [f"m{i}" for i in range(6)]
     assert ids(seed.dlq("q")) == []
 
@@ -429,7 +434,7 @@ def test_a_complete_whose_answer_was_lost_counts_as_purged(spy: Spy, seed: Seede
     seed.dead_letter("q", 6)
     _answer_lost_once(spy)
     r = aio(purge(spy, DLQ, export=tmp_path / "out.jsonl", batch_size=6))
-    assert (r.purged, r.exported, r.failed, r.lock_lost) == (6, 6, 0, 0)
+    assert (r.purged, r.exported, r.failed, r.left_beside_copy) == (6, 6, 0, 0)
     assert ids(seed.dlq("q")) == []
 
 

@@ -19,9 +19,9 @@ from support import Cli, dead_lettered_store, stored_ids
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.backends.emulator import EmulatorBackend
-from sbdlq.errors import TransientError
+from sbdlq.errors import OperationFailed, TransientError
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
-from sbdlq.operations import move
+from sbdlq.operations import retries
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
 from sbdlq.paths import Address, EntityPath, SubQueue
@@ -83,6 +83,9 @@ class FlakyBackend(Backend):
         done = await self._call("complete", lambda: self.inner.complete(address, keep))
         return [*done, *lost]
 
+    async def still_held(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        return await self.inner.still_held(address, messages)
+
     async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         return await self._call("abandon", lambda: self.inner.abandon(address, messages))  # type: ignore[no-any-return]
 
@@ -103,8 +106,8 @@ class FlakyBackend(Backend):
 
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(move, "RETRY_BASE_S", 0.001)
-    monkeypatch.setattr(move, "RETRY_CAP_S", 0.005)
+    monkeypatch.setattr(retries, "RETRY_BASE_S", 0.001)
+    monkeypatch.setattr(retries, "RETRY_CAP_S", 0.005)
 
 
 @pytest.fixture
@@ -184,3 +187,52 @@ def test_lost_locks_exit_1_with_exact_summary(store: Path, tmp_path: Path, monke
     assert doc["failed"] == 0
     assert f"{left} original(s) stayed in the queue after their copy was sent" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+class SendsThenBreaks(FlakyBackend):
+    """Loses some locks at complete, and after `sends` sends the target refuses everything for good."""
+
+    def __init__(self, inner: Backend, *, sends: int, lose_locks: float) -> None:
+        super().__init__(inner, rate=0.0, seed=11, lose_locks=lose_locks)
+        self.sends = sends
+
+    async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
+        if self.sends <= 0:
+            raise OperationFailed(f"Messaging entity '{entity}' is currently disabled.")
+        self.sends -= 1
+        await super().send(entity, messages)
+
+
+def test_a_run_that_fails_and_loses_locks_adds_up_and_advises_truly(
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24 #7: `resubmitted 90, failed 1904` of 2000 with 6 missing, and advice to run again
+    that would duplicate them. Every message is in one count, the left-over originals are named."""
+    import sbdlq.backends as backends
+
+    real = backends.open_backend
+
+    def breaking_open(target: Any, **kw: Any) -> Backend:
+        return SendsThenBreaks(real(target, **kw), sends=4, lose_locks=0.2)
+
+    monkeypatch.setattr(backends, "open_backend", breaking_open)
+    cli = Cli(store, tmp_path)
+    argv = ("resubmit", "orders", "--to", "retry", "--batch-size", "10", "--concurrency", "10")
+    result = cli.invoke(*argv, "-o", "json", env={"SBDLQ_EMULATOR": str(store)})
+    assert result.exit_code == 1, result.stderr
+    doc = json.loads(result.stdout)
+    left, copies = set(_ids(store, "orders/$DeadLetterQueue")), set(_ids(store, "retry"))
+    beside = left & copies
+    assert beside, "the test needs originals left beside their copy"
+    counts = ("resubmitted", "failed", "not_tried", "left_beside_copy", "not_received", "unroutable")
+    assert sum(doc[k] for k in counts) == doc["selected"] == N
+    assert doc["left_beside_copy"] == len(beside)
+    assert doc["resubmitted"] == len(copies - left)
+    # One chunk was tried and refused; what came after it was never tried.
+    assert doc["failed"] == 10 and doc["not_tried"] == N - 10 - len(copies)
+    line = result.stderr.splitlines()[-1]
+    assert f"{doc['failed'] + doc['not_tried']} message(s) were not resubmitted" in line
+    assert f"{len(beside)} original(s) stayed in the queue after their copy was sent (sequence numbers " in line
+    # "Run it again" alone would send the left-over originals a second time.
+    assert "running the command again would send those originals a second time" in line
+    assert "run the command again to retry" not in line

@@ -10,6 +10,7 @@ itself within seconds; everything is on 127.0.0.1.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -33,7 +34,7 @@ pytest.importorskip("proton")
 import raw_amqp
 
 from sbdlq.emulator.amqp import sas
-from sbdlq.emulator.amqp.limits import HTTP_TIMEOUT_S
+from sbdlq.emulator.amqp.limits import HTTP_TIMEOUT_S, Limits
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
 
@@ -248,6 +249,17 @@ def slowloris_http(server: Server) -> None:
             sock.close()
 
 
+def _refused(port: int, path: str) -> bool:
+    """Whether the HTTP side closed a request without an answer (an HTTP error is an answer)."""
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=3).close()
+    except urllib.error.HTTPError:
+        return False
+    except (urllib.error.URLError, ConnectionError, http.client.RemoteDisconnected):
+        return True
+    return False
+
+
 def bad_paging_http(server: Server) -> None:
     """`?$skip=abc` is a 400 (not a dropped connection); the key is required either way."""
     try:
@@ -282,3 +294,65 @@ def test_server_survives(server: Server, attack: Callable[[Server], None]) -> No
     _fresh_client_is_served(server)
     assert server.rss_kb() - before_rss < RSS_GROWTH_MAX_KB
     assert _store_state(server) == before_state
+
+
+def test_health_answers_while_a_slowloris_holds_every_http_slot(tmp_path: Path) -> None:
+    """Issue 24 #9: connections trickling header bytes held every HTTP slot, and /health was refused
+    with the rest until they were cut. Now /health answers; anything else is still refused."""
+    from sbdlq.emulator.amqp.http import HttpEndpoint
+
+    store = tmp_path / "store.db"
+    with Engine(store) as engine:
+        engine.create_queue("orders")
+    slots = 4  # the default is 64: the same, sooner
+    limits = Limits(http_max_clients=slots, http_timeout_s=60)
+    web = HttpEndpoint(str(store), host="127.0.0.1", port=0, key=KEY, amqp_port=5672, limits=limits)
+    web.start()
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(slots + 6):
+            sock = socket.create_connection(("127.0.0.1", web.port), timeout=3)
+            sock.sendall(b"GET /$Resources/queues HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+            socks.append(sock)
+        # Once every slot is held (the listen backlog lets them in a few at a time), anything but a
+        # health check is refused ...
+        deadline = time.monotonic() + 30
+        while not _refused(web.port, "/$Resources/queues"):
+            assert time.monotonic() < deadline, "the trickling connections never held every slot"
+            time.sleep(0.05)
+        # ... and /health answers all the same, as often as asked.
+        for _ in range(5):
+            with urllib.request.urlopen(f"http://127.0.0.1:{web.port}/health", timeout=3) as resp:
+                assert json.loads(resp.read()) == {"status": "ok", "amqp_port": 5672}
+        assert _refused(web.port, "/$Resources/queues")
+    finally:
+        for sock in socks:
+            sock.close()
+        web.stop()
+
+
+def test_a_keyless_health_check_past_the_slots_keeps_the_host_check(tmp_path: Path) -> None:
+    """The overflow's /health answers as a slot's does: a foreign Host (DNS rebinding) gets 403."""
+    from sbdlq.emulator.amqp.http import HttpEndpoint
+
+    store = tmp_path / "store.db"
+    Engine(store).close()
+    one_slot = Limits(http_max_clients=1)
+    web = HttpEndpoint(str(store), host="127.0.0.1", port=0, key=None, amqp_port=5672, limits=one_slot)
+    web.start()
+    hold = socket.create_connection(("127.0.0.1", web.port), timeout=3)
+    try:
+        hold.sendall(b"GET /x HTTP/1.1\r\n")  # holds the one slot
+        deadline = time.monotonic() + 30
+        while not _refused(web.port, "/$Resources/queues"):
+            assert time.monotonic() < deadline, "the slot was never held"
+            time.sleep(0.05)
+        replies = []
+        for host in ("evil.example", f"127.0.0.1:{web.port}"):
+            with socket.create_connection(("127.0.0.1", web.port), timeout=3) as sock:
+                sock.sendall(f"GET /health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+                replies.append(sock.recv(4096).split(b"\r\n", 1)[0])
+        assert replies == [b"HTTP/1.1 403 Forbidden", b"HTTP/1.1 200 OK"]
+    finally:
+        hold.close()
+        web.stop()

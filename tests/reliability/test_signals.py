@@ -114,3 +114,15 @@ def test_ctrl_c_while_the_cli_is_imported_is_one_line_and_130(store: Path) -> No
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr == "sbdlq: interrupted\n"
     assert proc.stdout == ""
+
+
+def test_a_stopped_run_calls_what_it_never_tried_not_tried(store: Path, tmp_path: Path) -> None:
+    """Issue 26 #4: on SIGTERM `resubmitted 600 of 2100 (1500 failed)`; those were never tried."""
+    argv = ["resubmit", "orders", "--to", "retry", "--batch-size", "20", "--concurrency", str(CONCURRENCY)]
+    code, out, err = _run_and_signal(store, tmp_path, [*argv, "-o", "json"], signal.SIGTERM, "retry")
+    assert code == 143, err
+    doc = json.loads(out)
+    copies = stored_ids(store, "retry")
+    assert doc["resubmitted"] == len(copies) < N
+    assert doc["failed"] == 0
+    assert doc["not_tried"] == N - len(copies) == len(stored_ids(store, "orders/$DeadLetterQueue"))

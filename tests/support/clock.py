@@ -114,7 +114,7 @@ class VirtualTime:
     """One event loop on virtual time, and the clocks that follow it.
 
     `wall` is an epoch-seconds clock for `Engine(clock=...)`; `monotonic` replaces
-    time.monotonic in sbdlq.operations.move while `patched()` is active.
+    time.monotonic in the operations modules that read it while `patched()` is active.
     """
 
     def __init__(self, start: float = T0) -> None:
@@ -140,12 +140,12 @@ class VirtualTime:
         """Make the resubmit/purge loop (lock keeper, rate limiter, elapsed) read virtual time."""
         import time
 
-        from sbdlq.operations import move, purge, resubmit, run
+        from sbdlq.operations import move, purge, ratelimit, renewal, resubmit, run
 
         fake = SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
         fake.monotonic = self.monotonic
         # Every operations module that reads the clock (modules move as the code is reshaped).
-        modules = [m for m in (move, purge, resubmit, run) if getattr(m, "time", None) is time]
+        modules = [m for m in (move, purge, ratelimit, renewal, resubmit, run) if getattr(m, "time", None) is time]
         assert modules, "no operations module reads time.monotonic any more: update VirtualTime.patched"
         saved = [(module, module.time) for module in modules]
         for module, _ in saved:

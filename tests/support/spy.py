@@ -54,6 +54,10 @@ class Spy(Backend):
         self.calls.append("delete_messages")
         return await self.inner.delete_messages(address, max_count, before=before)
 
+    async def still_held(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        # A local check, not a broker call: not recorded.
+        return await self.inner.still_held(address, messages)
+
     async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         self.calls.append("complete")
         try:

@@ -19,11 +19,15 @@ from support import PRODUCER_FIELDS, run_virtual
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, EntityDisabled, OperationFailed, TransientError
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, PurgeResult, ResubmitResult
-from sbdlq.operations import move
+from sbdlq.operations import retries
 from sbdlq.operations.browse import group_key
 from sbdlq.operations.export import Exporter
-from sbdlq.operations.move import LockKeeper, LoopStats, RateLimiter, plan_limit, retrying
+from sbdlq.operations.loop_stats import LoopStats
+from sbdlq.operations.planning import plan_limit
+from sbdlq.operations.ratelimit import RateLimiter
+from sbdlq.operations.renewal import LockKeeper
 from sbdlq.operations.resubmit import COPIED_FIELDS, make_copy
+from sbdlq.operations.retries import retrying
 from sbdlq.output_formats import Emitter
 from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.render import Col, cell_text, clip, layout
@@ -96,7 +100,7 @@ def test_plan_limit_is_the_smaller_of_max_and_what_is_there() -> None:
 
 
 def test_retrying_retries_transient_errors_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(move, "RETRY_BASE_S", 0.001)
+    monkeypatch.setattr(retries, "RETRY_BASE_S", 0.001)
     stats = LoopStats()
     calls = 0
 
@@ -213,6 +217,32 @@ def test_lock_keeper_records_a_failed_renewal_and_tries_again() -> None:
     assert backend.renewals and backend.renewals[0] == ["t1"]
 
 
+def test_a_lock_whose_renewals_keep_failing_counts_as_lost_once_it_ends() -> None:
+    """Issue 24 #6: a lock that cannot be kept must stop its message's send. Renewals failing for
+    the whole lock duration mean the broker's lock has ended: nothing may be sent for it."""
+    backend = Renewer(fail=10**6)
+    seen: list[tuple[float, bool]] = []
+
+    async def run() -> None:
+        keeper = LockKeeper(backend, DLQ, LoopStats(), lock_duration_s=4.0)
+        m = msg(1, "t1")
+        keeper.hold([m])
+        for _ in range(5):
+            seen.append((asyncio.get_running_loop().time(), keeper.is_lost(m)))
+            await asyncio.sleep(1.5)
+        await keeper.stop()
+
+    run_virtual(run())
+    start = seen[0][0]
+    assert [(round(t - start, 1), lost) for t, lost in seen] == [
+        (0.0, False),
+        (1.5, False),
+        (3.0, False),
+        (4.5, True),
+        (6.0, True),
+    ]
+
+
 # ---------------------------------------------------------------- copies
 
 
@@ -266,20 +296,48 @@ def test_make_copy_copies_each_of_the_copied_fields_into_its_own_field() -> None
 
 
 def test_run_results_share_one_json_shape_and_summary() -> None:
-    r = ResubmitResult(selected=9, failed=2, not_matching=4, retries=1, lock_lost=1, elapsed_s=1.23456)
+    r = ResubmitResult(selected=9, failed=2, not_matching=4, retries=1, elapsed_s=1.23456)
     r.done = 7
     assert r.resubmitted == 7
     assert json.dumps(r.to_json()) == (
-        '{"selected": 9, "resubmitted": 7, "failed": 2, "not_matching": 4, "skipped": 4, "unroutable": 0, '
-        '"dry_run": false, "elapsed_s": 1.235, "sdk_fallbacks": []}'
+        '{"selected": 9, "resubmitted": 7, "failed": 2, "not_tried": 0, "left_beside_copy": 0, "not_received": 0, '
+        '"not_matching": 4, "skipped": 4, "unroutable": 0, "dry_run": false, "elapsed_s": 1.235, "sdk_fallbacks": []}'
     )
     assert r.summary() == "resubmitted 7 of 9 selected message(s) in 1.23s (2 failed, 4 not matching, 1 retries)"
     p = PurgeResult(selected=5, purged=5, exported=5, elapsed_s=0.5)
     assert json.dumps(p.to_json()) == (
-        '{"selected": 5, "purged": 5, "exported": 5, "dry_run": false, "elapsed_s": 0.5, "sdk_fallbacks": []}'
+        '{"selected": 5, "purged": 5, "exported": 5, "failed": 0, "not_tried": 0, "left_beside_copy": 0, '
+        '"not_received": 0, "not_matching": 0, "dry_run": false, "elapsed_s": 0.5, "sdk_fallbacks": []}'
     )
     assert p.summary() == "purged 5 of 5 selected message(s) in 0.50s (5 exported)"
     assert PurgeResult(selected=3).summary() == "purged 0 of 3 selected message(s) in 0.00s"
+
+
+def test_a_run_that_fails_and_leaves_originals_beside_copies_names_both_and_advises_truly() -> None:
+    """Issue 24 #7: `resubmitted 90, failed 1904` of 2000 hid 6 originals left beside their copy,
+    and "run the command again" would have sent those 6 a second time."""
+    r = ResubmitResult(
+        selected=2000,
+        resubmitted=90,
+        failed=1,
+        not_tried=1903,
+        left_beside_copy=6,
+        left_sequences=[7, 5, 6, 100, 201, 200],
+        errors=["send to retry failed: gone"],
+    )
+    assert r.unaccounted() == 0
+    assert r.summary() == (
+        "resubmitted 90 of 2000 selected message(s) in 0.00s (1 failed, 1903 not tried, 6 left beside their copy)"
+    )
+    assert r.to_json()["left_beside_copy"] == 6
+    assert r.left_over() == (
+        "send to retry failed: gone; 1904 message(s) were not resubmitted and remain in the queue; "
+        "6 original(s) stayed in the queue after their copy was sent (sequence numbers 5-7, 100, 200-201); "
+        "running the command again would send those originals a second time: check the target, purge them "
+        "(purge --sequence), then run the command again"
+    )
+    # Another receiver's messages alone fail nothing.
+    assert ResubmitResult(selected=3, resubmitted=2, not_received=1).left_over() is None
 
 
 def test_a_dry_run_summary_says_what_would_happen() -> None:

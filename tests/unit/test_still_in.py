@@ -1,4 +1,4 @@
-"""move.still_in: which of the messages a settlement failed or lost are still in the DLQ."""
+"""settle_recovery.still_in: which of the messages a settlement failed or lost are still in the DLQ."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from support import dead_lettered_store
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.errors import TransientError
 from sbdlq.models import Message
-from sbdlq.operations import move
-from sbdlq.operations.move import LoopStats, still_in
+from sbdlq.operations import retries, settle_recovery
+from sbdlq.operations.loop_stats import LoopStats
+from sbdlq.operations.settle_recovery import still_in
 from sbdlq.paths import Address, parse_address
 
 DLQ = parse_address("orders/$DeadLetterQueue")
@@ -52,7 +53,7 @@ def _complete(store: Path, messages: list[Message]) -> None:
 
 @pytest.mark.parametrize("pick", [range(0, 40), range(0, 40, 13)], ids=["dense", "sparse"])
 def test_only_those_still_there_are_returned(tmp_path: Path, pick: range, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(move, "STILL_IN_PAGE", 4)  # sparse picks take one peek each
+    monkeypatch.setattr(settle_recovery, "STILL_IN_PAGE", 4)  # sparse picks take one peek each
     store = dead_lettered_store(tmp_path / "s.db", 40, "Bad")
     all_messages = _peeked(store, 40)
     chosen = [all_messages[i] for i in pick]
@@ -67,7 +68,7 @@ class PeekFails(EmulatorBackend):
 
 
 def test_when_the_peek_fails_all_count_as_still_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(move, "RETRY_BASE_S", 0.001)
+    monkeypatch.setattr(retries, "RETRY_BASE_S", 0.001)
     store = dead_lettered_store(tmp_path / "s.db", 5, "Bad")
     messages = _peeked(store, 5)
     _complete(store, messages)

@@ -37,6 +37,7 @@ from sbdlq.backends.servicebus.credentials import (
 )
 from sbdlq.backends.servicebus.errors import VERDICTS, describe, guarded, translate_error
 from sbdlq.backends.servicebus.links import Held, Link, lock_token
+from sbdlq.backends.servicebus.renewal import LockRenewal
 from sbdlq.backends.servicebus.runs import PEEK_PAGE, RunSettlement
 from sbdlq.backends.servicebus.shortcuts import SdkShims, Shortcuts, sdk_version
 from sbdlq.connstr import ConnectionInfo, parse_connection_string, redact
@@ -61,7 +62,7 @@ _HELD_SOFT_LIMIT = 10_000
 _HELD_GRACE = timedelta(seconds=60)
 #: messages per batch-delete request: the Standard tier's limit (Premium takes 4,000)
 BATCH_DELETE_MAX = 500
-class ServiceBusBackend(RunSettlement, Backend):
+class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
     """Broker primitives over a real namespace (or Microsoft's emulator) through the azure SDK."""
 
     name = "servicebus"
@@ -127,6 +128,8 @@ class ServiceBusBackend(RunSettlement, Backend):
         self._receivers: dict[tuple[str, ReceiveMode], Link] = {}
         self._senders: dict[str, Link] = {}
         self._held: dict[str, Held] = {}
+        #: lock tokens whose settlement is on its way (a renewal leaves them out: see renew_locks)
+        self._settling: set[str] = set()
         self._batch_delete_refused = False
         #: a run of settlements went unanswered (not refused): settle one by one from then on
         self._runs_unanswered = False
@@ -323,49 +326,18 @@ class ServiceBusBackend(RunSettlement, Backend):
             lambda r, m: r.dead_letter_message(m, reason=reason, error_description=description),
         )
 
-    async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:
-        """Renew the locks, one request per receiver; updates locked_until."""
-        what = str(address)
-        groups: dict[Link, list[tuple[Message, Held]]] = {}
-        lost: set[int] = set()
-        for message in messages:
-            token = lock_token(message, "renew", what)
-            held = self._held.get(token)
-            if held is None or not self._usable(held):
-                self._held.pop(token, None)
-                lost.add(id(message))
-            else:
-                groups.setdefault(held.receiver, []).append((message, held))
-        for link, items in groups.items():
-            async with link.lock:
-                untils = await self._renew_on(link, [held.sdk_message for _, held in items], what)
-            for (message, held), until in zip(items, untils, strict=True):
-                if until is None:
-                    self._held.pop(str(message.lock_token), None)
-                    lost.add(id(message))
-                else:
-                    message.locked_until = held.locked_until = until
-        return [m for m in messages if id(m) in lost]
+    async def still_held(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        """Those whose receiver, and the AMQP link they came on, are still the live ones (no round trip).
 
-    async def _renew_on(self, link: Link, sdk_messages: list[Any], what: str) -> list[datetime | None]:
-        """New lock expiries (None: lost) of messages held on one receiver; the caller holds its lock."""
-        many = len(sdk_messages) > 1
-        if many and self._shortcuts.use("renew_many") and not sdk_compat.can_renew_many(link.handler):
-            self._shortcuts.fall_back("renew_many", "the receiver has no _renew_locks coroutine")
-        if many and self._shortcuts.use("renew_many"):
-            try:
-                return list(await self._on_receiver(link, sdk_compat.renew_many(link.handler, sdk_messages), what))
-            except sdk_compat.Unavailable as exc:
-                self._shortcuts.fall_back("renew_many", exc)  # renewing again is harmless
-            except LockLost:
-                pass  # one lost lock fails the whole request: renew one by one to tell them apart
-        untils: list[datetime | None] = []
-        for sdk_message in sdk_messages:
-            try:
-                untils.append(await self._on_receiver(link, link.handler.renew_message_lock(sdk_message), what))
-            except LockLost:
-                untils.append(None)
-        return untils
+        After a connection blip or a broker restart the SDK shuts the receiver down or opens a new
+        link under it: the old link's locks went with it, so a copy of its messages must not be sent.
+        """
+        out: list[Message] = []
+        for m in messages:
+            held = self._held.get(m.lock_token or "")
+            if held is not None and self._usable(held):
+                out.append(m)
+        return out
 
     async def _settle(
         self,

@@ -31,6 +31,7 @@ class RunSettlement:
     """Complete and abandon of many, in runs where the receiver allows it."""
 
     _held: dict[str, Held]
+    _settling: set[str]
     _receivers: dict[Any, Link]
     _runs_unanswered: bool
     _shortcuts: Shortcuts
@@ -66,10 +67,15 @@ class RunSettlement:
             seen.add(token)
             keyed.append(((m, held), link, self._run_delivery_id(held)))
         singles, runs = runs_of(keyed)
-        parts = await asyncio.gather(
-            self._settle(address, [m for m, _ in singles], verb, action),
-            *(self._settle_run(address, link, run, verb, action) for link, run in runs),
-        )
+        tokens = {m.lock_token for m in messages if m.lock_token} - self._settling
+        self._settling |= tokens  # renewals leave them out meanwhile (the broker may have them no more)
+        try:
+            parts = await asyncio.gather(
+                self._settle(address, [m for m, _ in singles], verb, action),
+                *(self._settle_run(address, link, run, verb, action) for link, run in runs),
+            )
+        finally:
+            self._settling -= tokens
         return [m for part in parts for m in part]
 
     def _takes_runs(self, link: Link) -> bool:
@@ -88,7 +94,7 @@ class RunSettlement:
         verb: str,
         action: Callable[[Any, Any], Awaitable[Any]],
     ) -> list[Message]:
-        """One disposition; refused in part (a lost lock): all returned, move.still_in tells which
+        """One disposition; refused in part (a lost lock): all returned, settle_recovery.still_in tells which
         went. No answer: one by one (`action`), and so is every later settlement here. Failed
         in a way that leaves unknown whether it went out: what is still there, one by one."""
         messages = [m for m, _ in run]
@@ -111,7 +117,7 @@ class RunSettlement:
                 refused = sdk_compat.run_refused(exc.__cause__ or exc)
             except sdk_compat.OutcomeUnknown as unknown:
                 self._shortcuts.fall_back("settle_runs", unknown)
-                refused = True  # none is settled again: move.still_in looks which went
+                refused = True  # none is settled again: settle_recovery.still_in looks which went
             if not refused:
                 # No outcome may mean a broker that does not take ranges.
                 self._runs_unanswered = True

@@ -241,7 +241,7 @@ RUN_OUTCOMES: dict[str, tuple[str, dict[str, bool]]] = {
 async def settle_run(receiver: Any, sdk_messages: list[Any], verb: str) -> None:
     """Complete or abandon messages whose delivery ids are consecutive (in that order) with one
     disposition, awaiting every outcome. Raises when any was refused (then which went is unknown,
-    move.still_in looks, and none is settled again) or when no answer came (then each is as
+    settle_recovery.still_in looks, and none is settled again) or when no answer came (then each is as
     unsettled as before, to be settled alone). Raises Unavailable when a private it needs is
     missing before anything was sent, OutcomeUnknown when the disposition may have gone out but
     failed in a way the SDK of today does not fail.

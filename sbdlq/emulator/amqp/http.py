@@ -29,6 +29,7 @@ from sbdlq.errors import BadInput, EntityNotFound, SbdlqError, ServiceUnavailabl
 from sbdlq.paths import parse_entity
 
 from . import atom, atom_write, sas, websocket
+from .http_overflow import Overflow
 from .limits import Limits
 
 log = logging.getLogger(__name__)
@@ -89,17 +90,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, f"<Error><Code>{status}</Code><Detail>{escape(text)}</Detail></Error>", "application/xml")
 
     def _foreign(self) -> bool:
-        """Whether a keyless listener must refuse this request: its Host, or a browser's Origin,
-        names another machine (a page of another site, DNS-rebound to this port, would
-        otherwise read or delete queues). Answers 403 when so."""
-        if self.server.key is not None:
-            return False  # a keyed listener checks each request's token instead
-        names = [urlparse(f"//{self.headers.get('Host') or ''}").hostname]
-        origin = self.headers.get("Origin")
-        if origin is not None:
-            names.append(urlparse(origin).hostname if origin != "null" else "null")
-        bound = str(self.server.server_address[0])
-        if all(name is not None and (is_loopback(name) or name == bound) for name in names):
+        """Whether a keyless listener must refuse this request (see _Server.foreign); answers 403 when so."""
+        if not self.server.foreign(self.headers.get("Host"), self.headers.get("Origin")):
             return False
         self._error(403, "this keyless emulator answers requests for this machine only (serve --key to share it)")
         return True
@@ -116,10 +108,7 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         path = unquote(url.path).strip("/")
         if path == "health":
-            payload: dict[str, Any] = {"status": "ok", "amqp_port": self.server.amqp_port}
-            if self.server.key is None:  # a keyed listener may face others: keep its file system private
-                payload["store"] = self.server.store_path
-            self._send(200, json.dumps(payload), "application/json")
+            self._send(200, self.server.health(), "application/json")
             return
         here = f"{self.server.scheme}://{self.headers.get('Host', '')}{self.path}"
         try:
@@ -291,11 +280,39 @@ class _Server(ThreadingHTTPServer):
         self._slot = threading.local()  # whether this request thread still holds its slot
         self.read_timeout = limits.http_timeout_s
         super().__init__(address, _Handler)
+        # Where a connection goes when every slot is taken: /health still answers there.
+        self.overflow = Overflow(self._overflow_health)
+
+    def health(self) -> str:
+        """The /health reply's JSON."""
+        payload: dict[str, Any] = {"status": "ok", "amqp_port": self.amqp_port}
+        if self.key is None:  # a keyed listener may face others: keep its file system private
+            payload["store"] = self.store_path
+        return json.dumps(payload)
+
+    def foreign(self, host: str | None, origin: str | None) -> bool:
+        """Whether a keyless listener must refuse a request: its Host, or a browser's Origin, names
+        another machine (a page of another site, DNS-rebound to this port, would otherwise read or
+        delete queues). A keyed listener checks each request's token instead."""
+        if self.key is not None:
+            return False
+        names = [urlparse(f"//{host or ''}").hostname]
+        if origin is not None:
+            names.append(urlparse(origin).hostname if origin != "null" else "null")
+        bound = str(self.server_address[0])
+        return not all(name is not None and (is_loopback(name) or name == bound) for name in names)
+
+    def _overflow_health(self, headers: dict[str, str]) -> bytes | None:
+        return None if self.foreign(headers.get("host"), headers.get("origin")) else self.health().encode()
+
+    def server_close(self) -> None:
+        self.overflow.stop()
+        super().server_close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self.slots.acquire(blocking=False):
-            log.debug("emulator http: too many clients: closing %s", client_address)
-            self.shutdown_request(request)
+            log.debug("emulator http: too many clients: %s waits for a health check only", client_address)
+            self.overflow.take(request)
             return
         request.settimeout(self.read_timeout)
         super().process_request(request, client_address)

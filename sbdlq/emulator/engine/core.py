@@ -554,6 +554,14 @@ class Engine:
             locks.defer(db, ids)
             return lost
 
+    def still_locked(self, address: Address, lock_tokens: Sequence[str]) -> set[str]:
+        """The tokens whose lock is still held (nothing changes)."""
+        now = self._now()
+        with self.store.read() as db:
+            ent = entities.queue_entity(db, address)
+            held, _lost = locks.held(db, ent, Queue.of(address.sub_queue), lock_tokens, now)
+            return {r.lock_token for r in held}
+
     def renew_locks(self, address: Address, lock_tokens: Sequence[str]) -> dict[str, datetime]:
         """Extend locks by the lock duration; lost tokens are absent from the result."""
         now = self._now()
