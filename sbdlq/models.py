@@ -457,7 +457,8 @@ SHOWN_RANGES = 10
 
 
 def sequence_ranges(numbers: list[int]) -> list[str]:
-    """Sequence numbers as the ranges --sequence takes: [1, 2, 3, 7] -> ["1-3", "7"]."""
+    """Sequence numbers as the fewest ranges --sequence takes: [1, 2, 3, 7] -> ["1-3", "7"]
+    (advice lines, and the console's marked messages as a filter)."""
     out: list[str] = []
     ordered = sorted(set(numbers))
     i = 0

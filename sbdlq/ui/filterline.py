@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sbdlq.errors import BadInput
+from sbdlq.models import sequence_ranges
 from sbdlq.selection import SELECTION_OPTIONS, Selection, build_selection
 
 # flag -> (build_selection keyword, repeatable), read from the one declaration
@@ -58,20 +59,6 @@ def parse_filter(text: str) -> Filter:
     result = Filter(text.strip(), options)
     result.compile()  # reject a bad value now, not at the first page
     return result
-
-
-def sequence_ranges(numbers: list[int]) -> list[str]:
-    """Sorted sequence numbers as the fewest `--sequence` ranges (`5-9`, `12`)."""
-    out: list[str] = []
-    ordered = sorted(set(numbers))
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return out
 
 
 def reason_filter(reason: str) -> str:
