@@ -11,7 +11,9 @@ that routes untagged messages as before; `status` says it is half done, and a re
 The original of every rewritten rule is kept in the rewritten rule itself, so the namespace
 alone suffices to disable: a SQL filter is the text between the guard's parentheses; a
 correlation filter (written as the equivalent SQL) also carries its fields as JSON in a string
-literal that opens the filter (`'sbdlq-correlation {...}' <> ''`, always TRUE).
+literal that opens the filter (`'sbdlq-correlation {...}' <> ''`, always TRUE). A TrueFilter or
+FalseFilter is written as `1=1` or `1=0`; a SqlFilter of just that text opens with
+`'sbdlq-sql' <> ''` so that it comes back a SqlFilter.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ TARGET_RULE = "sbdlq-target"
 _GUARD = f"[{TARGET_PROPERTY}] IS NULL AND ("
 _CORRELATION_MARK = "sbdlq-correlation "
 _CORRELATION_TAIL = " <> '' AND "
+_SQL_MARK = "sbdlq-sql"
+#: The texts a TrueFilter and a FalseFilter are rewritten with (the service reads a FalseFilter as 1>1).
+_CONSTANTS = {True: "1=1", False: "1=0"}
+_CONSTANT_TEXTS = {text: value for value, text in _CONSTANTS.items()}
 ENABLE_HINT = "run `sbdlq routing enable-targeted {topic}` first"
 
 
@@ -100,6 +106,11 @@ def rewrite(subscription: str, rule: SubscriptionRule) -> SubscriptionRule:
     if rule.correlation is not None:
         kept = json.dumps(rule.correlation, ensure_ascii=False, separators=(",", ":"))
         sql = f"{sql_text(_CORRELATION_MARK + kept)}{_CORRELATION_TAIL}{_GUARD}{correlation_sql(subscription, rule)})"
+    elif rule.constant is not None:
+        sql = f"{_GUARD}{_CONSTANTS[rule.constant]})"
+    elif (rule.sql or "1=1") in _CONSTANT_TEXTS:
+        # A SqlFilter whose text is a TrueFilter's or FalseFilter's: marked, to come back a SqlFilter.
+        sql = f"{sql_text(_SQL_MARK)}{_CORRELATION_TAIL}{_GUARD}{rule.sql or '1=1'})"
     else:
         sql = f"{_GUARD}{rule.sql or '1=1'})"
     from sbdlq.sqlfilter.parser import MAX_LENGTH
@@ -140,16 +151,18 @@ def original_of(rule: SubscriptionRule) -> SubscriptionRule | None:
     sql = rule.sql
     if rule.correlation is not None or sql is None or not sql.endswith(")"):
         return None
-    if sql.startswith(_GUARD):
-        inner = sql[len(_GUARD) : -1]
-        # A TrueFilter or FalseFilter (the default rule is one) was written as its text.
+    marked = sql_text(_SQL_MARK) + _CORRELATION_TAIL + _GUARD
+    if sql.startswith(_GUARD) or sql.startswith(marked):
+        inner = sql[len(marked if sql.startswith(marked) else _GUARD) : -1]
+        # A TrueFilter or FalseFilter (the default rule is one) was written as its text; a
+        # SqlFilter of that text carries the mark.
         return SubscriptionRule(
             rule.name,
             sql=inner,
             action=rule.action,
             parameters=rule.parameters,
             action_parameters=rule.action_parameters,
-            constant={"1=1": True, "1=0": False}.get(inner),
+            constant=None if sql.startswith(marked) else _CONSTANT_TEXTS.get(inner),
         )
     if not sql.startswith("'" + _CORRELATION_MARK.replace("'", "''")):
         return None

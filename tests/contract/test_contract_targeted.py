@@ -218,3 +218,36 @@ def test_without_manage_rights_refused_with_exit_5(
     r = aio(resubmit(backend, dlq, TOPIC, allow_unverified_routing=True, note=notes.append))
     assert r.resubmitted == 1
     assert any(n.startswith("warning: routing not verified") for n in notes)
+
+
+def test_enable_disable_restores_every_kind_of_rule_exactly(backend: Backend, seed: Seeder, aio: Any) -> None:
+    """Parameters of a filter and of an action, a TrueFilter, a FalseFilter and a SqlFilter whose
+    text is a constant's come back exactly, types included, on either backend."""
+    seed.engine.create_topic("t")
+    seed.engine.create_subscription(
+        "t",
+        "p",
+        rules=[
+            Rule("params", sql="region = @r AND n > @min", parameters={"@r": "eu", "@min": 3}),
+            Rule(
+                "act",
+                sql="kind = 'x'",
+                action="SET seen = @who; SET n = n + @step",
+                action_parameters={"@who": "act", "@step": 2},
+            ),
+            Rule("yes", sql="1=1", action="SET t = @t", action_parameters={"@t": 1}, constant=True),
+            Rule.false("no"),
+            Rule("sqltrue", sql="1=1"),  # a SqlFilter, not a TrueFilter
+            Rule("sqlfalse", sql="1=0"),
+        ],
+    )
+    originals = aio(backend.subscription_rules(TOPIC))
+    [sub] = originals
+    assert [r.constant for r in sub.rules] == [None, None, True, False, None, None]
+    assert sub.rules[1].action_parameters == {"@who": "act", "@step": 2}
+    enable(backend, aio)
+    rewritten = aio(backend.subscription_rules(TOPIC))
+    assert topic_state(TOPIC, rewritten).state == "enabled"
+    assert [r.action_parameters for r in rewritten[0].rules[:3]] == [None, {"@who": "act", "@step": 2}, {"@t": 1}]
+    aio(apply_steps(backend, TOPIC, disable_steps(rewritten)))
+    assert aio(backend.subscription_rules(TOPIC)) == originals

@@ -20,6 +20,8 @@ from sbdlq.sqlfilter.subscription import compile_rule, takes
 
 RULES = [
     SubscriptionRule("$Default", sql="1=1", constant=True),  # a TrueFilter, as both backends read it
+    SubscriptionRule("never", sql="1=0", constant=False),  # a FalseFilter
+    SubscriptionRule("sqltrue", sql="1=1"),  # a SqlFilter of a TrueFilter's text stays a SqlFilter
     SubscriptionRule("quote", sql="name = 'it''s' OR [odd]]name] IS NOT NULL", action="SET a = 1"),
     SubscriptionRule("grouped", sql="(a = 1) OR (b = 2)"),
     SubscriptionRule("corr", correlation={"label": "L", "correlation_id": None, "properties": {"k": "1", "q": "o'k"}}),
