@@ -62,12 +62,31 @@ class Inexact(BadInput):
     """A rule whose rewrite would not route exactly as the original."""
 
 
-def correlation_sql(subscription: str, rule: SubscriptionRule) -> str:
+#: The option by which the user accepts that a correlation filter's property names match in any case.
+ACCEPT_CASE_OPTION = "--accept-case-insensitive-names"
+
+
+def case_sensitive_names(rule: SubscriptionRule) -> list[str]:
+    """The application property names a correlation filter matches by their exact case.
+
+    SQL finds a property whatever the case of its name; a correlation filter only by its exact
+    name: `{"Region": "eu"}` skips a message with `region: eu`, its SQL rewrite takes it.
+    """
+    names: list[str] = []
+    for key, value in (rule.correlation or {}).items():
+        if correlation_key(key) in CORRELATION_PROPS and isinstance(value, dict):
+            names.extend(str(name) for name, expected in value.items() if expected is not None)
+    return names
+
+
+def correlation_sql(subscription: str, rule: SubscriptionRule, *, accept_case_insensitive_names: bool = False) -> str:
     """The SQL filter equal to a correlation filter; Inexact when there is none.
 
     A correlation value matches only a value equal to it and of its type; SQL `=` converts a
     text to a number or a time, so a property compares as text only when `LIKE '%'` says it is
     one. Only text values are taken: for a number or a Boolean no SQL test of the type exists.
+    Application property names match in any case in SQL, so a filter with any is Inexact
+    unless the user accepts that (`accept_case_insensitive_names`).
     """
     assert rule.correlation is not None
     parts: list[str] = []
@@ -91,21 +110,32 @@ def correlation_sql(subscription: str, rule: SubscriptionRule) -> str:
             parts.append(f"sys.{CORRELATION_KEYS[norm]} = {sql_text(value)}")
         else:
             raise _inexact(subscription, rule, f"unknown correlation field {key}")
+    names = case_sensitive_names(rule)
+    if names and not accept_case_insensitive_names:
+        raise _inexact(
+            subscription,
+            rule,
+            f"it matches property {', '.join(names)} by the exact case of the name, SQL in any case",
+            hint=f"add {ACCEPT_CASE_OPTION} to accept that, change the rule to a SQL filter, or resubmit --to a queue",
+        )
     return " AND ".join(parts) or "1=1"
 
 
-def _inexact(subscription: str, rule: SubscriptionRule, why: str) -> Inexact:
+def _inexact(subscription: str, rule: SubscriptionRule, why: str, hint: str | None = None) -> Inexact:
     return Inexact(
         f"rule {rule.name} of subscription {subscription}: its correlation filter has no exact SQL equivalent ({why})",
-        hint="change the rule to a SQL filter, or resubmit --to a queue",
+        hint=hint or "change the rule to a SQL filter, or resubmit --to a queue",
     )
 
 
-def rewrite(subscription: str, rule: SubscriptionRule) -> SubscriptionRule:
+def rewrite(
+    subscription: str, rule: SubscriptionRule, *, accept_case_insensitive_names: bool = False
+) -> SubscriptionRule:
     """The rule, guarded so tagged messages skip it; its name and action kept."""
     if rule.correlation is not None:
         kept = json.dumps(rule.correlation, ensure_ascii=False, separators=(",", ":"))
-        sql = f"{sql_text(_CORRELATION_MARK + kept)}{_CORRELATION_TAIL}{_GUARD}{correlation_sql(subscription, rule)})"
+        equal = correlation_sql(subscription, rule, accept_case_insensitive_names=accept_case_insensitive_names)
+        sql = f"{sql_text(_CORRELATION_MARK + kept)}{_CORRELATION_TAIL}{_GUARD}{equal})"
     elif rule.constant is not None:
         sql = f"{_GUARD}{_CONSTANTS[rule.constant]})"
     elif (rule.sql or "1=1") in _CONSTANT_TEXTS:
@@ -260,6 +290,7 @@ class Step:
     how: str
     rule: SubscriptionRule
     before: SubscriptionRule | None = None
+    accepted: tuple[str, ...] = ()  # property names the user accepted matching in any case
 
     def line(self) -> str:
         """The step as the plan prints it."""
@@ -272,7 +303,8 @@ class Step:
         was = before.sql if before is not None and before.sql is not None else f"correlation {_fields(before)}"
         now = self.rule.sql if self.rule.sql is not None else f"correlation {_fields(self.rule)}"
         action = f" (action kept: {self.rule.action})" if self.rule.action else ""
-        return f"{where}: filter {was} -> {now}{action}"
+        accepted = f" (property names now match in any case: {', '.join(self.accepted)})" if self.accepted else ""
+        return f"{where}: filter {was} -> {now}{action}{accepted}"
 
 
 def _fields(rule: SubscriptionRule | None) -> str:
@@ -289,13 +321,15 @@ def _conflict(sub: SubscriptionRules) -> None:
             )
 
 
-def enable_steps(subscriptions: list[SubscriptionRules]) -> list[Step]:
+def enable_steps(subscriptions: list[SubscriptionRules], *, accept_case_insensitive_names: bool = False) -> list[Step]:
     """The changes that enable targeted routing (none when it is on); Inexact before any change.
 
     Per subscription the target rule comes first (it takes no untagged message), then each
     rule is updated in place: never a moment with a rule twice (an action applied twice, a
-    second copy) or with none (a message lost).
+    second copy) or with none (a message lost). A correlation filter naming application
+    properties is Inexact unless `accept_case_insensitive_names`; its step then lists them.
     """
+    accept = accept_case_insensitive_names
     steps: list[Step] = []
     for sub in subscriptions:
         _conflict(sub)
@@ -304,7 +338,8 @@ def enable_steps(subscriptions: list[SubscriptionRules]) -> list[Step]:
         for rule in sub.rules:
             if _is_target_rule(sub, rule) or original_of(rule) is not None:
                 continue
-            steps.append(Step(sub.subscription, "update", rewrite(sub.subscription, rule), rule))
+            rewritten = rewrite(sub.subscription, rule, accept_case_insensitive_names=accept)
+            steps.append(Step(sub.subscription, "update", rewritten, rule, tuple(case_sensitive_names(rule))))
     return steps
 
 

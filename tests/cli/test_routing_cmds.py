@@ -78,6 +78,33 @@ def test_a_correlation_filter_without_an_exact_sql_equivalent_is_refused(engine:
     assert [r.name for r in engine.rules("t/Subscriptions/ok")] == ["$Default"]  # nothing changed
 
 
+def test_a_correlation_filter_on_properties_needs_the_case_opt_in(engine: Engine, cli: Cli) -> None:
+    """Correlation `{"Region": "eu"}` skips `region: eu`; its SQL rewrite would take it."""
+    engine.create_topic("t")
+    engine.create_subscription("t", "ok")
+    engine.create_subscription("t", "eu", rules=[Rule("region", correlation={"properties": {"Region": "eu"}})])
+    originals = engine.rules("t/Subscriptions/eu")
+    for dry in ([], ["--dry-run"]):
+        r = cli("routing", "enable-targeted", "t", "--yes", *dry)
+        assert (r.exit_code, r.stdout) == (2, "")
+        assert r.stderr == (
+            "sbdlq: rule region of subscription eu: its correlation filter has no exact SQL equivalent "
+            "(it matches property Region by the exact case of the name, SQL in any case) "
+            "(add --accept-case-insensitive-names to accept that, change the rule to a SQL filter, "
+            "or resubmit --to a queue)\n"
+        )
+    assert [r.name for r in engine.rules("t/Subscriptions/ok")] == ["$Default"]  # nothing changed
+    r = cli("routing", "enable-targeted", "t", "--yes", "--accept-case-insensitive-names")
+    assert r.exit_code == 0, r.stderr
+    assert (
+        '  eu: rule region: filter correlation {"properties": {"Region": "eu"}} -> \'sbdlq-correlation '
+        '{"properties":{"Region":"eu"}}\' <> \'\' AND [sbdlq-target] IS NULL AND ([Region] = \'eu\' AND '
+        "[Region] LIKE '%') (property names now match in any case: Region)"
+    ) in r.stdout.splitlines()
+    assert cli("routing", "disable-targeted", "t", "--yes").exit_code == 0
+    assert engine.rules("t/Subscriptions/eu") == originals
+
+
 def test_bad_targets(engine: Engine, cli: Cli) -> None:
     engine.create_topic("t")
     engine.create_subscription("t", "s")

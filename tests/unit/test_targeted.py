@@ -33,7 +33,7 @@ VALUES: list[Any] = [None, "1", 1, 1.0, True, "o'k", "O'K", "", "2024-01-01T00:0
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])
 def test_the_original_comes_back_exactly(rule: SubscriptionRule) -> None:
-    rewritten = rewrite("s", rule)
+    rewritten = rewrite("s", rule, accept_case_insensitive_names=True)
     assert rewritten.name == rule.name and rewritten.action == rule.action
     assert original_of(rewritten) == rule
     assert original_of(rule) is None
@@ -41,7 +41,7 @@ def test_the_original_comes_back_exactly(rule: SubscriptionRule) -> None:
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])
 def test_untagged_messages_match_as_before_and_tagged_ones_never(rule: SubscriptionRule) -> None:
-    before, after = [compile_rule(rule)], [compile_rule(rewrite("s", rule))]
+    before, after = [compile_rule(rule)], [compile_rule(rewrite("s", rule, accept_case_insensitive_names=True))]
     for label, k, q, name in itertools.product(["L", "l", None], VALUES, VALUES, VALUES[:3]):
         system = {"Label": label, "CorrelationId": None}
         props = {key: v for key, v in {"k": k, "q": q, "name": name, "a": k, "b": q}.items() if v is not None}
@@ -67,7 +67,7 @@ def test_the_target_rule_takes_only_copies_naming_its_subscription() -> None:
 def test_a_correlation_filter_without_an_exact_equivalent_is_refused(correlation: dict[str, Any], why: str) -> None:
     expected = f"rule r of subscription s: its correlation filter has no exact SQL equivalent \\({why}\\)"
     with pytest.raises(Inexact, match=expected):
-        rewrite("s", SubscriptionRule("r", correlation=correlation))
+        rewrite("s", SubscriptionRule("r", correlation=correlation), accept_case_insensitive_names=True)
 
 
 def test_a_filter_sbdlq_cannot_read_or_too_long_is_refused() -> None:
@@ -83,3 +83,26 @@ def test_a_rule_of_the_users_named_like_ours_is_refused() -> None:
     theirs = SubscriptionRules("s", "Active", (SubscriptionRule("sbdlq-target", sql="x = 1"),))
     with pytest.raises(BadInput, match="has a rule named sbdlq-target that sbdlq did not write"):
         enable_steps([theirs])
+
+
+def test_a_correlation_filter_on_application_properties_needs_the_case_opt_in() -> None:
+    """`{"Region": "eu"}` skips `region: eu`; SQL finds `region` under `[Region]`: not exact."""
+    rule = SubscriptionRule("r", correlation={"label": "L", "properties": {"Region": "eu", "gone": None}})
+    expected = (
+        "rule r of subscription s: its correlation filter has no exact SQL equivalent "
+        "\\(it matches property Region by the exact case of the name, SQL in any case\\)"
+    )
+    with pytest.raises(Inexact, match=expected) as refused:
+        rewrite("s", rule)
+    assert str(refused.value.hint).startswith("add --accept-case-insensitive-names to accept that")
+    with pytest.raises(Inexact):
+        enable_steps([SubscriptionRules("s", "Active", (rule,))])
+    # Accepted: the difference is the case of the name, and only that.
+    after = [compile_rule(rewrite("s", rule, accept_case_insensitive_names=True))]
+    system = {"Label": "L"}
+    assert not takes([compile_rule(rule)], system, {"region": "eu"})
+    assert takes(after, system, {"region": "eu"}) and takes(after, system, {"Region": "eu"})
+    [_, step] = enable_steps([SubscriptionRules("s", "Active", (rule,))], accept_case_insensitive_names=True)
+    assert step.line().endswith("(property names now match in any case: Region)")
+    # System fields alone are matched exactly, so they need no opt-in.
+    assert original_of(rewrite("s", SubscriptionRule("l", correlation={"label": "L"}))) is not None
