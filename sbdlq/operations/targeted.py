@@ -83,7 +83,7 @@ def correlation_sql(subscription: str, rule: SubscriptionRule, *, accept_case_in
     """The SQL filter equal to a correlation filter; Inexact when there is none.
 
     A correlation value matches only a value equal to it and of its type; SQL `=` converts a
-    text to a number or a time, so a property compares as text only when `LIKE '%'` says it is
+    text to a number or a time, so a property compares as text only after `LIKE '%'` says it is
     one. Only text values are taken: for a number or a Boolean no SQL test of the type exists.
     Application property names match in any case in SQL, so a filter with any is Inexact
     unless the user accepts that (`accept_case_insensitive_names`).
@@ -103,7 +103,9 @@ def correlation_sql(subscription: str, rule: SubscriptionRule, *, accept_case_in
                 if type(expected) is not str:
                     raise _inexact(subscription, rule, f"property {name} = {expected!r} is not text")
                 ident = _identifier(str(name))
-                parts.append(f"{ident} = {sql_text(expected)} AND {ident} LIKE '%'")
+                # The type test first: AND reads left to right, so `=` never meets a number or a
+                # time, which Service Bus may convert and fail on (a FilterException).
+                parts.append(f"{ident} LIKE '%' AND {ident} = {sql_text(expected)}")
         elif norm in CORRELATION_KEYS:
             if type(value) is not str:
                 raise _inexact(subscription, rule, f"{key} = {value!r} is not text")

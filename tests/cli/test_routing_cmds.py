@@ -98,8 +98,8 @@ def test_a_correlation_filter_on_properties_needs_the_case_opt_in(engine: Engine
     assert r.exit_code == 0, r.stderr
     assert (
         '  eu: rule region: filter correlation {"properties": {"Region": "eu"}} -> \'sbdlq-correlation '
-        '{"properties":{"Region":"eu"}}\' <> \'\' AND [sbdlq-target] IS NULL AND ([Region] = \'eu\' AND '
-        "[Region] LIKE '%') (property names now match in any case: Region)"
+        '{"properties":{"Region":"eu"}}\' <> \'\' AND [sbdlq-target] IS NULL AND ([Region] LIKE \'%\' AND '
+        "[Region] = 'eu') (property names now match in any case: Region)"
     ) in r.stdout.splitlines()
     assert cli("routing", "disable-targeted", "t", "--yes").exit_code == 0
     assert engine.rules("t/Subscriptions/eu") == originals

@@ -11,6 +11,7 @@ from sbdlq.models import SubscriptionRule, SubscriptionRules
 from sbdlq.operations.targeted import (
     TARGET_PROPERTY,
     Inexact,
+    correlation_sql,
     enable_steps,
     original_of,
     rewrite,
@@ -106,3 +107,12 @@ def test_a_correlation_filter_on_application_properties_needs_the_case_opt_in() 
     assert step.line().endswith("(property names now match in any case: Region)")
     # System fields alone are matched exactly, so they need no opt-in.
     assert original_of(rewrite("s", SubscriptionRule("l", correlation={"label": "L"}))) is not None
+
+
+def test_a_property_is_tested_for_text_before_it_is_compared() -> None:
+    """`[p] = 'v'` on a number may be a FilterException under Service Bus's conversions: the
+    `LIKE '%'` type test comes first, so the equality only ever sees text."""
+    rule = SubscriptionRule("r", correlation={"label": "L", "properties": {"p": "v", "q": "w"}})
+    assert correlation_sql("s", rule, accept_case_insensitive_names=True) == (
+        "sys.Label = 'L' AND [p] LIKE '%' AND [p] = 'v' AND [q] LIKE '%' AND [q] = 'w'"
+    )
