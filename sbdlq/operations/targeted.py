@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput
+from sbdlq.errors import BadInput, RuleChanged
 from sbdlq.models import SubscriptionRule, SubscriptionRules
 from sbdlq.paths import EntityPath
 from sbdlq.sqlfilter.correlation import CORRELATION_KEYS, CORRELATION_PROPS, correlation_key
@@ -373,15 +373,24 @@ async def read_rules(backend: Backend, topic: EntityPath) -> list[SubscriptionRu
 async def apply_steps(
     backend: Backend, topic: EntityPath, steps: list[Step], *, done: Callable[[Step], None] = lambda _: None
 ) -> None:
-    """Make the changes in order; each one is a single write on the broker."""
+    """Make the changes in order; each one is a single write on the broker.
+
+    An update or a delete is made only while the rule is still the one the plan read (the
+    backend compares right before, the emulator inside, the write): a rule someone changed
+    since is never overwritten; RuleChanged (exit 1) stops the run there, every step before it
+    done and each one safe to stop after, so running the command again plans from what is there.
+    """
     for step in steps:
         subscription = EntityPath(topic.name, step.subscription)
-        if step.how == "add":
-            await backend.create_rule(subscription, step.rule)
-        elif step.how == "update":
-            await backend.update_rule(subscription, step.rule)
-        else:
-            await backend.delete_rule(subscription, step.rule.name)
+        try:
+            if step.how == "add":
+                await backend.create_rule(subscription, step.rule)
+            elif step.how == "update":
+                await backend.update_rule(subscription, step.rule, expected=step.before)
+            else:
+                await backend.delete_rule(subscription, step.rule.name, expected=step.rule)
+        except RuleChanged:
+            raise RuleChanged(f"rule {step.rule.name} of {subscription} changed since the plan; run again") from None
         done(step)
 
 

@@ -105,6 +105,24 @@ def test_a_correlation_filter_on_properties_needs_the_case_opt_in(engine: Engine
     assert engine.rules("t/Subscriptions/eu") == originals
 
 
+def test_a_rule_changed_after_the_plan_stops_the_run(topic: Engine, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Someone edits rule `big` while the plan is on screen: it is not overwritten, exit 1."""
+    from sbdlq.operations import targeted
+
+    read = targeted.read_rules
+
+    async def read_then_edit(backend: object, path: EntityPath) -> object:
+        rules = await read(backend, path)  # type: ignore[arg-type]
+        topic.add_rule("t/Subscriptions/billing", Rule("big", sql="amount > 1000"), replace=True)
+        return rules
+
+    monkeypatch.setattr(targeted, "read_rules", read_then_edit)
+    r = cli("routing", "enable-targeted", "t", "--yes")
+    assert r.exit_code == 1
+    assert r.stderr.splitlines()[-1] == "sbdlq: rule big of t/Subscriptions/billing changed since the plan; run again"
+    assert topic.rules("t/Subscriptions/billing")[0] == Rule("big", sql="amount > 1000")
+
+
 def test_bad_targets(engine: Engine, cli: Cli) -> None:
     engine.create_topic("t")
     engine.create_subscription("t", "s")

@@ -254,3 +254,34 @@ def test_enable_disable_restores_every_kind_of_rule_exactly(backend: Backend, se
     assert [r.action_parameters for r in rewritten[0].rules[:3]] == [None, {"@who": "act", "@step": 2}, {"@t": 1}]
     aio(apply_steps(backend, TOPIC, disable_steps(rewritten)))
     assert aio(backend.subscription_rules(TOPIC)) == originals
+
+
+def test_a_rule_changed_since_the_plan_is_never_overwritten(backend: Backend, seed: Seeder, aio: Any) -> None:
+    from sbdlq.errors import ExitStatus, RuleChanged
+
+    seed.engine.create_topic("t")
+    seed.engine.create_subscription("t", "a", rules=[Rule("one", sql="n = 1")])
+    seed.engine.create_subscription("t", "b", rules=[Rule("two", sql="n = 2")])
+    steps = enable_steps(aio(read_rules(backend, TOPIC)))
+    # Between the plan (or its prompt) and the writes, someone edits rule `two`.
+    seed.engine.add_rule("t/Subscriptions/b", Rule("two", sql="n = 22"), replace=True)
+    with pytest.raises(RuleChanged) as stopped:
+        aio(apply_steps(backend, TOPIC, steps))
+    assert stopped.value.line() == "rule two of t/Subscriptions/b changed since the plan; run again"
+    assert stopped.value.exit_status == ExitStatus.FAILED
+    assert seed.engine.rules("t/Subscriptions/b")[0] == Rule("two", sql="n = 22")  # theirs, kept
+    assert topic_state(TOPIC, aio(read_rules(backend, TOPIC))).state == "partial"
+    aio(apply_steps(backend, TOPIC, enable_steps(aio(read_rules(backend, TOPIC)))))  # run again: done
+    rules = aio(read_rules(backend, TOPIC))
+    assert topic_state(TOPIC, rules).state == "enabled"
+
+    # Disabling: a rewritten rule removed, and a target rule replaced, since the plan.
+    steps = disable_steps(rules)
+    seed.engine.remove_rule("t/Subscriptions/a", "one")
+    with pytest.raises(RuleChanged, match="^rule one of t/Subscriptions/a changed since the plan; run again$"):
+        aio(apply_steps(backend, TOPIC, steps))
+    steps = disable_steps(aio(read_rules(backend, TOPIC)))
+    seed.engine.add_rule("t/Subscriptions/b", Rule("sbdlq-target", sql="mine = 1"), replace=True)
+    with pytest.raises(RuleChanged, match="^rule sbdlq-target of t/Subscriptions/b changed since the plan"):
+        aio(apply_steps(backend, TOPIC, steps))
+    assert [r.sql for r in seed.engine.rules("t/Subscriptions/b")] == ["n = 22", "mine = 1"]  # theirs kept
