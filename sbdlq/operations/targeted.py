@@ -18,9 +18,12 @@ FalseFilter is written as `1=1` or `1=0`; a SqlFilter of just that text opens wi
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any
 
 from sbdlq.backends.base import Backend
@@ -404,3 +407,51 @@ async def require_targeted(backend: Backend, topic: EntityPath) -> list[Subscrip
             hint=ENABLE_HINT.format(topic=topic),
         )
     return subscriptions
+
+
+#: The longest a run sends on a read saying targeted routing is enabled (on a namespace).
+RECHECK_MAX_S = 30.0
+#: A read is repeated once it is older than this many times what it took: the reads cost a
+#: run at most about a tenth of its time.
+RECHECK_COST_RATIO = 10
+
+
+class StillTargeted:
+    """Targeted routing read again while a run sends copies that rely on it.
+
+    Before each batch is sent, the topic's rules are read again once the last read is older
+    than RECHECK_COST_RATIO times what it took, and at most RECHECK_MAX_S: locally (a read
+    costs about a millisecond) that is before nearly every batch; on a namespace (one admin
+    call per subscription, and one for the list) the reads stay a tenth of the run and a
+    `disable-targeted` is seen within 30 s. Chunks sent at once share one read.
+    """
+
+    def __init__(self, backend: Backend, topic: EntityPath, *, clock: Callable[[], float] | None = None) -> None:
+        self.backend = backend
+        self.topic = topic
+        self.clock = clock if clock is not None else monotonic  # looked up now: a test may set it
+        self.read_at = -math.inf
+        self.every_s = 0.0
+        self.state = "enabled"  # as last read
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> list[SubscriptionRules]:
+        """The first read: require_targeted's, timed like the others."""
+        async with self._lock:
+            began = self.clock()
+            subscriptions = await require_targeted(self.backend, self.topic)
+            self._read(began)
+            return subscriptions
+
+    async def lost(self) -> str | None:
+        """None while targeted routing is enabled, as last read (read again when due); else its state."""
+        async with self._lock:
+            began = self.clock()
+            if began - self.read_at >= self.every_s:
+                self.state = topic_state(self.topic, await read_rules(self.backend, self.topic)).state
+                self._read(began)
+            return None if self.state == "enabled" else self.state
+
+    def _read(self, began: float) -> None:
+        self.read_at = self.clock()
+        self.every_s = min(RECHECK_MAX_S, RECHECK_COST_RATIO * (self.read_at - began))

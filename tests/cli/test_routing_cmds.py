@@ -181,6 +181,36 @@ def test_resubmit_only_this_subscription(topic: Engine, cli: Cli) -> None:
     assert copy.application_properties["big"] is True  # the action's work kept, as dead-lettered
 
 
+def test_resubmit_only_this_subscription_stops_when_targeting_goes(
+    topic: Engine, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Targeted routing turned half off during the run (read again before each batch): exit 1,
+    an honest summary, and the originals not sent stay in the DLQ."""
+    from support import Clock
+
+    from sbdlq.operations import targeted
+
+    _dead_letter_billing(topic, 3)
+    assert cli("routing", "enable-targeted", "t", "--yes").exit_code == 0
+    monkeypatch.setattr(targeted, "monotonic", Clock(0.0))  # reads take no time: one per batch
+    read, reads = targeted.read_rules, []
+
+    async def read_then_disable(backend: object, path: EntityPath) -> object:
+        reads.append(path)
+        if len(reads) == 3:  # the start, the first batch, then: someone disables audit's target rule
+            topic.remove_rule("t/Subscriptions/audit", "sbdlq-target")
+        return await read(backend, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(targeted, "read_rules", read_then_disable)
+    r = cli("resubmit", "t/Subscriptions/billing", "--only-this-subscription", "--batch-size", "1", "-o", "json")
+    assert r.exit_code == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["selected"], doc["resubmitted"], doc["failed"]) == (3, 1, 2)
+    assert "targeted routing is partial on topic t now: stopped before sending more copies" in r.stderr
+    assert topic.counts("t/Subscriptions/billing").dead_letter == 2
+    assert topic.counts("t/Subscriptions/audit").active == 0
+
+
 def test_replay_fan_out_refused_then_fan_out(topic: Engine, cli: Cli, tmp_path: Path) -> None:
     _dead_letter_billing(topic, 2)
     export = tmp_path / "billing.jsonl"

@@ -278,10 +278,75 @@ def test_a_rule_changed_since_the_plan_is_never_overwritten(backend: Backend, se
     # Disabling: a rewritten rule removed, and a target rule replaced, since the plan.
     steps = disable_steps(rules)
     seed.engine.remove_rule("t/Subscriptions/a", "one")
-    with pytest.raises(RuleChanged, match="^rule one of t/Subscriptions/a changed since the plan; run again$"):
+    with pytest.raises(RuleChanged, match=r"^rule one of t/Subscriptions/a changed since the plan; run again$"):
         aio(apply_steps(backend, TOPIC, steps))
     steps = disable_steps(aio(read_rules(backend, TOPIC)))
     seed.engine.add_rule("t/Subscriptions/b", Rule("sbdlq-target", sql="mine = 1"), replace=True)
-    with pytest.raises(RuleChanged, match="^rule sbdlq-target of t/Subscriptions/b changed since the plan"):
+    with pytest.raises(RuleChanged, match=r"^rule sbdlq-target of t/Subscriptions/b changed since the plan"):
         aio(apply_steps(backend, TOPIC, steps))
     assert [r.sql for r in seed.engine.rules("t/Subscriptions/b")] == ["n = 22", "mine = 1"]  # theirs kept
+
+
+def test_only_this_subscription_stops_when_targeting_is_turned_off_mid_run(
+    backend: Backend, seed: Seeder, aio: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from support import Clock
+
+    from sbdlq.operations import targeted
+
+    # A clock that never moves: every read takes no time, so every batch reads the rules again.
+    monkeypatch.setattr(targeted, "monotonic", Clock(0.0))
+    seed.topic("t", "billing", "audit")
+    seed.dead_letter("t/Subscriptions/billing", 6)
+    seed.drain("t/Subscriptions/audit")
+    enable(backend, aio)
+
+    def progress(total: int | None) -> Any:
+        def tick(n: int) -> None:
+            # After the first copy, someone turns targeting half off: audit's target rule goes.
+            if any(rule.name == "sbdlq-target" for rule in seed.engine.rules("t/Subscriptions/audit")):
+                seed.engine.remove_rule("t/Subscriptions/audit", "sbdlq-target")
+
+        return tick
+
+    dlq = Address(EntityPath("t", "billing"), SubQueue.DEAD_LETTER)
+    r = aio(resubmit(backend, dlq, TOPIC, only_this_subscription=True, batch_size=1, concurrency=1, progress=progress))
+    assert (r.selected, r.resubmitted, r.failed) == (6, 1, 5)
+    assert r.errors[-1].startswith(
+        "targeted routing is partial on topic t now: stopped before sending more copies (the rest stay in the DLQ)"
+    )
+    assert len(seed.active("t/Subscriptions/billing")) == 1
+    assert len(seed.dlq("t/Subscriptions/billing")) == 5  # nothing lost
+    assert seed.active("t/Subscriptions/audit") == []
+
+
+def test_replay_only_subscription_stops_when_targeting_is_turned_off_mid_run(
+    backend: Backend, seed: Seeder, aio: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import json
+
+    from support import Clock
+
+    from sbdlq.operations import targeted
+
+    monkeypatch.setattr(targeted, "monotonic", Clock(0.0))  # every chunk reads the rules again
+    seed.topic("t", "billing", "audit")
+    export = tmp_path / "billing.jsonl"
+    export.write_text("".join(json.dumps(m.to_json()) + "\n" for m in seed.dead_letter("t/Subscriptions/billing", 4)))
+    seed.drain("t/Subscriptions/audit")
+    enable(backend, aio)
+
+    def progress(total: int | None) -> Any:
+        def tick(n: int) -> None:
+            # After the first chunk, someone turns targeting half off: audit's target rule goes.
+            if any(rule.name == "sbdlq-target" for rule in seed.engine.rules("t/Subscriptions/audit")):
+                seed.engine.remove_rule("t/Subscriptions/audit", "sbdlq-target")
+
+        return tick
+
+    options = ReplayOptions(target_subscription="billing", concurrency=1, state=tmp_path / "s")
+    r = aio(replay(backend, export, TOPIC, options, progress=progress))
+    assert (r.selected, r.replayed, r.failed) == (4, 1, 3)
+    assert r.errors[-1].startswith("targeted routing is partial on topic t now: stopped before sending more copies")
+    assert len(seed.active("t/Subscriptions/billing")) == 1
+    assert seed.active("t/Subscriptions/audit") == []

@@ -116,3 +116,49 @@ def test_a_property_is_tested_for_text_before_it_is_compared() -> None:
     assert correlation_sql("s", rule, accept_case_insensitive_names=True) == (
         "sys.Label = 'L' AND [p] LIKE '%' AND [p] = 'v' AND [q] LIKE '%' AND [q] = 'w'"
     )
+
+
+def test_still_targeted_reads_again_after_ten_times_a_read_at_most_30_s() -> None:
+    import asyncio
+
+    from support import Clock
+
+    from sbdlq.operations.targeted import StillTargeted
+    from sbdlq.paths import EntityPath
+
+    clock = Clock(0.0)
+    reads: list[float] = []
+    state = {"rules": (SubscriptionRule("sbdlq-target", sql="[sbdlq-target] = 's'"),)}
+
+    class Rules:
+        cost_s = 2.0
+
+        async def subscription_rules(self, topic: EntityPath) -> list[SubscriptionRules]:
+            reads.append(clock())
+            clock.advance(self.cost_s)
+            return [SubscriptionRules("s", "Active", state["rules"])]
+
+    backend = Rules()
+    guard = StillTargeted(backend, EntityPath("t"), clock=clock)  # type: ignore[arg-type]
+
+    async def run() -> list[str | None]:
+        await guard.start()  # read at 0, took 2 s: the next one 20 s after it ended, at 22
+        out = [await guard.lost()]
+        state["rules"] = ()  # the target rule gone: targeting off
+        clock.advance(19.5)
+        out.append(await guard.lost())  # not read: still "enabled" as last read
+        clock.advance(0.5)
+        out.append(await guard.lost())  # read at 22
+        state["rules"] = (SubscriptionRule("sbdlq-target", sql="[sbdlq-target] = 's'"),)
+        backend.cost_s = 5.0  # a slow read: 50 s, but at most 30 s
+        clock.advance(20.0)
+        out.append(await guard.lost())  # read at 44, ends at 49
+        state["rules"] = ()
+        clock.advance(29.5)
+        out.append(await guard.lost())
+        clock.advance(0.5)
+        out.append(await guard.lost())  # read at 79
+        return out
+
+    assert asyncio.run(run()) == [None, None, "disabled", None, None, "disabled"]
+    assert reads == [0.0, 22.0, 44.0, 79.0]
