@@ -27,7 +27,7 @@ from time import monotonic
 from typing import Any
 
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput, RuleChanged
+from sbdlq.errors import BadInput, RuleChanged, SbdlqError
 from sbdlq.models import SubscriptionRule, SubscriptionRules
 from sbdlq.paths import EntityPath
 from sbdlq.sqlfilter.correlation import CORRELATION_KEYS, CORRELATION_PROPS, correlation_key
@@ -387,7 +387,7 @@ async def apply_steps(
         subscription = EntityPath(topic.name, step.subscription)
         try:
             if step.how == "add":
-                await backend.create_rule(subscription, step.rule)
+                await _create(backend, topic, subscription, step.rule)
             elif step.how == "update":
                 await backend.update_rule(subscription, step.rule, expected=step.before)
             else:
@@ -395,6 +395,18 @@ async def apply_steps(
         except RuleChanged:
             raise RuleChanged(f"rule {step.rule.name} of {subscription} changed since the plan; run again") from None
         done(step)
+
+
+async def _create(backend: Backend, topic: EntityPath, subscription: EntityPath, rule: SubscriptionRule) -> None:
+    """Create the rule; RuleChanged when that failed because a rule of its name appeared since the plan."""
+    try:
+        await backend.create_rule(subscription, rule)
+    except SbdlqError:
+        sub, name = (subscription.subscription or "").casefold(), rule.name.casefold()
+        for held in await read_rules(backend, topic):
+            if held.subscription.casefold() == sub and any(r.name.casefold() == name for r in held.rules):
+                raise RuleChanged(f"rule {rule.name} of {subscription} appeared") from None
+        raise
 
 
 async def require_targeted(backend: Backend, topic: EntityPath) -> list[SubscriptionRules]:

@@ -275,6 +275,17 @@ def test_a_rule_changed_since_the_plan_is_never_overwritten(backend: Backend, se
     rules = aio(read_rules(backend, TOPIC))
     assert topic_state(TOPIC, rules).state == "enabled"
 
+    # Enabling again after disabling: someone names a rule of theirs sbdlq-target meanwhile.
+    aio(apply_steps(backend, TOPIC, disable_steps(rules)))
+    steps = enable_steps(aio(read_rules(backend, TOPIC)))
+    seed.engine.add_rule("t/Subscriptions/a", Rule("sbdlq-target", sql="theirs = 1"))
+    with pytest.raises(RuleChanged, match=r"^rule sbdlq-target of t/Subscriptions/a changed since the plan"):
+        aio(apply_steps(backend, TOPIC, steps))
+    assert [r.sql for r in seed.engine.rules("t/Subscriptions/a")] == ["n = 1", "theirs = 1"]
+    seed.engine.remove_rule("t/Subscriptions/a", "sbdlq-target")
+    aio(apply_steps(backend, TOPIC, enable_steps(aio(read_rules(backend, TOPIC)))))
+    rules = aio(read_rules(backend, TOPIC))
+
     # Disabling: a rewritten rule removed, and a target rule replaced, since the plan.
     steps = disable_steps(rules)
     seed.engine.remove_rule("t/Subscriptions/a", "one")
