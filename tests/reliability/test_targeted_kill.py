@@ -32,8 +32,8 @@ from sbdlq.backends.emulator import EmulatorBackend
 limit, written = int(sys.argv[1]), [0]
 
 def counted(write):
-    async def wrapper(self, *args):
-        await write(self, *args)
+    async def wrapper(self, *args, **kwargs):
+        await write(self, *args, **kwargs)
         written[0] += 1
         if written[0] >= limit:
             os.kill(os.getpid(), signal.SIGKILL)
