@@ -206,16 +206,19 @@ class Relay:
         return ws, amqp
 
     def _step(self) -> None:
-        """Every move that can be made now, none of them blocking."""
-        ending = self.ending is not None
+        """Every move that can be made now, none of them blocking (what is read is passed on at once)."""
         if self.to_ws or self.ws_retry:
             self._write_ws()
         if self.to_amqp:
             self._write_amqp()
-        if not ending and (len(self.to_amqp) < _CHUNK or self.ws_write_waits_read):
+        if self.ending is None and (len(self.to_amqp) < _CHUNK or self.ws_write_waits_read):
             self._read_ws()
-        if not ending and len(self.to_ws) < _CHUNK:
+            if self.to_amqp:
+                self._write_amqp()
+        if self.ending is None and len(self.to_ws) < _CHUNK:
             self._read_amqp()
+            if self.to_ws:
+                self._write_ws()
 
     def _read_ws(self) -> None:
         try:
