@@ -378,6 +378,8 @@ class Resubmit(MovingRun[ResubmitResult]):
         routing is enabled on the topic (else the run stops: the rest stay in the DLQ)."""
         if self.targeted is None:
             return True
+        if self.stats.aborted is not None:
+            return False  # stopped already (chunks in flight share the one reason)
         state = await self.targeted.lost()
         if state is None:
             return True
