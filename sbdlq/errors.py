@@ -92,3 +92,7 @@ class EntityDisabled(OperationFailed):
 
 class QuotaExceeded(OperationFailed):
     """The entity is full."""
+
+
+class RuleChanged(OperationFailed):
+    """A subscription rule is not the one the caller read: a compare-and-write refused (exit 1)."""

@@ -77,12 +77,23 @@ class Backend(ABC):
         """Add a rule to a subscription (an error when its name is taken); AuthError without Manage."""
         raise ServiceUnavailable(f"the {self.name} backend cannot change subscription rules")
 
-    async def update_rule(self, subscription: EntityPath, rule: SubscriptionRule) -> None:
-        """Replace, in one step, the filter and action of the subscription's rule of that name."""
+    async def update_rule(
+        self, subscription: EntityPath, rule: SubscriptionRule, *, expected: SubscriptionRule | None = None
+    ) -> None:
+        """Replace, in one step, the filter and action of the subscription's rule of that name.
+
+        With `expected` (the rule as the caller read it), only while the held rule still equals
+        it: RuleChanged otherwise, or when it is gone, and nothing is written.
+        """
         raise ServiceUnavailable(f"the {self.name} backend cannot change subscription rules")
 
-    async def delete_rule(self, subscription: EntityPath, name: str) -> None:
-        """Remove the subscription's rule of that name; EntityNotFound when there is none."""
+    async def delete_rule(
+        self, subscription: EntityPath, name: str, *, expected: SubscriptionRule | None = None
+    ) -> None:
+        """Remove the subscription's rule of that name; EntityNotFound when there is none.
+
+        With `expected`, only while the held rule still equals it (RuleChanged otherwise).
+        """
         raise ServiceUnavailable(f"the {self.name} backend cannot change subscription rules")
 
     @abstractmethod

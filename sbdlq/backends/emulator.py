@@ -95,13 +95,19 @@ class EmulatorBackend(Backend):
         await self._round_trip()
         self.engine.add_rule(subscription, _engine_rule(rule))
 
-    async def update_rule(self, subscription: EntityPath, rule: SubscriptionRule) -> None:
+    async def update_rule(
+        self, subscription: EntityPath, rule: SubscriptionRule, *, expected: SubscriptionRule | None = None
+    ) -> None:
         await self._round_trip()
-        self.engine.add_rule(subscription, _engine_rule(rule), replace=True)
+        # The compare is the engine's, inside the write transaction.
+        held = _engine_rule(expected) if expected is not None else None
+        self.engine.add_rule(subscription, _engine_rule(rule), replace=True, expected=held)
 
-    async def delete_rule(self, subscription: EntityPath, name: str) -> None:
+    async def delete_rule(
+        self, subscription: EntityPath, name: str, *, expected: SubscriptionRule | None = None
+    ) -> None:
         await self._round_trip()
-        self.engine.remove_rule(subscription, name)
+        self.engine.remove_rule(subscription, name, expected=_engine_rule(expected) if expected is not None else None)
 
     async def counts(self, entity: EntityPath) -> Counts:
         await self._round_trip()

@@ -607,11 +607,14 @@ def _tls_lines(host: str, tls_port: int, web_port: int | None, files: "TlsFiles"
         lines.append(f"TLS: serving your certificate {files.cert}")
         return "".join(line + "\n" for line in lines)
     ca = shlex.quote(str(files.ca))
+    # What adds to the trusted CAs first; the variables that replace them last, with the
+    # warning: in a shell that exports them, real Azure's certificates fail to verify.
     lines += [
         f"trust the emulator's CA {files.ca}:",
         f"  Python SDK: connection_verify={str(files.ca)!r} (ServiceBusClient, ServiceBusAdministrationClient)",
-        f"  OpenSSL, requests: export SSL_CERT_FILE={ca} REQUESTS_CA_BUNDLE={ca}",
-        f"  Node.js: export NODE_EXTRA_CA_CERTS={ca}",
+        f"  Node.js: export NODE_EXTRA_CA_CERTS={ca} (added to the CAs Node trusts)",
+        f"  OpenSSL, requests: SSL_CERT_FILE={ca} REQUESTS_CA_BUNDLE={ca} replace the system's CAs: "
+        "set them for one command, never in a shell that also reaches Azure",
     ]
     return "".join(line + "\n" for line in lines)
 

@@ -58,10 +58,22 @@ def status_cmd(ctx: typer.Context, topic: Topic, output: Output = None) -> None:
         err(f"sbdlq: half done: rerun `sbdlq routing enable-targeted {state.topic}` (or disable-targeted) to finish")
 
 
+AcceptCase = Annotated[
+    bool,
+    typer.Option(
+        "--accept-case-insensitive-names",
+        help="Let a correlation filter's application property names match in any case once it is "
+        "rewritten as SQL (a correlation filter matches the exact case only); the plan lists each rule.",
+    ),
+]
+
+
 @app.command("enable-targeted")
-def enable_cmd(ctx: typer.Context, topic: Topic, yes: Yes = False, dry_run: DryRun = False) -> None:
+def enable_cmd(
+    ctx: typer.Context, topic: Topic, yes: Yes = False, dry_run: DryRun = False, accept_case: AcceptCase = False
+) -> None:
     """Rewrite the subscriptions' rules so a message with sbdlq-target goes only to the one it names."""
-    _change(ctx, topic, enable=True, yes=yes, dry_run=dry_run)
+    _change(ctx, topic, enable=True, yes=yes, dry_run=dry_run, accept_case=accept_case)
 
 
 @app.command("disable-targeted")
@@ -70,7 +82,9 @@ def disable_cmd(ctx: typer.Context, topic: Topic, yes: Yes = False, dry_run: Dry
     _change(ctx, topic, enable=False, yes=yes, dry_run=dry_run)
 
 
-def _change(ctx: typer.Context, topic: str, *, enable: bool, yes: bool, dry_run: bool) -> None:
+def _change(
+    ctx: typer.Context, topic: str, *, enable: bool, yes: bool, dry_run: bool, accept_case: bool = False
+) -> None:
     from sbdlq.operations.targeted import apply_steps, disable_steps, enable_steps, read_rules
 
     verb = "enable" if enable else "disable"
@@ -78,7 +92,11 @@ def _change(ctx: typer.Context, topic: str, *, enable: bool, yes: bool, dry_run:
     async def work(s: Settings) -> str:
         path = _topic(topic)
         async with open_target(s) as backend:
-            steps = (enable_steps if enable else disable_steps)(await read_rules(backend, path))
+            subscriptions = await read_rules(backend, path)
+            if enable:
+                steps = enable_steps(subscriptions, accept_case_insensitive_names=accept_case)
+            else:
+                steps = disable_steps(subscriptions)
             if not steps:
                 return f"targeted routing is already {verb}d on topic {path}: nothing to change"
             typer.echo(f"plan: {len(steps)} rule change(s) on topic {path}:")

@@ -3,7 +3,8 @@
 `emulator serve --tls` needs a certificate clients can verify without turning verification
 off. On first use this module makes a small CA and a server certificate it signs (SAN:
 `localhost`, `127.0.0.1`, `::1`), kept in the user state dir (`.../sbdlq/tls/`, private keys
-0600) and reused by later starts; an expired (or soon expiring) one is made again. Clients
+0600) and reused by later starts; an expired (or soon expiring) one is made again. The CA
+can sign for nothing but `localhost` and loopback addresses (a critical NameConstraints). Clients
 trust the CA file (`sbdlq emulator ca` prints its path). The crypto is the `cryptography`
 package's; nothing here is home-made.
 """
@@ -15,7 +16,7 @@ import ipaddress
 import os
 import ssl
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +36,10 @@ RENEW_BEFORE = timedelta(days=7)
 #: the names the server certificate is valid for
 SERVER_NAMES = ("localhost",)
 SERVER_ADDRESSES = ("127.0.0.1", "::1")
+#: all the CA may ever sign for (a critical NameConstraints): a copy of its key, or a CA
+#: trusted system-wide by mistake, vouches for no other host
+CA_PERMITTED_NAMES = ("localhost",)
+CA_PERMITTED_NETWORKS = ("127.0.0.0/8", "::1/128")
 
 _CA_CERT, _CA_KEY = "ca.pem", "ca-key.pem"
 _SERVER_CERT, _SERVER_KEY = "server.pem", "server-key.pem"
@@ -42,11 +47,17 @@ _SERVER_CERT, _SERVER_KEY = "server.pem", "server-key.pem"
 
 @dataclass(frozen=True, slots=True)
 class TlsFiles:
-    """What a TLS listener serves: its certificate chain and key, and the CA clients trust (None: the user's own)."""
+    """What a TLS listener serves: its certificate chain and key, and the CA clients trust (None: the user's own).
+
+    `context` is the server context loaded from the files when they were known to match (for
+    the local CA's, under the lock: another server renewing them later cannot pair one's new
+    key with the other's old certificate).
+    """
 
     cert: Path
     key: Path
     ca: Path | None
+    context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
 
 
 def tls_dir() -> Path:
@@ -71,29 +82,35 @@ def local_files(folder: Path | None = None, *, now: datetime | None = None) -> T
         # certificate out of the trusted file.
         with _locked(folder / ".lock"):
             ca = _load_pair(folder / _CA_CERT, folder / _CA_KEY, now)
-            if ca is None:
+            if ca is None or not _constrained(ca[0]):  # one made before the constraint: made again
                 ca = _make_ca(now)
                 _write_pair(folder / _CA_CERT, folder / _CA_KEY, *ca)
             server = _load_pair(folder / _SERVER_CERT, folder / _SERVER_KEY, now)
             if server is None or not _issued_by(server[0], ca[0]):
                 _write_pair(folder / _SERVER_CERT, folder / _SERVER_KEY, *_make_server(ca, now))
+            files = TlsFiles(cert=folder / _SERVER_CERT, key=folder / _SERVER_KEY, ca=folder / _CA_CERT)
+            # Loaded before the lock is let go: until then no other start can replace the pair.
+            return replace(files, context=_load_context(files))
     except OSError as exc:
         raise BadInput(
             f"cannot keep the emulator's TLS certificates in {folder}: {exc.strerror or exc}",
             hint="pass your own with --cert and --cert-key",
         ) from exc
-    return TlsFiles(cert=folder / _SERVER_CERT, key=folder / _SERVER_KEY, ca=folder / _CA_CERT)
 
 
 def user_files(cert: str, key: str) -> TlsFiles:
     """The user's own certificate chain and key, checked now (BadInput when they do not load)."""
     files = TlsFiles(cert=Path(cert), key=Path(key), ca=None)
-    server_context(files)
-    return files
+    return replace(files, context=_load_context(files))
 
 
 def server_context(files: TlsFiles) -> ssl.SSLContext:
-    """A server-side context on the files; BadInput when they cannot be read or do not match."""
+    """The server-side context of the files: the one loaded with them, else loaded now (BadInput
+    when they cannot be read or do not match)."""
+    return files.context if files.context is not None else _load_context(files)
+
+
+def _load_context(files: TlsFiles) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
@@ -125,6 +142,7 @@ def _locked(path: Path) -> Iterator[None]:
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
+
 Pair = tuple["x509.Certificate", "ec.EllipticCurvePrivateKey"]
 
 
@@ -144,6 +162,25 @@ def _load_pair(cert_path: Path, key_path: Path, now: datetime) -> Pair | None:
     if not cert.not_valid_before_utc <= now or cert.not_valid_after_utc - RENEW_BEFORE <= now:
         return None
     return cert, key
+
+
+def _constrained(ca: x509.Certificate) -> bool:
+    """Whether the CA carries the critical NameConstraints that keep it to this machine."""
+    from cryptography import x509
+
+    try:
+        extension = ca.extensions.get_extension_for_class(x509.NameConstraints)
+    except x509.ExtensionNotFound:
+        return False
+    return extension.critical and extension.value == _name_constraints()
+
+
+def _name_constraints() -> x509.NameConstraints:
+    from cryptography import x509
+
+    permitted: list[x509.GeneralName] = [x509.DNSName(n) for n in CA_PERMITTED_NAMES]
+    permitted += [x509.IPAddress(ipaddress.ip_network(n)) for n in CA_PERMITTED_NETWORKS]
+    return x509.NameConstraints(permitted_subtrees=permitted, excluded_subtrees=None)
 
 
 def _issued_by(cert: x509.Certificate, issuer: x509.Certificate) -> bool:
@@ -218,6 +255,7 @@ def _make_ca(now: datetime) -> Pair:
             critical=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+        .add_extension(_name_constraints(), critical=True)
         .sign(key, hashes.SHA256())
     )
     return cert, key

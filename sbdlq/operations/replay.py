@@ -31,7 +31,7 @@ from sbdlq.operations.routing import RoutingCheck
 from sbdlq.operations.run import Progress
 from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
-from sbdlq.operations.targeted import require_targeted
+from sbdlq.operations.targeted import StillTargeted
 from sbdlq.paths import EntityPath
 from sbdlq.selection import Selection
 
@@ -75,6 +75,8 @@ class Replay:
     result: ReplayResult = field(init=False)
     stats: LoopStats = field(init=False, default_factory=LoopStats)
     routing: RoutingCheck | None = field(init=False, default=None)
+    #: --only-subscription: targeted routing read again before chunks are sent
+    targeted: StillTargeted | None = field(init=False, default=None)
     done: set[int] = field(init=False, default_factory=set)
     state: ReplayState | None = field(init=False, default=None)
     source_label: str = field(init=False)
@@ -191,7 +193,8 @@ class Replay:
             raise BadInput("--only-subscription needs the routing check: drop --allow-unverified-routing")
         if kind != "topic":
             raise BadInput(f"--only-subscription needs a topic: {self.target} is a {kind}")
-        subscriptions = await require_targeted(self.backend, self.target)
+        self.targeted = StillTargeted(self.backend, self.target)
+        subscriptions = await self.targeted.start()
         for s in subscriptions:
             if s.subscription.lower() == sub.lower():
                 return s.subscription
@@ -305,6 +308,12 @@ class Replay:
         """Send one chunk; record the lines the broker accepted."""
         going = items
         try:
+            if self.targeted is not None and (state := await self.targeted.lost()) is not None:
+                self.stats.abort(
+                    f"targeted routing is {state} on topic {self.target} now: stopped before sending more copies "
+                    "(--resume sends the rest)"
+                )
+                return
             going = self.route(items)
             refused = await self.sender.send(going) if going else []
             refused_lines = {r.line for r in refused}

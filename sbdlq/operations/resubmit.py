@@ -30,7 +30,7 @@ from sbdlq.operations.routing import Destination, RoutingCheck, check_destinatio
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.settle_recovery import complete_or_left
-from sbdlq.operations.targeted import TARGET_PROPERTY, require_targeted
+from sbdlq.operations.targeted import TARGET_PROPERTY, StillTargeted
 from sbdlq.operations.unlocked import UnlockedMove
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
@@ -211,6 +211,8 @@ class Resubmit(MovingRun[ResubmitResult]):
         self.unroutable = 0
         #: --only-this-subscription: copies carry `sbdlq-target` and must reach that subscription alone
         self.only_this_subscription = False
+        #: --only-this-subscription: targeted routing read again before batches are sent
+        self.targeted: StillTargeted | None = None
 
     async def check(self) -> EntityInfo:
         if self.options.batch_size < 1 or self.options.concurrency < 1:
@@ -246,7 +248,8 @@ class Resubmit(MovingRun[ResubmitResult]):
             )
         if self.copying.allow_unverified_routing:
             raise BadInput("--only-this-subscription needs the routing check: drop --allow-unverified-routing")
-        subscriptions = await require_targeted(self.backend, target)
+        self.targeted = StillTargeted(self.backend, target)
+        subscriptions = await self.targeted.start()
         wanted = (source.subscription or "").lower()
         name = next((s.subscription for s in subscriptions if s.subscription.lower() == wanted), source.subscription)
         self.copying = replace(self.copying, target_subscription=name)
@@ -339,6 +342,7 @@ class Resubmit(MovingRun[ResubmitResult]):
                 batch_size=self.options.batch_size,
                 large_bodies=self.options.concurrency,
                 on_done=tick,
+                before_batch=self.still_targeted,
             )
             if await unlocked.run(plan.selected, plan.last_sequence):
                 return
@@ -370,8 +374,26 @@ class Resubmit(MovingRun[ResubmitResult]):
             self.stats.error(f"copies that would not reach {where} were not sent; their originals stay in the DLQ")
         return going, staying
 
+    async def still_targeted(self) -> bool:
+        """Whether copies may still be sent: with --only-this-subscription, only while targeted
+        routing is enabled on the topic (else the run stops: the rest stay in the DLQ)."""
+        if self.targeted is None:
+            return True
+        if self.stats.aborted is not None:
+            return False  # stopped already (chunks in flight share the one reason)
+        state = await self.targeted.lost()
+        if state is None:
+            return True
+        self.stats.abort(
+            f"targeted routing is {state} on topic {self.target} now: stopped before sending more copies "
+            "(the rest stay in the DLQ)"
+        )
+        return False
+
     async def settle(self, chunk: list[Message]) -> list[Message]:
         """Send the copies, then complete the originals whose copy was accepted."""
+        if not await self.still_targeted():
+            return chunk  # not sent: released at the end of the run
         chunk, unroutable = self.route(chunk)
         if not chunk:
             return unroutable

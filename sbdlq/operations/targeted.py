@@ -11,18 +11,23 @@ that routes untagged messages as before; `status` says it is half done, and a re
 The original of every rewritten rule is kept in the rewritten rule itself, so the namespace
 alone suffices to disable: a SQL filter is the text between the guard's parentheses; a
 correlation filter (written as the equivalent SQL) also carries its fields as JSON in a string
-literal that opens the filter (`'sbdlq-correlation {...}' <> ''`, always TRUE).
+literal that opens the filter (`'sbdlq-correlation {...}' <> ''`, always TRUE). A TrueFilter or
+FalseFilter is written as `1=1` or `1=0`; a SqlFilter of just that text opens with
+`'sbdlq-sql' <> ''` so that it comes back a SqlFilter.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any
 
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput
+from sbdlq.errors import BadInput, RuleChanged, SbdlqError
 from sbdlq.models import SubscriptionRule, SubscriptionRules
 from sbdlq.paths import EntityPath
 from sbdlq.sqlfilter.correlation import CORRELATION_KEYS, CORRELATION_PROPS, correlation_key
@@ -34,6 +39,10 @@ TARGET_RULE = "sbdlq-target"
 _GUARD = f"[{TARGET_PROPERTY}] IS NULL AND ("
 _CORRELATION_MARK = "sbdlq-correlation "
 _CORRELATION_TAIL = " <> '' AND "
+_SQL_MARK = "sbdlq-sql"
+#: The texts a TrueFilter and a FalseFilter are rewritten with (the service reads a FalseFilter as 1>1).
+_CONSTANTS = {True: "1=1", False: "1=0"}
+_CONSTANT_TEXTS = {text: value for value, text in _CONSTANTS.items()}
 ENABLE_HINT = "run `sbdlq routing enable-targeted {topic}` first"
 
 
@@ -56,12 +65,31 @@ class Inexact(BadInput):
     """A rule whose rewrite would not route exactly as the original."""
 
 
-def correlation_sql(subscription: str, rule: SubscriptionRule) -> str:
+#: The option by which the user accepts that a correlation filter's property names match in any case.
+ACCEPT_CASE_OPTION = "--accept-case-insensitive-names"
+
+
+def case_sensitive_names(rule: SubscriptionRule) -> list[str]:
+    """The application property names a correlation filter matches by their exact case.
+
+    SQL finds a property whatever the case of its name; a correlation filter only by its exact
+    name: `{"Region": "eu"}` skips a message with `region: eu`, its SQL rewrite takes it.
+    """
+    names: list[str] = []
+    for key, value in (rule.correlation or {}).items():
+        if correlation_key(key) in CORRELATION_PROPS and isinstance(value, dict):
+            names.extend(str(name) for name, expected in value.items() if expected is not None)
+    return names
+
+
+def correlation_sql(subscription: str, rule: SubscriptionRule, *, accept_case_insensitive_names: bool = False) -> str:
     """The SQL filter equal to a correlation filter; Inexact when there is none.
 
     A correlation value matches only a value equal to it and of its type; SQL `=` converts a
-    text to a number or a time, so a property compares as text only when `LIKE '%'` says it is
+    text to a number or a time, so a property compares as text only after `LIKE '%'` says it is
     one. Only text values are taken: for a number or a Boolean no SQL test of the type exists.
+    Application property names match in any case in SQL, so a filter with any is Inexact
+    unless the user accepts that (`accept_case_insensitive_names`).
     """
     assert rule.correlation is not None
     parts: list[str] = []
@@ -78,28 +106,46 @@ def correlation_sql(subscription: str, rule: SubscriptionRule) -> str:
                 if type(expected) is not str:
                     raise _inexact(subscription, rule, f"property {name} = {expected!r} is not text")
                 ident = _identifier(str(name))
-                parts.append(f"{ident} = {sql_text(expected)} AND {ident} LIKE '%'")
+                # The type test first: AND reads left to right, so `=` never meets a number or a
+                # time, which Service Bus may convert and fail on (a FilterException).
+                parts.append(f"{ident} LIKE '%' AND {ident} = {sql_text(expected)}")
         elif norm in CORRELATION_KEYS:
             if type(value) is not str:
                 raise _inexact(subscription, rule, f"{key} = {value!r} is not text")
             parts.append(f"sys.{CORRELATION_KEYS[norm]} = {sql_text(value)}")
         else:
             raise _inexact(subscription, rule, f"unknown correlation field {key}")
+    names = case_sensitive_names(rule)
+    if names and not accept_case_insensitive_names:
+        raise _inexact(
+            subscription,
+            rule,
+            f"it matches property {', '.join(names)} by the exact case of the name, SQL in any case",
+            hint=f"add {ACCEPT_CASE_OPTION} to accept that, change the rule to a SQL filter, or resubmit --to a queue",
+        )
     return " AND ".join(parts) or "1=1"
 
 
-def _inexact(subscription: str, rule: SubscriptionRule, why: str) -> Inexact:
+def _inexact(subscription: str, rule: SubscriptionRule, why: str, hint: str | None = None) -> Inexact:
     return Inexact(
         f"rule {rule.name} of subscription {subscription}: its correlation filter has no exact SQL equivalent ({why})",
-        hint="change the rule to a SQL filter, or resubmit --to a queue",
+        hint=hint or "change the rule to a SQL filter, or resubmit --to a queue",
     )
 
 
-def rewrite(subscription: str, rule: SubscriptionRule) -> SubscriptionRule:
+def rewrite(
+    subscription: str, rule: SubscriptionRule, *, accept_case_insensitive_names: bool = False
+) -> SubscriptionRule:
     """The rule, guarded so tagged messages skip it; its name and action kept."""
     if rule.correlation is not None:
         kept = json.dumps(rule.correlation, ensure_ascii=False, separators=(",", ":"))
-        sql = f"{sql_text(_CORRELATION_MARK + kept)}{_CORRELATION_TAIL}{_GUARD}{correlation_sql(subscription, rule)})"
+        equal = correlation_sql(subscription, rule, accept_case_insensitive_names=accept_case_insensitive_names)
+        sql = f"{sql_text(_CORRELATION_MARK + kept)}{_CORRELATION_TAIL}{_GUARD}{equal})"
+    elif rule.constant is not None:
+        sql = f"{_GUARD}{_CONSTANTS[rule.constant]})"
+    elif (rule.sql or "1=1") in _CONSTANT_TEXTS:
+        # A SqlFilter whose text is a TrueFilter's or FalseFilter's: marked, to come back a SqlFilter.
+        sql = f"{sql_text(_SQL_MARK)}{_CORRELATION_TAIL}{_GUARD}{rule.sql or '1=1'})"
     else:
         sql = f"{_GUARD}{rule.sql or '1=1'})"
     from sbdlq.sqlfilter.parser import MAX_LENGTH
@@ -140,16 +186,18 @@ def original_of(rule: SubscriptionRule) -> SubscriptionRule | None:
     sql = rule.sql
     if rule.correlation is not None or sql is None or not sql.endswith(")"):
         return None
-    if sql.startswith(_GUARD):
-        inner = sql[len(_GUARD) : -1]
-        # A TrueFilter or FalseFilter (the default rule is one) was written as its text.
+    marked = sql_text(_SQL_MARK) + _CORRELATION_TAIL + _GUARD
+    if sql.startswith(_GUARD) or sql.startswith(marked):
+        inner = sql[len(marked if sql.startswith(marked) else _GUARD) : -1]
+        # A TrueFilter or FalseFilter (the default rule is one) was written as its text; a
+        # SqlFilter of that text carries the mark.
         return SubscriptionRule(
             rule.name,
             sql=inner,
             action=rule.action,
             parameters=rule.parameters,
             action_parameters=rule.action_parameters,
-            constant={"1=1": True, "1=0": False}.get(inner),
+            constant=None if sql.startswith(marked) else _CONSTANT_TEXTS.get(inner),
         )
     if not sql.startswith("'" + _CORRELATION_MARK.replace("'", "''")):
         return None
@@ -247,6 +295,7 @@ class Step:
     how: str
     rule: SubscriptionRule
     before: SubscriptionRule | None = None
+    accepted: tuple[str, ...] = ()  # property names the user accepted matching in any case
 
     def line(self) -> str:
         """The step as the plan prints it."""
@@ -259,7 +308,8 @@ class Step:
         was = before.sql if before is not None and before.sql is not None else f"correlation {_fields(before)}"
         now = self.rule.sql if self.rule.sql is not None else f"correlation {_fields(self.rule)}"
         action = f" (action kept: {self.rule.action})" if self.rule.action else ""
-        return f"{where}: filter {was} -> {now}{action}"
+        accepted = f" (property names now match in any case: {', '.join(self.accepted)})" if self.accepted else ""
+        return f"{where}: filter {was} -> {now}{action}{accepted}"
 
 
 def _fields(rule: SubscriptionRule | None) -> str:
@@ -276,13 +326,15 @@ def _conflict(sub: SubscriptionRules) -> None:
             )
 
 
-def enable_steps(subscriptions: list[SubscriptionRules]) -> list[Step]:
+def enable_steps(subscriptions: list[SubscriptionRules], *, accept_case_insensitive_names: bool = False) -> list[Step]:
     """The changes that enable targeted routing (none when it is on); Inexact before any change.
 
     Per subscription the target rule comes first (it takes no untagged message), then each
     rule is updated in place: never a moment with a rule twice (an action applied twice, a
-    second copy) or with none (a message lost).
+    second copy) or with none (a message lost). A correlation filter naming application
+    properties is Inexact unless `accept_case_insensitive_names`; its step then lists them.
     """
+    accept = accept_case_insensitive_names
     steps: list[Step] = []
     for sub in subscriptions:
         _conflict(sub)
@@ -291,7 +343,8 @@ def enable_steps(subscriptions: list[SubscriptionRules]) -> list[Step]:
         for rule in sub.rules:
             if _is_target_rule(sub, rule) or original_of(rule) is not None:
                 continue
-            steps.append(Step(sub.subscription, "update", rewrite(sub.subscription, rule), rule))
+            rewritten = rewrite(sub.subscription, rule, accept_case_insensitive_names=accept)
+            steps.append(Step(sub.subscription, "update", rewritten, rule, tuple(case_sensitive_names(rule))))
     return steps
 
 
@@ -323,16 +376,37 @@ async def read_rules(backend: Backend, topic: EntityPath) -> list[SubscriptionRu
 async def apply_steps(
     backend: Backend, topic: EntityPath, steps: list[Step], *, done: Callable[[Step], None] = lambda _: None
 ) -> None:
-    """Make the changes in order; each one is a single write on the broker."""
+    """Make the changes in order; each one is a single write on the broker.
+
+    An update or a delete is made only while the rule is still the one the plan read (the
+    backend compares right before, the emulator inside, the write): a rule someone changed
+    since is never overwritten; RuleChanged (exit 1) stops the run there, every step before it
+    done and each one safe to stop after, so running the command again plans from what is there.
+    """
     for step in steps:
         subscription = EntityPath(topic.name, step.subscription)
-        if step.how == "add":
-            await backend.create_rule(subscription, step.rule)
-        elif step.how == "update":
-            await backend.update_rule(subscription, step.rule)
-        else:
-            await backend.delete_rule(subscription, step.rule.name)
+        try:
+            if step.how == "add":
+                await _create(backend, topic, subscription, step.rule)
+            elif step.how == "update":
+                await backend.update_rule(subscription, step.rule, expected=step.before)
+            else:
+                await backend.delete_rule(subscription, step.rule.name, expected=step.rule)
+        except RuleChanged:
+            raise RuleChanged(f"rule {step.rule.name} of {subscription} changed since the plan; run again") from None
         done(step)
+
+
+async def _create(backend: Backend, topic: EntityPath, subscription: EntityPath, rule: SubscriptionRule) -> None:
+    """Create the rule; RuleChanged when that failed because a rule of its name appeared since the plan."""
+    try:
+        await backend.create_rule(subscription, rule)
+    except SbdlqError:
+        sub, name = (subscription.subscription or "").casefold(), rule.name.casefold()
+        for held in await read_rules(backend, topic):
+            if held.subscription.casefold() == sub and any(r.name.casefold() == name for r in held.rules):
+                raise RuleChanged(f"rule {rule.name} of {subscription} appeared") from None
+        raise
 
 
 async def require_targeted(backend: Backend, topic: EntityPath) -> list[SubscriptionRules]:
@@ -345,3 +419,51 @@ async def require_targeted(backend: Backend, topic: EntityPath) -> list[Subscrip
             hint=ENABLE_HINT.format(topic=topic),
         )
     return subscriptions
+
+
+#: The longest a run sends on a read saying targeted routing is enabled (on a namespace).
+RECHECK_MAX_S = 30.0
+#: A read is repeated once it is older than this many times what it took: the reads cost a
+#: run at most about a tenth of its time.
+RECHECK_COST_RATIO = 10
+
+
+class StillTargeted:
+    """Targeted routing read again while a run sends copies that rely on it.
+
+    Before each batch is sent, the topic's rules are read again once the last read is older
+    than RECHECK_COST_RATIO times what it took, and at most RECHECK_MAX_S: locally (a read
+    costs about a millisecond) that is before nearly every batch; on a namespace (one admin
+    call per subscription, and one for the list) the reads stay a tenth of the run and a
+    `disable-targeted` is seen within 30 s. Chunks sent at once share one read.
+    """
+
+    def __init__(self, backend: Backend, topic: EntityPath, *, clock: Callable[[], float] | None = None) -> None:
+        self.backend = backend
+        self.topic = topic
+        self.clock = clock if clock is not None else monotonic  # looked up now: a test may set it
+        self.read_at = -math.inf
+        self.every_s = 0.0
+        self.state = "enabled"  # as last read
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> list[SubscriptionRules]:
+        """The first read: require_targeted's, timed like the others."""
+        async with self._lock:
+            began = self.clock()
+            subscriptions = await require_targeted(self.backend, self.topic)
+            self._read(began)
+            return subscriptions
+
+    async def lost(self) -> str | None:
+        """None while targeted routing is enabled, as last read (read again when due); else its state."""
+        async with self._lock:
+            began = self.clock()
+            if began - self.read_at >= self.every_s:
+                self.state = topic_state(self.topic, await read_rules(self.backend, self.topic)).state
+                self._read(began)
+            return None if self.state == "enabled" else self.state
+
+    def _read(self, began: float) -> None:
+        self.read_at = self.clock()
+        self.every_s = min(RECHECK_MAX_S, RECHECK_COST_RATIO * (self.read_at - began))

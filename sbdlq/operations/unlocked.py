@@ -13,7 +13,7 @@ takes over the rest of the run, with its per-message retries and its error repor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
@@ -39,6 +39,7 @@ class UnlockedMove:
         batch_size: int,
         large_bodies: int,
         on_done: Callable[[int], None] | None = None,
+        before_batch: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self.backend = backend
         self.source = source
@@ -47,6 +48,8 @@ class UnlockedMove:
         self.copy_of = copy_of
         self.stats = stats
         self.on_done = on_done
+        #: asked before each batch whether to go on (False: the run was stopped, see stats.aborted)
+        self.before_batch = before_batch
         self.sizer = BatchSizer(batch_size, large_bodies)
         #: matches moved so far: the locked loop that takes over asks only for the rest
         self.taken = 0
@@ -75,6 +78,8 @@ class UnlockedMove:
         after = -1
         stats = self.stats
         while self.taken < limit and stats.aborted is None:
+            if self.before_batch is not None and not await self.before_batch():
+                break
             want = self.sizer.next_count()
             if self.selection.is_empty:
                 want = min(want, limit - self.taken)

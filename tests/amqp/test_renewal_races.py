@@ -30,7 +30,9 @@ def test_a_message_completed_during_its_renewal_costs_only_itself(emulator: Any,
     address = Address(EntityPath(q))
 
     async def scenario() -> tuple[list[Any], list[Any], list[Any]]:
-        backend = ServiceBusBackend(connection_string=emulator.conn_str(), timeout_s=10, sdk_shortcuts=shortcuts)
+        backend = ServiceBusBackend(
+            connection_string=emulator.conn_str(), timeout_s=10, sdk_shortcuts=shortcuts, admin_port=emulator.http_port
+        )
         try:
             got: list[Any] = []
             while len(got) < 4:

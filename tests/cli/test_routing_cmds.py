@@ -78,6 +78,51 @@ def test_a_correlation_filter_without_an_exact_sql_equivalent_is_refused(engine:
     assert [r.name for r in engine.rules("t/Subscriptions/ok")] == ["$Default"]  # nothing changed
 
 
+def test_a_correlation_filter_on_properties_needs_the_case_opt_in(engine: Engine, cli: Cli) -> None:
+    """Correlation `{"Region": "eu"}` skips `region: eu`; its SQL rewrite would take it."""
+    engine.create_topic("t")
+    engine.create_subscription("t", "ok")
+    engine.create_subscription("t", "eu", rules=[Rule("region", correlation={"properties": {"Region": "eu"}})])
+    originals = engine.rules("t/Subscriptions/eu")
+    for dry in ([], ["--dry-run"]):
+        r = cli("routing", "enable-targeted", "t", "--yes", *dry)
+        assert (r.exit_code, r.stdout) == (2, "")
+        assert r.stderr == (
+            "sbdlq: rule region of subscription eu: its correlation filter has no exact SQL equivalent "
+            "(it matches property Region by the exact case of the name, SQL in any case) "
+            "(add --accept-case-insensitive-names to accept that, change the rule to a SQL filter, "
+            "or resubmit --to a queue)\n"
+        )
+    assert [r.name for r in engine.rules("t/Subscriptions/ok")] == ["$Default"]  # nothing changed
+    r = cli("routing", "enable-targeted", "t", "--yes", "--accept-case-insensitive-names")
+    assert r.exit_code == 0, r.stderr
+    assert (
+        '  eu: rule region: filter correlation {"properties": {"Region": "eu"}} -> \'sbdlq-correlation '
+        '{"properties":{"Region":"eu"}}\' <> \'\' AND [sbdlq-target] IS NULL AND ([Region] LIKE \'%\' AND '
+        "[Region] = 'eu') (property names now match in any case: Region)"
+    ) in r.stdout.splitlines()
+    assert cli("routing", "disable-targeted", "t", "--yes").exit_code == 0
+    assert engine.rules("t/Subscriptions/eu") == originals
+
+
+def test_a_rule_changed_after_the_plan_stops_the_run(topic: Engine, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Someone edits rule `big` while the plan is on screen: it is not overwritten, exit 1."""
+    from sbdlq.operations import targeted
+
+    read = targeted.read_rules
+
+    async def read_then_edit(backend: object, path: EntityPath) -> object:
+        rules = await read(backend, path)  # type: ignore[arg-type]
+        topic.add_rule("t/Subscriptions/billing", Rule("big", sql="amount > 1000"), replace=True)
+        return rules
+
+    monkeypatch.setattr(targeted, "read_rules", read_then_edit)
+    r = cli("routing", "enable-targeted", "t", "--yes")
+    assert r.exit_code == 1
+    assert r.stderr.splitlines()[-1] == "sbdlq: rule big of t/Subscriptions/billing changed since the plan; run again"
+    assert topic.rules("t/Subscriptions/billing")[0] == Rule("big", sql="amount > 1000")
+
+
 def test_bad_targets(engine: Engine, cli: Cli) -> None:
     engine.create_topic("t")
     engine.create_subscription("t", "s")
@@ -134,6 +179,36 @@ def test_resubmit_only_this_subscription(topic: Engine, cli: Cli) -> None:
     (copy, _) = topic.peek(Address(EntityPath("t", "billing")), 0, 10)
     assert copy.application_properties["sbdlq-target"] == "billing"
     assert copy.application_properties["big"] is True  # the action's work kept, as dead-lettered
+
+
+def test_resubmit_only_this_subscription_stops_when_targeting_goes(
+    topic: Engine, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Targeted routing turned half off during the run (read again before each batch): exit 1,
+    an honest summary, and the originals not sent stay in the DLQ."""
+    from support import Clock
+
+    from sbdlq.operations import targeted
+
+    _dead_letter_billing(topic, 3)
+    assert cli("routing", "enable-targeted", "t", "--yes").exit_code == 0
+    monkeypatch.setattr(targeted, "monotonic", Clock(0.0))  # reads take no time: one per batch
+    read, reads = targeted.read_rules, []
+
+    async def read_then_disable(backend: object, path: EntityPath) -> object:
+        reads.append(path)
+        if len(reads) == 3:  # the start, the first batch, then: someone disables audit's target rule
+            topic.remove_rule("t/Subscriptions/audit", "sbdlq-target")
+        return await read(backend, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(targeted, "read_rules", read_then_disable)
+    r = cli("resubmit", "t/Subscriptions/billing", "--only-this-subscription", "--batch-size", "1", "-o", "json")
+    assert r.exit_code == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["selected"], doc["resubmitted"], doc["failed"], doc["not_tried"]) == (3, 1, 0, 2)
+    assert "targeted routing is partial on topic t now: stopped before sending more copies" in r.stderr
+    assert topic.counts("t/Subscriptions/billing").dead_letter == 2
+    assert topic.counts("t/Subscriptions/audit").active == 0
 
 
 def test_replay_fan_out_refused_then_fan_out(topic: Engine, cli: Cli, tmp_path: Path) -> None:

@@ -68,14 +68,13 @@ def test_serve_tls_prints_its_ports_and_how_to_trust_the_ca(cli: Any, served: An
     assert Path(ca).is_file()
     assert lines[2] == f"TLS clients: AMQPS on localhost:{amqps} (the SDKs' custom_endpoint_address)\n"
     assert lines[3] == f"trust the emulator's CA {ca}:\n"
-    printed = "".join(lines[4:])
-    for hint in (
-        f"connection_verify='{ca}'",
-        f"SSL_CERT_FILE={ca}",
-        f"REQUESTS_CA_BUNDLE={ca}",
-        f"NODE_EXTRA_CA_CERTS={ca}",
-    ):
-        assert hint in printed
+    # What adds to the trusted CAs first; the variables that replace them last, with a warning.
+    assert lines[4:7] == [
+        f"  Python SDK: connection_verify='{ca}' (ServiceBusClient, ServiceBusAdministrationClient)\n",
+        f"  Node.js: export NODE_EXTRA_CA_CERTS={ca} (added to the CAs Node trusts)\n",
+        f"  OpenSSL, requests: SSL_CERT_FILE={ca} REQUESTS_CA_BUNDLE={ca} replace the system's CAs: "
+        "set them for one command, never in a shell that also reaches Azure\n",
+    ]
     record = discovery.find("localhost", amqp)
     assert record is not None and record.https and record.ca == Path(ca)
     assert json.loads(record.path.read_text())["https"] is True

@@ -79,7 +79,8 @@ def routed(backend: Backend, seed: Seeder, aio: Any, prefix: str) -> dict[str, s
 
 
 def enable(backend: Backend, aio: Any) -> int:
-    steps = enable_steps(aio(read_rules(backend, TOPIC)))
+    # The sample's property names keep their case: the case opt-in changes none of its routes.
+    steps = enable_steps(aio(read_rules(backend, TOPIC)), accept_case_insensitive_names=True)
     aio(apply_steps(backend, TOPIC, steps))
     return len(steps)
 
@@ -91,7 +92,9 @@ def test_targeted_routing_end_to_end(backend: Backend, seed: Seeder, aio: Any) -
     assert all(before.values()) and len({frozenset(v) for v in before.values()}) == 4
     assert enable(backend, aio) == 8  # a target rule and one rewrite per subscription
     assert topic_state(TOPIC, aio(read_rules(backend, TOPIC))).state == "enabled"
-    assert enable_steps(aio(read_rules(backend, TOPIC))) == []  # rerun: nothing left to do
+    assert (
+        enable_steps(aio(read_rules(backend, TOPIC)), accept_case_insensitive_names=True) == []
+    )  # rerun: nothing left to do
     assert routed(backend, seed, aio, "b") == before
 
     # Three messages dead-lettered in `act` (after its action ran) go back to `act` alone.
@@ -218,3 +221,143 @@ def test_without_manage_rights_refused_with_exit_5(
     r = aio(resubmit(backend, dlq, TOPIC, allow_unverified_routing=True, note=notes.append))
     assert r.resubmitted == 1
     assert any(n.startswith("warning: routing not verified") for n in notes)
+
+
+def test_enable_disable_restores_every_kind_of_rule_exactly(backend: Backend, seed: Seeder, aio: Any) -> None:
+    """Parameters of a filter and of an action, a TrueFilter, a FalseFilter and a SqlFilter whose
+    text is a constant's come back exactly, types included, on either backend."""
+    seed.engine.create_topic("t")
+    seed.engine.create_subscription(
+        "t",
+        "p",
+        rules=[
+            Rule("params", sql="region = @r AND n > @min", parameters={"@r": "eu", "@min": 3}),
+            Rule(
+                "act",
+                sql="kind = 'x'",
+                action="SET seen = @who; SET n = n + @step",
+                action_parameters={"@who": "act", "@step": 2},
+            ),
+            Rule("yes", sql="1=1", action="SET t = @t", action_parameters={"@t": 1}, constant=True),
+            Rule.false("no"),
+            Rule("sqltrue", sql="1=1"),  # a SqlFilter, not a TrueFilter
+            Rule("sqlfalse", sql="1=0"),
+        ],
+    )
+    originals = aio(backend.subscription_rules(TOPIC))
+    [sub] = originals
+    assert [r.constant for r in sub.rules] == [None, None, True, False, None, None]
+    assert sub.rules[1].action_parameters == {"@who": "act", "@step": 2}
+    enable(backend, aio)
+    rewritten = aio(backend.subscription_rules(TOPIC))
+    assert topic_state(TOPIC, rewritten).state == "enabled"
+    assert [r.action_parameters for r in rewritten[0].rules[:3]] == [None, {"@who": "act", "@step": 2}, {"@t": 1}]
+    aio(apply_steps(backend, TOPIC, disable_steps(rewritten)))
+    assert aio(backend.subscription_rules(TOPIC)) == originals
+
+
+def test_a_rule_changed_since_the_plan_is_never_overwritten(backend: Backend, seed: Seeder, aio: Any) -> None:
+    from sbdlq.errors import ExitStatus, RuleChanged
+
+    seed.engine.create_topic("t")
+    seed.engine.create_subscription("t", "a", rules=[Rule("one", sql="n = 1")])
+    seed.engine.create_subscription("t", "b", rules=[Rule("two", sql="n = 2")])
+    steps = enable_steps(aio(read_rules(backend, TOPIC)))
+    # Between the plan (or its prompt) and the writes, someone edits rule `two`.
+    seed.engine.add_rule("t/Subscriptions/b", Rule("two", sql="n = 22"), replace=True)
+    with pytest.raises(RuleChanged) as stopped:
+        aio(apply_steps(backend, TOPIC, steps))
+    assert stopped.value.line() == "rule two of t/Subscriptions/b changed since the plan; run again"
+    assert stopped.value.exit_status == ExitStatus.FAILED
+    assert seed.engine.rules("t/Subscriptions/b")[0] == Rule("two", sql="n = 22")  # theirs, kept
+    assert topic_state(TOPIC, aio(read_rules(backend, TOPIC))).state == "partial"
+    aio(apply_steps(backend, TOPIC, enable_steps(aio(read_rules(backend, TOPIC)))))  # run again: done
+    rules = aio(read_rules(backend, TOPIC))
+    assert topic_state(TOPIC, rules).state == "enabled"
+
+    # Enabling again after disabling: someone names a rule of theirs sbdlq-target meanwhile.
+    aio(apply_steps(backend, TOPIC, disable_steps(rules)))
+    steps = enable_steps(aio(read_rules(backend, TOPIC)))
+    seed.engine.add_rule("t/Subscriptions/a", Rule("sbdlq-target", sql="theirs = 1"))
+    with pytest.raises(RuleChanged, match=r"^rule sbdlq-target of t/Subscriptions/a changed since the plan"):
+        aio(apply_steps(backend, TOPIC, steps))
+    assert [r.sql for r in seed.engine.rules("t/Subscriptions/a")] == ["n = 1", "theirs = 1"]
+    seed.engine.remove_rule("t/Subscriptions/a", "sbdlq-target")
+    aio(apply_steps(backend, TOPIC, enable_steps(aio(read_rules(backend, TOPIC)))))
+    rules = aio(read_rules(backend, TOPIC))
+
+    # Disabling: a rewritten rule removed, and a target rule replaced, since the plan.
+    steps = disable_steps(rules)
+    seed.engine.remove_rule("t/Subscriptions/a", "one")
+    with pytest.raises(RuleChanged, match=r"^rule one of t/Subscriptions/a changed since the plan; run again$"):
+        aio(apply_steps(backend, TOPIC, steps))
+    steps = disable_steps(aio(read_rules(backend, TOPIC)))
+    seed.engine.add_rule("t/Subscriptions/b", Rule("sbdlq-target", sql="mine = 1"), replace=True)
+    with pytest.raises(RuleChanged, match=r"^rule sbdlq-target of t/Subscriptions/b changed since the plan"):
+        aio(apply_steps(backend, TOPIC, steps))
+    assert [r.sql for r in seed.engine.rules("t/Subscriptions/b")] == ["n = 22", "mine = 1"]  # theirs kept
+
+
+def test_only_this_subscription_stops_when_targeting_is_turned_off_mid_run(
+    backend: Backend, seed: Seeder, aio: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from support import Clock
+
+    from sbdlq.operations import targeted
+
+    # A clock that never moves: every read takes no time, so every batch reads the rules again.
+    monkeypatch.setattr(targeted, "monotonic", Clock(0.0))
+    seed.topic("t", "billing", "audit")
+    seed.dead_letter("t/Subscriptions/billing", 6)
+    seed.drain("t/Subscriptions/audit")
+    enable(backend, aio)
+
+    def progress(total: int | None) -> Any:
+        def tick(n: int) -> None:
+            # After the first copy, someone turns targeting half off: audit's target rule goes.
+            if any(rule.name == "sbdlq-target" for rule in seed.engine.rules("t/Subscriptions/audit")):
+                seed.engine.remove_rule("t/Subscriptions/audit", "sbdlq-target")
+
+        return tick
+
+    dlq = Address(EntityPath("t", "billing"), SubQueue.DEAD_LETTER)
+    r = aio(resubmit(backend, dlq, TOPIC, only_this_subscription=True, batch_size=1, concurrency=1, progress=progress))
+    assert (r.selected, r.resubmitted, r.failed, r.not_tried) == (6, 1, 0, 5)  # never tried: still in the DLQ
+    assert r.errors[-1].startswith(
+        "targeted routing is partial on topic t now: stopped before sending more copies (the rest stay in the DLQ)"
+    )
+    assert len(seed.active("t/Subscriptions/billing")) == 1
+    assert len(seed.dlq("t/Subscriptions/billing")) == 5  # nothing lost
+    assert seed.active("t/Subscriptions/audit") == []
+
+
+def test_replay_only_subscription_stops_when_targeting_is_turned_off_mid_run(
+    backend: Backend, seed: Seeder, aio: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import json
+
+    from support import Clock
+
+    from sbdlq.operations import targeted
+
+    monkeypatch.setattr(targeted, "monotonic", Clock(0.0))  # every chunk reads the rules again
+    seed.topic("t", "billing", "audit")
+    export = tmp_path / "billing.jsonl"
+    export.write_text("".join(json.dumps(m.to_json()) + "\n" for m in seed.dead_letter("t/Subscriptions/billing", 4)))
+    seed.drain("t/Subscriptions/audit")
+    enable(backend, aio)
+
+    def progress(total: int | None) -> Any:
+        def tick(n: int) -> None:
+            # After the first chunk, someone turns targeting half off: audit's target rule goes.
+            if any(rule.name == "sbdlq-target" for rule in seed.engine.rules("t/Subscriptions/audit")):
+                seed.engine.remove_rule("t/Subscriptions/audit", "sbdlq-target")
+
+        return tick
+
+    options = ReplayOptions(target_subscription="billing", concurrency=1, state=tmp_path / "s")
+    r = aio(replay(backend, export, TOPIC, options, progress=progress))
+    assert (r.selected, r.replayed, r.failed, r.not_tried) == (4, 1, 0, 3)
+    assert r.errors[-1].startswith("targeted routing is partial on topic t now: stopped before sending more copies")
+    assert len(seed.active("t/Subscriptions/billing")) == 1
+    assert seed.active("t/Subscriptions/audit") == []

@@ -32,8 +32,8 @@ from sbdlq.backends.emulator import EmulatorBackend
 limit, written = int(sys.argv[1]), [0]
 
 def counted(write):
-    async def wrapper(self, *args):
-        await write(self, *args)
+    async def wrapper(self, *args, **kwargs):
+        await write(self, *args, **kwargs)
         written[0] += 1
         if written[0] >= limit:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -41,7 +41,7 @@ def counted(write):
 
 for name in ("create_rule", "update_rule", "delete_rule"):
     setattr(EmulatorBackend, name, counted(getattr(EmulatorBackend, name)))
-sys.argv = ["sbdlq", "routing", "enable-targeted", "t", "--yes"]
+sys.argv = ["sbdlq", "routing", "enable-targeted", "t", "--yes", "--accept-case-insensitive-names"]
 from sbdlq.cli.main import run
 run()
 """
@@ -105,7 +105,7 @@ def test_kill_during_enable_targeted_leaves_untagged_routing_unchanged(
     assert _routing(store) == before
     r = cli("routing", "status", "t", "-o", "json")
     assert r.exit_code == 0 and r.json()["state"] == "partial"
-    r = cli("routing", "enable-targeted", "t", "--yes")
+    r = cli("routing", "enable-targeted", "t", "--yes", "--accept-case-insensitive-names")
     assert r.exit_code == 0, r.stderr
     assert r.stdout.startswith(f"plan: {STEPS - kill_after} rule change(s) on topic t:")
     assert cli("routing", "status", "t", "-o", "json").json()["state"] == "enabled"

@@ -11,6 +11,7 @@ from sbdlq.models import SubscriptionRule, SubscriptionRules
 from sbdlq.operations.targeted import (
     TARGET_PROPERTY,
     Inexact,
+    correlation_sql,
     enable_steps,
     original_of,
     rewrite,
@@ -20,6 +21,8 @@ from sbdlq.sqlfilter.subscription import compile_rule, takes
 
 RULES = [
     SubscriptionRule("$Default", sql="1=1", constant=True),  # a TrueFilter, as both backends read it
+    SubscriptionRule("never", sql="1=0", constant=False),  # a FalseFilter
+    SubscriptionRule("sqltrue", sql="1=1"),  # a SqlFilter of a TrueFilter's text stays a SqlFilter
     SubscriptionRule("quote", sql="name = 'it''s' OR [odd]]name] IS NOT NULL", action="SET a = 1"),
     SubscriptionRule("grouped", sql="(a = 1) OR (b = 2)"),
     SubscriptionRule("corr", correlation={"label": "L", "correlation_id": None, "properties": {"k": "1", "q": "o'k"}}),
@@ -31,7 +34,7 @@ VALUES: list[Any] = [None, "1", 1, 1.0, True, "o'k", "O'K", "", "2024-01-01T00:0
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])
 def test_the_original_comes_back_exactly(rule: SubscriptionRule) -> None:
-    rewritten = rewrite("s", rule)
+    rewritten = rewrite("s", rule, accept_case_insensitive_names=True)
     assert rewritten.name == rule.name and rewritten.action == rule.action
     assert original_of(rewritten) == rule
     assert original_of(rule) is None
@@ -39,7 +42,7 @@ def test_the_original_comes_back_exactly(rule: SubscriptionRule) -> None:
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])
 def test_untagged_messages_match_as_before_and_tagged_ones_never(rule: SubscriptionRule) -> None:
-    before, after = [compile_rule(rule)], [compile_rule(rewrite("s", rule))]
+    before, after = [compile_rule(rule)], [compile_rule(rewrite("s", rule, accept_case_insensitive_names=True))]
     for label, k, q, name in itertools.product(["L", "l", None], VALUES, VALUES, VALUES[:3]):
         system = {"Label": label, "CorrelationId": None}
         props = {key: v for key, v in {"k": k, "q": q, "name": name, "a": k, "b": q}.items() if v is not None}
@@ -65,7 +68,7 @@ def test_the_target_rule_takes_only_copies_naming_its_subscription() -> None:
 def test_a_correlation_filter_without_an_exact_equivalent_is_refused(correlation: dict[str, Any], why: str) -> None:
     expected = f"rule r of subscription s: its correlation filter has no exact SQL equivalent \\({why}\\)"
     with pytest.raises(Inexact, match=expected):
-        rewrite("s", SubscriptionRule("r", correlation=correlation))
+        rewrite("s", SubscriptionRule("r", correlation=correlation), accept_case_insensitive_names=True)
 
 
 def test_a_filter_sbdlq_cannot_read_or_too_long_is_refused() -> None:
@@ -81,3 +84,81 @@ def test_a_rule_of_the_users_named_like_ours_is_refused() -> None:
     theirs = SubscriptionRules("s", "Active", (SubscriptionRule("sbdlq-target", sql="x = 1"),))
     with pytest.raises(BadInput, match="has a rule named sbdlq-target that sbdlq did not write"):
         enable_steps([theirs])
+
+
+def test_a_correlation_filter_on_application_properties_needs_the_case_opt_in() -> None:
+    """`{"Region": "eu"}` skips `region: eu`; SQL finds `region` under `[Region]`: not exact."""
+    rule = SubscriptionRule("r", correlation={"label": "L", "properties": {"Region": "eu", "gone": None}})
+    expected = (
+        "rule r of subscription s: its correlation filter has no exact SQL equivalent "
+        "\\(it matches property Region by the exact case of the name, SQL in any case\\)"
+    )
+    with pytest.raises(Inexact, match=expected) as refused:
+        rewrite("s", rule)
+    assert str(refused.value.hint).startswith("add --accept-case-insensitive-names to accept that")
+    with pytest.raises(Inexact):
+        enable_steps([SubscriptionRules("s", "Active", (rule,))])
+    # Accepted: the difference is the case of the name, and only that.
+    after = [compile_rule(rewrite("s", rule, accept_case_insensitive_names=True))]
+    system = {"Label": "L"}
+    assert not takes([compile_rule(rule)], system, {"region": "eu"})
+    assert takes(after, system, {"region": "eu"}) and takes(after, system, {"Region": "eu"})
+    [_, step] = enable_steps([SubscriptionRules("s", "Active", (rule,))], accept_case_insensitive_names=True)
+    assert step.line().endswith("(property names now match in any case: Region)")
+    # System fields alone are matched exactly, so they need no opt-in.
+    assert original_of(rewrite("s", SubscriptionRule("l", correlation={"label": "L"}))) is not None
+
+
+def test_a_property_is_tested_for_text_before_it_is_compared() -> None:
+    """`[p] = 'v'` on a number may be a FilterException under Service Bus's conversions: the
+    `LIKE '%'` type test comes first, so the equality only ever sees text."""
+    rule = SubscriptionRule("r", correlation={"label": "L", "properties": {"p": "v", "q": "w"}})
+    assert correlation_sql("s", rule, accept_case_insensitive_names=True) == (
+        "sys.Label = 'L' AND [p] LIKE '%' AND [p] = 'v' AND [q] LIKE '%' AND [q] = 'w'"
+    )
+
+
+def test_still_targeted_reads_again_after_ten_times_a_read_at_most_30_s() -> None:
+    import asyncio
+
+    from support import Clock
+
+    from sbdlq.operations.targeted import StillTargeted
+    from sbdlq.paths import EntityPath
+
+    clock = Clock(0.0)
+    reads: list[float] = []
+    state = {"rules": (SubscriptionRule("sbdlq-target", sql="[sbdlq-target] = 's'"),)}
+
+    class Rules:
+        cost_s = 2.0
+
+        async def subscription_rules(self, topic: EntityPath) -> list[SubscriptionRules]:
+            reads.append(clock())
+            clock.advance(self.cost_s)
+            return [SubscriptionRules("s", "Active", state["rules"])]
+
+    backend = Rules()
+    guard = StillTargeted(backend, EntityPath("t"), clock=clock)  # type: ignore[arg-type]
+
+    async def run() -> list[str | None]:
+        await guard.start()  # read at 0, took 2 s: the next one 20 s after it ended, at 22
+        out = [await guard.lost()]
+        state["rules"] = ()  # the target rule gone: targeting off
+        clock.advance(19.5)
+        out.append(await guard.lost())  # not read: still "enabled" as last read
+        clock.advance(0.5)
+        out.append(await guard.lost())  # read at 22
+        state["rules"] = (SubscriptionRule("sbdlq-target", sql="[sbdlq-target] = 's'"),)
+        backend.cost_s = 5.0  # a slow read: 50 s, but at most 30 s
+        clock.advance(20.0)
+        out.append(await guard.lost())  # read at 44, ends at 49
+        state["rules"] = ()
+        clock.advance(29.5)
+        out.append(await guard.lost())
+        clock.advance(0.5)
+        out.append(await guard.lost())  # read at 79
+        return out
+
+    assert asyncio.run(run()) == [None, None, "disabled", None, None, "disabled"]
+    assert reads == [0.0, 22.0, 44.0, 79.0]

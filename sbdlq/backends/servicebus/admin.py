@@ -26,7 +26,7 @@ from sbdlq.backends.servicebus.conversion import (
 )
 from sbdlq.backends.servicebus.errors import describe, guarded, translate_error
 from sbdlq.connstr import ConnectionInfo, redact
-from sbdlq.errors import AuthError, EntityNotFound, SbdlqError, ServiceUnavailable
+from sbdlq.errors import AuthError, EntityNotFound, RuleChanged, SbdlqError, ServiceUnavailable
 from sbdlq.models import Counts, EntityInfo, SubscriptionRule, SubscriptionRules
 from sbdlq.network import Proxy
 from sbdlq.paths import EntityPath
@@ -104,11 +104,24 @@ class AdminSide:
 
         return await self._call(work, f"the rules of topic {topic}'s subscriptions", timeout=math.inf)
 
-    async def change_rule(self, subscription: EntityPath, rule: SubscriptionRule | str, how: str) -> None:
-        """Create, update (one PUT: name and order kept) or delete a subscription's rule."""
+    async def change_rule(
+        self,
+        subscription: EntityPath,
+        rule: SubscriptionRule | str,
+        how: str,
+        *,
+        expected: SubscriptionRule | None = None,
+    ) -> None:
+        """Create, update (one PUT: name and order kept) or delete a subscription's rule; with
+        `expected`, RuleChanged unless the held rule, read right before the write, equals it."""
         topic, sub = subscription.name, subscription.subscription or ""
+        name = rule if isinstance(rule, str) else rule.name
 
         def work(admin: Any) -> None:
+            if expected is not None:
+                # The admin API has no compare-and-write for rules: the read right before the
+                # write leaves a window of one round trip, not one of a whole plan.
+                _expect_rule(admin, subscription, name, expected)
             if how == "delete":
                 admin.delete_rule(topic, sub, str(rule))
                 return
@@ -121,7 +134,6 @@ class AdminSide:
             held.action = sdk_action(rule)
             admin.update_rule(topic, sub, held)
 
-        name = rule if isinstance(rule, str) else rule.name
         await self._call(work, f"rule {name} of {subscription}")
 
     async def counts(self, entity: EntityPath) -> Counts | None:
@@ -265,3 +277,15 @@ class AdminSide:
 
     def _translate(self, exc: BaseException, what: str, host: str, hint: str | None) -> SbdlqError:
         return translate_error(exc, host=host, what=what, timeout_s=self._timeout_s, emulator=self._emulator, hint=hint)
+
+
+def _expect_rule(admin: Any, subscription: EntityPath, name: str, expected: SubscriptionRule) -> None:
+    """RuleChanged unless the subscription's rule of that name is `expected` (gone counts as changed)."""
+    from azure.core.exceptions import ResourceNotFoundError
+
+    try:
+        held = subscription_rule(admin.get_rule(subscription.name, subscription.subscription or "", name))
+    except ResourceNotFoundError:
+        held = None
+    if held != expected:
+        raise RuleChanged(f"rule {name} of {subscription} is not the one expected: it was changed or removed")

@@ -62,6 +62,8 @@ _HELD_SOFT_LIMIT = 10_000
 _HELD_GRACE = timedelta(seconds=60)
 #: messages per batch-delete request: the Standard tier's limit (Premium takes 4,000)
 BATCH_DELETE_MAX = 500
+
+
 class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
     """Broker primitives over a real namespace (or Microsoft's emulator) through the azure SDK."""
 
@@ -152,11 +154,15 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
     async def create_rule(self, subscription: EntityPath, rule: SubscriptionRule) -> None:
         await self._admin.change_rule(subscription, rule, "create")
 
-    async def update_rule(self, subscription: EntityPath, rule: SubscriptionRule) -> None:
-        await self._admin.change_rule(subscription, rule, "update")
+    async def update_rule(
+        self, subscription: EntityPath, rule: SubscriptionRule, *, expected: SubscriptionRule | None = None
+    ) -> None:
+        await self._admin.change_rule(subscription, rule, "update", expected=expected)
 
-    async def delete_rule(self, subscription: EntityPath, name: str) -> None:
-        await self._admin.change_rule(subscription, name, "delete")
+    async def delete_rule(
+        self, subscription: EntityPath, name: str, *, expected: SubscriptionRule | None = None
+    ) -> None:
+        await self._admin.change_rule(subscription, name, "delete", expected=expected)
 
     async def get_entity(self, entity: EntityPath) -> EntityInfo:
         """One queue, topic or subscription: admin properties, else what AMQP can tell."""

@@ -29,6 +29,7 @@ from .errors import (
     NotATopic,
     RuleExists,
     RuleMissing,
+    RuleNotAsRead,
     SendToSubscription,
     SessionIdMissing,
     TopicHasNoCounts,
@@ -165,12 +166,17 @@ class Engine:
         with self.store.read() as db:
             return read_rules(db, entities.entity_by_path(db, str(entity)).id)
 
-    def add_rule(self, subscription: EntityPath | str, rule: Rule, *, replace: bool = False) -> Rule:
+    def add_rule(
+        self, subscription: EntityPath | str, rule: Rule, *, replace: bool = False, expected: Rule | None = None
+    ) -> Rule:
         """Add a rule to a subscription (RuleExists if its name is taken), or with replace
-        change an existing one in place (RuleMissing if there is none)."""
+        change an existing one in place (RuleMissing if there is none). With `expected`, only
+        while the held rule equals it (RuleNotAsRead otherwise), checked in the same write."""
         checked = check_rule(rule)
         with self.store.write() as db:
             sub = self._subscription(db, subscription)
+            if expected is not None:
+                self._expect(db, sub, rule.name, expected)
             held = find_rule_id(db, sub.id, rule.name)
             if held is not None and not replace:
                 raise RuleExists(sub.path, rule.name)
@@ -179,14 +185,25 @@ class Engine:
             put_rule(db, sub.id, checked, held)
         return checked
 
-    def remove_rule(self, subscription: EntityPath | str, name: str) -> None:
-        """Remove a subscription's rule; RuleMissing if it has none of that name."""
+    def remove_rule(self, subscription: EntityPath | str, name: str, *, expected: Rule | None = None) -> None:
+        """Remove a subscription's rule; RuleMissing if it has none of that name. With
+        `expected`, only while the held rule equals it (RuleNotAsRead otherwise)."""
         with self.store.write() as db:
             sub = self._subscription(db, subscription)
+            if expected is not None:
+                self._expect(db, sub, name, expected)
             held = find_rule_id(db, sub.id, name)
             if held is None:
                 raise RuleMissing(sub.path, name)
             db.execute("DELETE FROM rule WHERE id = ?", (held,))
+
+    @staticmethod
+    def _expect(db: sqlite3.Connection, sub: Entity, name: str, expected: Rule) -> None:
+        """RuleNotAsRead unless the subscription's rule of that name is `expected` (inside the write:
+        no other writer can change it between this check and the change)."""
+        held = [r for r in read_rules(db, sub.id) if r.name.casefold() == name.casefold()]
+        if held != [expected]:
+            raise RuleNotAsRead(name, sub.path)
 
     @staticmethod
     def _subscription(db: sqlite3.Connection, path: EntityPath | str) -> Entity:

@@ -16,6 +16,7 @@ from sbdlq.errors import (
     LockLost,
     MessageNotFound,
     QuotaExceeded,
+    RuleChanged,
     SbdlqError,
     TransientError,
 )
@@ -79,6 +80,12 @@ class RuleExists(EntityExists):
 
     def __init__(self, subscription: str, name: str) -> None:
         super().__init__(f"{subscription}/Rules/{name}")
+
+
+class RuleNotAsRead(Refusal, RuleChanged):
+    """A rule change given the rule the caller read, when the held one is another (or none)."""
+
+    wording = "The rule '{}' of '{}' is not the one expected: it was changed or removed."
 
 
 class RuleMissing(EntityMissing):
