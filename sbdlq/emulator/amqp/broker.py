@@ -576,13 +576,10 @@ class Broker:
     def _management_reply(self, address: Address, props: dict[str, Any], body: Any, holder: str | None) -> Message:
         operation = str(props.get("operation") or "")
         reply = management.handle(self.engine, address, operation, body, holder=holder)
-        app: dict[str, Any] = {"statusCode": int32(reply.status), "statusDescription": reply.description}
-        if reply.condition:
-            app["errorCondition"] = symbol(reply.condition)
         # Operations that changed messages may have made some available to receivers.
         if operation in (management.UPDATE_DISPOSITION, management.SCHEDULE):
             self._wake(address.entity)
-        return Message(body=reply.body, properties=app)
+        return management.to_message(reply)
 
     def _flush_replies(self, link: Sender) -> None:
         peer = self.peers.get(link.connection)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from proton import Array, Data, int32
+from proton import Data, Message, int32, symbol
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import BadInput, LockLost
@@ -21,7 +21,7 @@ from sbdlq.paths import Address, SubQueue
 from . import codec, conditions
 from .rule_ops import RULE_OPERATIONS
 from .session_ops import SESSION_OPERATIONS
-from .values import as_list, as_text, from_timestamp, to_plain, to_timestamp
+from .values import array, as_list, as_text, from_timestamp, to_plain, to_timestamp
 
 PEEK = "com.microsoft:peek-message"
 RENEW_LOCK = "com.microsoft:renew-lock"
@@ -67,11 +67,15 @@ def _peek(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
 
 def _renew(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
     tokens = _tokens(body)
+    if not tokens:
+        # Never a 200 with empty expirations: azure-servicebus cannot decode an empty array
+        # (values.array). Proton reads the SDK's own empty array (no element constructor) as null.
+        raise BadInput("lock-tokens must name at least one lock token")
     renewed = engine.renew_locks(address, tokens)
     if any(t not in renewed for t in tokens):
         raise LockLost(conditions.LOCK_LOST_TEXT)
     stamps = [to_timestamp(renewed[t]) for t in tokens]
-    return _ok({"expirations": Array(None, Data.TIMESTAMP, *stamps)})
+    return _ok({"expirations": array(Data.TIMESTAMP, stamps)})
 
 
 def _receive_by_sequence(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
@@ -124,8 +128,10 @@ def _schedule(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
     messages = []
     for entry in as_list(body.get("messages")):
         messages.extend(codec.decode_transfer(bytes(entry["message"])))
+    if not messages:  # no empty sequence-numbers array either (values.array)
+        raise BadInput("messages must hold at least one message to schedule")
     numbers = engine.send(address.entity, messages)
-    return _ok({"sequence-numbers": Array(None, Data.LONG, *[int(n) for n in numbers])})
+    return _ok({"sequence-numbers": array(Data.LONG, [int(n) for n in numbers])})
 
 
 def _cancel(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
@@ -158,6 +164,15 @@ _OPERATIONS: dict[str, Callable[[Engine, Address, dict[str, Any]], Reply]] = {
     CANCEL_SCHEDULED: _cancel,
     BATCH_DELETE: _batch_delete,
 }
+
+
+def to_message(reply: Reply) -> Message:
+    """A reply as the message the reply link carries: `statusCode` typed AMQP int, as Service
+    Bus types it (a strict client refuses a long), and the error condition when there is one."""
+    app: dict[str, Any] = {"statusCode": int32(reply.status), "statusDescription": reply.description}
+    if reply.condition:
+        app["errorCondition"] = symbol(reply.condition)
+    return Message(body=reply.body, properties=app)
 
 
 def handle(engine: Engine, address: Address, operation: str, body: Any, *, holder: str | None = None) -> Reply:

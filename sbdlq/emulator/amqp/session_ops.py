@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from proton import Array, Data
+from proton import Data
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.paths import Address
 
 from .node_ops import Operation, Outcome, paging, required_text
-from .values import from_timestamp, to_timestamp
+from .values import array, from_timestamp, to_timestamp
 
 RENEW_SESSION_LOCK = "com.microsoft:renew-session-lock"
 GET_SESSION_STATE = "com.microsoft:get-session-state"
@@ -59,7 +59,7 @@ def _list(engine: Engine, address: Address, body: dict[str, Any], holder: str | 
     found = engine.list_sessions(address, updated_after=after, skip=skip, top=top)
     if not found:
         return 204, None
-    return 200, {"skip": skip + len(found), "sessions-ids": Array(None, Data.STRING, *found)}
+    return 200, {"skip": skip + len(found), "sessions-ids": array(Data.STRING, found)}
 
 
 SESSION_OPERATIONS: dict[str, Operation] = {

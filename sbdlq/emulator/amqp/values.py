@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from proton import Array, Described, char, symbol, timestamp
+from proton import UNDESCRIBED, Array, Described, char, symbol, timestamp
 
 from sbdlq.models import fits_int64
 
@@ -69,6 +70,29 @@ def to_amqp(value: Any) -> Any:
         # is still delivered. The edges (--property, --set-property, replay) refuse such values.
         return int(value) if fits_int64(value) else str(value)
     return str(value)
+
+
+class EmptyArray(ValueError):
+    """An AMQP array with no elements was about to go into a reply (see `array`)."""
+
+
+def array(element_type: int, items: Sequence[Any]) -> Array:
+    """The AMQP array a reply carries: undescribed, as Service Bus writes them, and never empty.
+
+    azure-servicebus 7.15's decoder (_pyamqp/_decode.py `_decode_array_*`) reads an empty
+    array's size and count but not its element constructor, which AMQP 1.0 (1.2, "array")
+    requires and proton writes: the byte left over desyncs the rest of the transfer, and the
+    SDK fails reading it ("index out of bounds on dimension 1") and closes the receiver. So a
+    request whose answer would hold one is refused by its operation (the SDK's own empty array
+    has no constructor either: proton, like any conforming decoder, cannot read it), and
+    EmptyArray here is the last guard: an internal-error reply, which every client can read.
+    element_type: a proton `Data` type code (Data.TIMESTAMP, Data.LONG, ...).
+    """
+    if not items:
+        raise EmptyArray("an empty AMQP array cannot go into a reply (azure-servicebus cannot decode one)")
+    # proton's stub leaves UNDESCRIBED (an Array's "no descriptor") out of PythonAMQPData;
+    # Array(None, ...) would write a described array with a null descriptor instead.
+    return Array(UNDESCRIBED, element_type, *items)  # type: ignore[arg-type]
 
 
 def as_list(value: Any) -> list[Any]:
