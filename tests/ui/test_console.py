@@ -518,17 +518,6 @@ def test_edit_lists_split_on_commas_and_lines_keeping_commas_inside_values() -> 
     assert split_items("bad, worse\n\nold") == ["bad", "worse", "old"]
 
 
-@pytest.fixture
-def fan_out(seed: Seeder) -> Seeder:
-    """Topic t with subscriptions s1 and s2 (both take everything); s1's DLQ holds f0, f1."""
-    from sbdlq.backends.base import ReceiveMode
-
-    seed.topic("t", "s1", "s2")
-    seed.dead_letter("t/Subscriptions/s1", 2, prefix="f")
-    seed.engine.receive(Address(parse_entity("t/Subscriptions/s2")), 10, mode=ReceiveMode.RECEIVE_AND_DELETE)
-    return seed
-
-
 S1_DLQ = Address(parse_entity("t/Subscriptions/s1"), SubQueue.DEAD_LETTER)
 
 

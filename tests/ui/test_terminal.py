@@ -155,18 +155,6 @@ def test_a_long_plan_scrolls_above_buttons_that_stay_in_view(
     assert crowded.counts("events/Subscriptions/audit").dead_letter == 2
 
 
-@pytest.fixture
-def fan_out(seed: Seeder) -> Seeder:
-    """Topic t with subscriptions s1 and s2 (both take everything); s1's DLQ holds f0, f1."""
-    from sbdlq.backends.base import ReceiveMode
-    from sbdlq.paths import Address, parse_entity
-
-    seed.topic("t", "s1", "s2")
-    seed.dead_letter("t/Subscriptions/s1", 2, prefix="f")
-    seed.engine.receive(Address(parse_entity("t/Subscriptions/s2")), 10, mode=ReceiveMode.RECEIVE_AND_DELETE)
-    return seed
-
-
 def test_a_fan_out_refusal_offers_only_this_subscription_and_fan_out(
     store: Path, tmp_path: Path, fan_out: Seeder, console: list[Terminal], cli: Any
 ) -> None:
