@@ -15,7 +15,7 @@ from textual.widgets import Button, Checkbox, Input, Label, ProgressBar, Static
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
-from sbdlq.paths import SubQueue, parse_address
+from sbdlq.paths import EntityPath, SubQueue, parse_address
 from sbdlq.selection import Selection
 from sbdlq.ui.actions import (
     Action,
@@ -113,8 +113,11 @@ class ActionScreen(ModalScreen[bool]):
         self.planned: Action | None = None
         self.running = False
         self.ran = False
-        #: after a fan-out refusal, what the operator chose: "only-this" or "fan-out" (None: neither)
-        self.routing_choice: str | None = None
+        #: after a fan-out refusal, what the operator chose ("only-this" or "fan-out") and for which
+        #: topic: a form that names another target plans without it (None: no choice)
+        self.routing_choice: tuple[str, EntityPath] | None = None
+        #: the topic of the fan-out refusal shown (what a choice is made for)
+        self.refused_for: EntityPath | None = None
 
     def compose(self) -> ComposeResult:
         # The buttons sit below the scrolling body, never inside it: at any size they stay in view.
@@ -202,14 +205,15 @@ class ActionScreen(ModalScreen[bool]):
             if to.sub_queue is not SubQueue.NONE or to.entity.is_subscription:
                 raise BadInput(f"cannot send to {to}: name a queue or a topic")
             keep_dl = self.query_one("#keep-dl", Checkbox).value
+            choice = self.routing_for(to.entity)
             return ResubmitOptions(
                 to=to.entity,
                 new_message_id=self.query_one("#new-message-id", Checkbox).value,
                 keep_dead_letter_properties=keep_dl,
                 batch_size=t.resubmit_batch_size,
                 concurrency=t.concurrency,
-                fan_out=self.routing_choice == "fan-out",
-                only_this_subscription=self.routing_choice == "only-this",
+                fan_out=choice == "fan-out",
+                only_this_subscription=choice == "only-this",
                 edits=edits_from_form(
                     set_property=self._text("set-property"),
                     remove_property=self._text("remove-property"),
@@ -227,6 +231,13 @@ class ActionScreen(ModalScreen[bool]):
         if not path:
             raise BadInput("export needs a file path")
         return ExportOptions(Path(path).expanduser())
+
+    def routing_for(self, target: EntityPath) -> str | None:
+        """The fan-out refusal's choice, when the form still sends to the topic it was made for."""
+        if self.routing_choice is None:
+            return None
+        choice, made_for = self.routing_choice
+        return choice if made_for == target else None
 
     def _text(self, input_id: str) -> str:
         return self.query_one(f"#{input_id}", Input).value
@@ -251,8 +262,10 @@ class ActionScreen(ModalScreen[bool]):
             outcome.ok = False
         if outcome.fan_out is not None:
             self.routing_choice = None  # a new refusal: choose again, knowing what it says
-        elif self.routing_choice is not None:
-            outcome.lines.insert(0, ROUTING_CHOSEN[self.routing_choice])
+        elif isinstance(action.options, ResubmitOptions):
+            choice = self.routing_for(action.options.to)
+            if choice is not None:
+                outcome.lines.insert(0, ROUTING_CHOSEN[choice])
         self._show_plan(outcome)
         if not outcome.ok:
             return
@@ -274,12 +287,14 @@ class ActionScreen(ModalScreen[bool]):
             button.display = choices is not None
         if choices is None:
             return
+        self.refused_for = choices.topic
         self.query_one("#only-this", Button).disabled = choices.targeted_missing is not None
         self.query_one("#close", Button).focus()
 
     async def choose_routing(self, choice: str) -> None:
         """Plan again with the choice the refusal offered: the plan still has to be confirmed."""
-        self.routing_choice = choice
+        if self.refused_for is not None:
+            self.routing_choice = (choice, self.refused_for)
         await self.replan()
 
     def _ask_name(self, ask: bool) -> None:

@@ -550,6 +550,12 @@ def test_a_fan_out_is_refused_then_accepted_with_close_the_default(store: Path, 
         assert shown.startswith("routing: fan-out accepted") and "plan: resubmit 2 message(s)" in shown
         assert choices_shown(screen) == ["confirm", "replan", "close"]
         assert screen.query_one("#close", Button).has_focus  # copies to others: No stays the default
+        # The choice holds for the topic it was made for, not for another target.
+        for target, chosen in (("nowhere", False), ("t", True)):
+            screen.query_one("#to", Input).value = target
+            await pilot.click("#replan")
+            await settle(app, pilot)
+            assert ("routing: fan-out accepted" in text(screen, "#plan")) is chosen, target
         assert fan_out.active("t/Subscriptions/s2") == []
         await pilot.click("#confirm")
         await settle(app, pilot)
