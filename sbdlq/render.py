@@ -1,4 +1,4 @@
-"""Output: table / json / jsonl / yaml / tsv on stdout, progress bars and notes on stderr.
+"""Output: table / json / jsonl / yaml / tsv on stdout, progress bars on stderr (notes: cli/common.py).
 
 The formats `-o` takes are the `FORMATS` registry (output_formats.py): this module draws tables
 and holds the pieces the formats share (encoders, yaml, tsv cells, the `--query` expression).
@@ -62,14 +62,13 @@ def stdout_console() -> Any:
     return _console()
 
 
-def stderr_is_terminal() -> bool:
+def stderr_can_animate() -> bool:
+    """Whether stderr is a terminal that can redraw a progress bar in place (not TERM=dumb).
+
+    Stricter than `cli.common.stderr_is_terminal` (is a person watching, for the notes): a
+    dumb terminal is watched but cannot redraw.
+    """
     return sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
-
-
-def note(text: str) -> None:
-    """One plain line on stderr."""
-    sys.stderr.write(text + "\n")
-    sys.stderr.flush()
 
 
 def dump_yaml(data: Any) -> str:
@@ -324,7 +323,7 @@ def bar_chart(items: Sequence[tuple[str, int]], *, width: int = 40, title: str |
 @contextmanager
 def progress(description: str, *, enabled: bool = True) -> Iterator[Callable[[int | None], Callable[[int], None]]]:
     """A factory for Rich progress bars on stderr; no-ops when stderr is not a terminal."""
-    if not enabled or not stderr_is_terminal():
+    if not enabled or not stderr_can_animate():
         yield lambda total: lambda n: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

@@ -15,9 +15,13 @@ import typer
 
 from sbdlq.cli.common import Settings, err, handled, note, open_target, run
 from sbdlq.errors import BadInput, ExitStatus, OperationFailed
+from sbdlq.output_formats import DEFAULT_OUTPUT, FORMATS
+from sbdlq.render_prometheus import FORMAT as PROMETHEUS
 
-#: What `apply -o` writes: the common documents, Prometheus text, or nothing (cron).
-APPLY_OUTPUTS = ("table", "json", "jsonl", "yaml", "prometheus", "none")
+#: What `apply -o` writes: each registered format (output_formats.FORMATS) but those that hold
+#: only a table's columns (tsv: a step's result is nested), then Prometheus text (as count's).
+APPLY_DOCUMENTS = tuple(f.name for f in FORMATS.values() if not f.table_columns)
+APPLY_OUTPUTS = (*APPLY_DOCUMENTS, PROMETHEUS)
 
 PolicyArg = Annotated[str, typer.Argument(help="The policy file (YAML).", show_default=False, metavar="POLICY.yaml")]
 
@@ -32,7 +36,7 @@ ApplyOutput = Annotated[
         "--output",
         "-o",
         autocompletion=_complete_output,
-        help="table, json, jsonl, yaml, prometheus (for node_exporter's textfile collector) or none.",
+        help=f"{', '.join(APPLY_DOCUMENTS)} or {PROMETHEUS} (for node_exporter's textfile collector).",
         rich_help_panel="Output",
         show_default=False,
     ),
@@ -76,7 +80,7 @@ def apply(
 
 
 def _format(s: Settings, given: str | None) -> str:
-    fmt = given or s.profile_default("output") or "table"
+    fmt = given or s.profile_default("output") or DEFAULT_OUTPUT
     if fmt not in APPLY_OUTPUTS:
         raise BadInput(f"invalid output format {fmt!r} for apply", hint=f"use {', '.join(APPLY_OUTPUTS)}")
     return str(fmt)
@@ -136,13 +140,11 @@ def _finish(ctx: typer.Context, policy: str, steps: list[Any], fmt: str, dry_run
 def _write(policy: str, steps: list[Any], fmt: str, dry_run: bool, status: ExitStatus) -> None:
     from sbdlq.policy.report import COLUMNS, detail, prometheus, step_json
 
-    if fmt == "none":
-        return
-    if fmt == "prometheus":
+    if fmt == PROMETHEUS:
         if not dry_run:
             sys.stdout.write(prometheus(policy, steps, status))
         return
-    if fmt == "table":
+    if FORMATS[fmt].for_people:
         from sbdlq.render import Col, table
 
         rows = [
@@ -154,4 +156,4 @@ def _write(policy: str, steps: list[Any], fmt: str, dry_run: bool, status: ExitS
         return
     from sbdlq.output_formats import write_document
 
-    write_document([step_json(st) for st in steps], fmt)
+    write_document([step_json(st) for st in steps], fmt)  # `none` writes nothing

@@ -33,7 +33,11 @@ def err(line: str) -> None:
 
 
 def stderr_is_terminal() -> bool:
-    """Whether a person is watching stderr (not cron mail, a log file or a pipe)."""
+    """Whether a person is watching stderr (not cron mail, a log file or a pipe): notes go there.
+
+    A dumb terminal counts (it shows lines); whether a progress bar can be drawn is
+    `render.stderr_can_animate`.
+    """
     return sys.stderr.isatty()
 
 

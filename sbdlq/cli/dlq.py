@@ -16,6 +16,7 @@ import typer
 from sbdlq.cli import common, reporting
 from sbdlq.cli.common import Settings, note, open_target, output_format, run
 from sbdlq.cli.complete import complete_count_output, complete_entity, complete_group_by
+from sbdlq.cli.message_table import PEEK_COLUMNS, table_columns, table_row, tsv_keys
 from sbdlq.cli.options import (
     NO_SELECTION,
     Entity,
@@ -29,23 +30,11 @@ from sbdlq.cli.options import (
     selection_options,
     tuning,
 )
-from sbdlq.cli.reporting import operation_note, queue_name, table_time
+from sbdlq.cli.reporting import operation_note, queue_name
 from sbdlq.errors import BadInput, OperationFailed
 from sbdlq.output_formats import OUTPUTS, Emitter, draws_table
 from sbdlq.paths import Address, SubQueue, parse_entity
 from sbdlq.selection import MAX_SEQUENCE, Selection
-
-# `peek -o tsv`: the peek table's columns, as Message JSON keys, with full values.
-PEEK_TSV_KEYS = (
-    "sequence_number",
-    "enqueued_time",
-    "delivery_count",
-    "dead_letter_reason",
-    "dead_letter_error_description",
-    "subject",
-    "message_id",
-    "body",
-)
 
 
 def fail_above_option(sub_queue: SubQueue) -> Any:
@@ -149,7 +138,7 @@ def peek(
             if table:
                 await _peek_to_table(backend, address, sel, from_sequence, limit)
             else:
-                emitter = Emitter(fmt, query=q, columns=PEEK_TSV_KEYS)
+                emitter = Emitter(fmt, query=q, columns=tsv_keys(PEEK_COLUMNS))
                 await _peek_to_document(backend, address, sel, from_sequence, limit, emitter)
         return fmt
 
@@ -377,34 +366,14 @@ def _peek_row(m: Any) -> tuple[Any, ...]:
         text, enc = body_text(m.body)
         # Enough of the body for any width; the layout shortens it visibly to fit.
         body = text[:200] if enc == "utf-8" else f"<{len(m.body)} bytes>"
-    return (
-        m.sequence_number,
-        table_time(m.enqueued_time),
-        m.delivery_count,
-        m.dead_letter_reason,
-        m.dead_letter_error_description,
-        m.subject,
-        m.message_id,
-        body,
-    )
+    return table_row(PEEK_COLUMNS, m, body)
 
 
 def _peek_table(rows: list[tuple[Any, ...]], title: str) -> None:
-    from sbdlq.render import Col, table
+    from sbdlq.render import table
 
-    # On a narrow terminal the least telling columns go first: deliveries, description, subject.
-    # Identifiers (seq, time, reason, message id) are never cut; the free text gives way.
     table(
-        [
-            Col("seq", numeric=True),
-            Col("enqueued", whole=True, min_width=20),
-            Col("deliveries", numeric=True, drop=4),
-            Col("reason", whole=True, min_width=12),
-            Col("description", min_width=11, max_width=40, drop=3),
-            Col("subject", min_width=7, max_width=24, drop=2),
-            Col("message_id", whole=True, min_width=12),
-            Col("body", min_width=12, max_width=60),
-        ],
+        table_columns(PEEK_COLUMNS),
         rows,
         title=f"{title}: {len(rows)} message(s)",
     )

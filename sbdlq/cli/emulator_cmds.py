@@ -353,33 +353,25 @@ def receive(
     summary = f"{_VERBS[action]} {len(got)} message(s) from {where}"
     if action == "--dead-letter" and got and reason:
         summary += f" (reason {reason})"
+    from sbdlq.cli.message_table import RECEIVE_COLUMNS, table_columns, table_row, tsv_keys
     from sbdlq.output_formats import FORMATS, draws_table, write_document
 
     if not draws_table(fmt, None):
         records = [m.to_json() for m in got]
         if FORMATS[fmt].table_columns:
             # The table's columns, with full values.
-            records = [{k: r[k] for k in RECEIVE_TSV_KEYS} for r in records]
+            keys = tsv_keys(RECEIVE_COLUMNS)
+            records = [{k: r[k] for k in keys} for r in records]
         write_document(records, fmt)
         err(summary)
         return
     if not got:
         typer.echo(f"no messages available in {where}")
         return
-    from sbdlq.render import Col, table
+    from sbdlq.render import table
 
-    table(
-        ["seq", "message_id", "deliveries", Col("subject", max_width=24), "reason", Col("body", min_width=12)],
-        [
-            (m.sequence_number, m.message_id, m.delivery_count, m.subject, m.dead_letter_reason, _preview(m.body))
-            for m in got
-        ],
-    )
+    table(table_columns(RECEIVE_COLUMNS), [table_row(RECEIVE_COLUMNS, m, _preview(m.body)) for m in got])
     typer.echo(summary)
-
-
-# `receive -o tsv`: the receive table's columns, as Message JSON keys.
-RECEIVE_TSV_KEYS = ("sequence_number", "message_id", "delivery_count", "subject", "dead_letter_reason", "body")
 
 
 def _receive_address(entity: str, sub_queue: str | None) -> "Address":

@@ -95,6 +95,19 @@ def make_copy(
     return copy if edits is None or edits.is_empty else edits.apply(copy)
 
 
+class FanOutRefused(BadInput):
+    """Copies of a subscription's DLQ would reach other subscriptions of its topic (exit 2).
+
+    Carries what the message says, so the console can offer the two ways forward itself.
+    """
+
+    def __init__(self, message: str, *, hint: str, topic: EntityPath, reached: dict[str, str]) -> None:
+        super().__init__(message, hint=hint)
+        self.topic = topic
+        #: each other subscription that would take copies, and how many ("every copy", "2 of 5")
+        self.reached = reached
+
+
 @dataclass(frozen=True, slots=True)
 class CopyOptions:
     """The copy options of resubmit and replay: what each copy keeps and how it is edited,
@@ -293,13 +306,15 @@ class Resubmit(MovingRun[ResubmitResult]):
         if reached:
             raise self.fan_out_refusal(topic, {name: f"{n} of {scanned}" for name, n in sorted(reached.items())})
 
-    def fan_out_refusal(self, topic: EntityPath, reached: dict[str, str]) -> BadInput:
+    def fan_out_refusal(self, topic: EntityPath, reached: dict[str, str]) -> FanOutRefused:
         """The refusal of copies that would reach other subscriptions: which, and how many copies each."""
         listed = ", ".join(f"{name} ({how})" for name, how in reached.items())
-        return BadInput(
+        return FanOutRefused(
             f"resubmitting {self.source} to topic {topic} would also give copies to its subscription(s) {listed}",
             hint=f"add --only-this-subscription (after `sbdlq routing enable-targeted {topic}`) to reach it alone, "
             "--fan-out to accept that, or resubmit --to a queue that only this subscription's consumer reads",
+            topic=topic,
+            reached=reached,
         )
 
     def plan_line(self) -> str:
@@ -309,6 +324,12 @@ class Resubmit(MovingRun[ResubmitResult]):
     def explain(self) -> None:
         if self.target_info.kind == "topic" and self.target_info.subscription_count == 0:
             self.note(f"warning: topic {self.target} has no subscription: the broker would drop every copy")
+        elif self.target_info.kind == "topic" and self.copying.target_subscription is not None:
+            sub = self.copying.target_subscription
+            self.note(
+                f"note: the copies carry {TARGET_PROPERTY}={sub}: of topic {self.target}'s subscriptions "
+                f"only {sub} takes them"
+            )
         elif self.target_info.kind == "topic":
             source = self.source.entity
             others = "" if not source.is_subscription else f", not only {source.subscription}"

@@ -4,7 +4,9 @@ Each action calls the same operation as its command (`operations.resubmit`, `ope
 and for export `operations.export.export_messages`, the purge's `Exporter` without the delete),
 with the same keywords:
 `ResubmitOptions.operation_kwargs()` is the object the confirmation screen builds, so the edit
-options of resubmit (issue 15) are new fields there, not a new code path.
+options of resubmit (issue 15) are new fields there, not a new code path. A resubmit refused for
+its fan-out (issue 25) comes back with `FanOutChoices`: the dialog offers `only_this_subscription`
+and `fan_out`, the same keywords as `--only-this-subscription` and `--fan-out`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Any, Literal
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
 from sbdlq.operations.edits import CopyEdits, build_edits, example_rows
+from sbdlq.operations.resubmit import FanOutRefused
 from sbdlq.operations.run import Progress
+from sbdlq.operations.targeted import require_targeted
 from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
@@ -50,6 +54,10 @@ class ResubmitOptions:
     concurrency: int = 32
     rate: float | None = None
     edits: CopyEdits = field(default_factory=CopyEdits)
+    #: --fan-out: copies of a subscription's DLQ may reach the topic's other subscriptions too
+    fan_out: bool = False
+    #: --only-this-subscription: the copies are targeted at the subscription they left
+    only_this_subscription: bool = False
 
     def operation_kwargs(self) -> dict[str, Any]:
         """The keywords of the operation call, as the command gives them (`to` is positional)."""
@@ -132,6 +140,43 @@ class Outcome:
     summary: str = ""
     #: A dry run with edits: one message and its copy (the operation's `example`).
     example: dict[str, Any] | None = None
+    #: A resubmit refused for its fan-out: what the dialog offers instead.
+    fan_out: FanOutChoices | None = None
+
+
+@dataclass(frozen=True)
+class FanOutChoices:
+    """A resubmit refused because its copies would reach other subscriptions, and the two ways
+    forward the console offers (as `--only-this-subscription` and `--fan-out` do)."""
+
+    topic: EntityPath
+    subscription: str
+    #: each other subscription that would take copies, and how many
+    reached: dict[str, str]
+    #: why "only this subscription" cannot be chosen (targeted routing not enabled); None: it can
+    targeted_missing: str | None = None
+
+    def lines(self) -> list[str]:
+        """The refusal and the choices, each line within the dialog's width."""
+        lines = [f"refused: copies would also reach other subscriptions of topic {self.topic}:"]
+        lines.extend(f"  {name}: {how}" for name, how in self.reached.items())
+        if self.targeted_missing is None:
+            lines.append(f"Only this subscription: each copy reaches {self.subscription} alone (sbdlq-target).")
+        else:
+            lines.append(f"Only this subscription is not offered: {self.targeted_missing}")
+        lines.append("Accept fan-out: every subscription above gets its copies too.")
+        lines.append("Or send to a queue that only this subscription's consumer reads.")
+        return lines
+
+
+async def fan_out_choices(backend: Backend, refusal: FanOutRefused, source: Address) -> FanOutChoices:
+    """The choices after a fan-out refusal: "only this subscription" needs targeted routing enabled."""
+    missing: str | None = None
+    try:
+        await require_targeted(backend, refusal.topic)
+    except SbdlqError as exc:  # not enabled, or rules unreadable (no Manage rights)
+        missing = exc.line()
+    return FanOutChoices(refusal.topic, source.entity.subscription or "", dict(refusal.reached), missing)
 
 
 def example_lines(example: dict[str, Any]) -> list[str]:
@@ -151,6 +196,9 @@ async def plan(backend: Backend, action: Action) -> Outcome:
     out = Outcome()
     try:
         out.selected, out.example = await _call(backend, action, dry_run=True, note=out.lines.append, progress=None)
+    except FanOutRefused as exc:
+        choices = await fan_out_choices(backend, exc, action.source)
+        return Outcome(lines=[*out.lines, *choices.lines()], ok=False, fan_out=choices)
     except SbdlqError as exc:
         return Outcome(lines=[*out.lines, f"refused: {exc.line()}"], ok=False)
     if out.example is not None:

@@ -15,7 +15,7 @@ from textual.widgets import Button, Checkbox, Input, Label, ProgressBar, Static
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
-from sbdlq.paths import SubQueue, parse_address
+from sbdlq.paths import EntityPath, SubQueue, parse_address
 from sbdlq.selection import Selection
 from sbdlq.ui.actions import (
     Action,
@@ -40,6 +40,11 @@ EDIT_ROWS: tuple[tuple[tuple[str, str, str], ...], ...] = (
     (("set-time_to_live_s", "ttl", "unchanged (30m, 7d)"), ("set-session_id", "session id", "unchanged")),
     (("set-correlation_id", "correlation id", "unchanged ('' clears)"),),
 )
+#: The plan's first line once a fan-out refusal's choice is made (by the choice's button id).
+ROUTING_CHOSEN = {
+    "only-this": "routing: only this subscription (--only-this-subscription)",
+    "fan-out": "routing: fan-out accepted (--fan-out): other subscriptions get copies too",
+}
 SYSTEM_FIELDS = ("subject", "content_type", "time_to_live_s", "session_id", "correlation_id")
 
 HELP = """\
@@ -54,6 +59,8 @@ Actions       r resubmit · d purge (optionally exporting first) · e export to 
               (on the marked messages, or all that match; each shows its plan and asks first)
               resubmit's edit fields: set property K=V, K2=V2 · remove property K, K2 ·
               subject, content type, ttl, session id, correlation id ('' clears) · Enter plans
+              a subscription's copies that would reach other subscriptions are refused:
+              choose Only this subscription (targeted routing) or Accept fan-out
 Detail        b binary body as hex or base64
 Reasons       Enter filters the messages to that reason
 
@@ -84,6 +91,7 @@ class ActionScreen(ModalScreen[bool]):
     ActionScreen .field Label { width: 15; }
     ActionScreen .field Input { width: 1fr; }
     ActionScreen .field Checkbox { width: 1fr; }
+    ActionScreen .fan-out-choice { display: none; }
     """
 
     def __init__(
@@ -105,6 +113,11 @@ class ActionScreen(ModalScreen[bool]):
         self.planned: Action | None = None
         self.running = False
         self.ran = False
+        #: after a fan-out refusal, what the operator chose ("only-this" or "fan-out") and for which
+        #: topic: a form that names another target plans without it (None: no choice)
+        self.routing_choice: tuple[str, EntityPath] | None = None
+        #: the topic of the fan-out refusal shown (what a choice is made for)
+        self.refused_for: EntityPath | None = None
 
     def compose(self) -> ComposeResult:
         # The buttons sit below the scrolling body, never inside it: at any size they stay in view.
@@ -124,6 +137,9 @@ class ActionScreen(ModalScreen[bool]):
                 yield Static("", id="result")
             with Horizontal(id="buttons"):
                 yield Button("Confirm", id="confirm", variant="error", disabled=True)
+                # Shown, in Confirm's place, only while a resubmit is refused for its fan-out.
+                yield Button("Only this subscription", id="only-this", classes="fan-out-choice")
+                yield Button("Accept fan-out", id="fan-out", classes="fan-out-choice")
                 yield Button("Plan again", id="replan")
                 yield Button("Close", id="close")
 
@@ -140,8 +156,12 @@ class ActionScreen(ModalScreen[bool]):
         return isinstance(action.options, PurgeOptions) and action.options.export is None and self.all_matching
 
     def destructive(self, action: Action) -> bool:
-        """Deletes with no copy elsewhere: Confirm never has the focus (Close has, like the CLI's No)."""
-        return isinstance(action.options, PurgeOptions) and action.options.export is None
+        """Deletes with no copy elsewhere, or sends copies to other subscriptions too: Confirm never
+        has the focus (Close has, like the CLI's No)."""
+        opts = action.options
+        return (isinstance(opts, PurgeOptions) and opts.export is None) or (
+            isinstance(opts, ResubmitOptions) and opts.fan_out
+        )
 
     def _resubmit_form(self) -> ComposeResult:
         """Target, the two switches and the edit options of `sbdlq resubmit`, one line each."""
@@ -185,12 +205,15 @@ class ActionScreen(ModalScreen[bool]):
             if to.sub_queue is not SubQueue.NONE or to.entity.is_subscription:
                 raise BadInput(f"cannot send to {to}: name a queue or a topic")
             keep_dl = self.query_one("#keep-dl", Checkbox).value
+            choice = self.routing_for(to.entity)
             return ResubmitOptions(
                 to=to.entity,
                 new_message_id=self.query_one("#new-message-id", Checkbox).value,
                 keep_dead_letter_properties=keep_dl,
                 batch_size=t.resubmit_batch_size,
                 concurrency=t.concurrency,
+                fan_out=choice == "fan-out",
+                only_this_subscription=choice == "only-this",
                 edits=edits_from_form(
                     set_property=self._text("set-property"),
                     remove_property=self._text("remove-property"),
@@ -208,6 +231,13 @@ class ActionScreen(ModalScreen[bool]):
         if not path:
             raise BadInput("export needs a file path")
         return ExportOptions(Path(path).expanduser())
+
+    def routing_for(self, target: EntityPath) -> str | None:
+        """The fan-out refusal's choice, when the form still sends to the topic it was made for."""
+        if self.routing_choice is None:
+            return None
+        choice, made_for = self.routing_choice
+        return choice if made_for == target else None
 
     def _text(self, input_id: str) -> str:
         return self.query_one(f"#{input_id}", Input).value
@@ -230,6 +260,12 @@ class ActionScreen(ModalScreen[bool]):
         if outcome.ok and outcome.selected == 0:
             outcome.lines.append("nothing to do")
             outcome.ok = False
+        if outcome.fan_out is not None:
+            self.routing_choice = None  # a new refusal: choose again, knowing what it says
+        elif isinstance(action.options, ResubmitOptions):
+            choice = self.routing_for(action.options.to)
+            if choice is not None:
+                outcome.lines.insert(0, ROUTING_CHOSEN[choice])
         self._show_plan(outcome)
         if not outcome.ok:
             return
@@ -242,6 +278,24 @@ class ActionScreen(ModalScreen[bool]):
         else:
             confirm.disabled = False
             confirm.focus()
+
+    def _offer_choices(self, outcome: Outcome) -> None:
+        """After a fan-out refusal the choices take Confirm's place; Close keeps the focus (the CLI's No)."""
+        choices = outcome.fan_out
+        self.query_one("#confirm", Button).display = choices is None
+        for button in self.query(".fan-out-choice").results(Button):
+            button.display = choices is not None
+        if choices is None:
+            return
+        self.refused_for = choices.topic
+        self.query_one("#only-this", Button).disabled = choices.targeted_missing is not None
+        self.query_one("#close", Button).focus()
+
+    async def choose_routing(self, choice: str) -> None:
+        """Plan again with the choice the refusal offered: the plan still has to be confirmed."""
+        if self.refused_for is not None:
+            self.routing_choice = (choice, self.refused_for)
+        await self.replan()
 
     def _ask_name(self, ask: bool) -> None:
         """Show (and focus) the field the entity's name is typed in, or hide and empty it."""
@@ -267,9 +321,15 @@ class ActionScreen(ModalScreen[bool]):
 
     def _show_plan(self, outcome: Outcome) -> None:
         self.query_one("#plan", Static).update("\n".join(outcome.lines))
+        self._offer_choices(outcome)
         # A long form pushes the plan below the body's fold: scroll to its end, where the plan
         # line, the example or the refusal is (the form scrolls back up; the buttons never move).
-        self.query_one("#action-body", VerticalScroll).scroll_end(animate=False)
+        self._scroll_to_end()
+
+    def _scroll_to_end(self) -> None:
+        """Scroll the body to its end once the new text is laid out (before that, the end is the old one)."""
+        body = self.query_one("#action-body", VerticalScroll)
+        self.call_after_refresh(body.scroll_end, animate=False)
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -286,6 +346,8 @@ class ActionScreen(ModalScreen[bool]):
         event.stop()
         if event.button.id == "confirm":
             await self.confirm()
+        elif event.button.id in ROUTING_CHOSEN:
+            await self.choose_routing(str(event.button.id))
         elif event.button.id == "replan":
             await self.replan()
         else:
@@ -313,7 +375,7 @@ class ActionScreen(ModalScreen[bool]):
         self._ask_name(False)
         lines = [*outcome.lines, outcome.summary]
         self.query_one("#result", Static).update("\n".join(line for line in lines if line))
-        self.query_one("#action-body", VerticalScroll).scroll_end(animate=False)  # the result line
+        self._scroll_to_end()  # the result line
         self.query_one("#close", Button).focus()
 
     def _progress(self, total: int | None) -> Callable[[int], None]:

@@ -244,7 +244,7 @@ def test_a_second_run_of_the_same_policy_exits_1_at_once(
 def test_apply_rejects_an_output_it_does_not_write(cli: Cli, policy: Path) -> None:
     code, out, err = cli("apply", str(policy), "--dry-run", "-o", "tsv")
     assert (code, out) == (2, "")
-    assert err == "sbdlq: invalid output format 'tsv' for apply (use table, json, jsonl, yaml, prometheus, none)\n"
+    assert err == "sbdlq: invalid output format 'tsv' for apply (use table, json, jsonl, yaml, none, prometheus)\n"
 
 
 def test_only_this_subscription_needs_targeted_routing_then_reaches_that_subscription_alone(

@@ -318,6 +318,8 @@ def test_every_dialog_shows_its_buttons(
             await settle(app, pilot)
             assert "example: the copy" in text(screen, "#plan")
         for button in screen.query(Button):
+            if not button.display:  # the fan-out choices, shown only after a fan-out refusal
+                continue
             x, y = button.region.center
             assert screen.get_widget_at(x, y)[0] is button, f"{button.id} is out of sight at {size}"
         await pilot.press("escape")
@@ -514,3 +516,76 @@ def test_edit_lists_split_on_commas_and_lines_keeping_commas_inside_values() -> 
 
     assert split_items("a=1, b=x,y\nc=2", pairs=True) == ["a=1", "b=x,y", "c=2"]
     assert split_items("bad, worse\n\nold") == ["bad", "worse", "old"]
+
+
+S1_DLQ = Address(parse_entity("t/Subscriptions/s1"), SubQueue.DEAD_LETTER)
+
+
+def choices_shown(screen: ActionScreen) -> list[str]:
+    """The dialog's buttons in sight, by id."""
+    return [str(b.id) for b in screen.query(Button) if b.display]
+
+
+def test_a_fan_out_is_refused_then_accepted_with_close_the_default(store: Path, fan_out: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        screen = await open_action(app, pilot, "a", "r")
+        shown = text(screen, "#plan")
+        assert "refused: copies would also reach other subscriptions of topic t:\n  s2: every copy" in shown
+        assert "Only this subscription is not offered: targeted routing is disabled on topic t" in shown
+        assert "sbdlq routing enable-targeted t" in shown
+        assert choices_shown(screen) == ["only-this", "fan-out", "replan", "close"]
+        assert screen.query_one("#only-this", Button).disabled
+        assert screen.query_one("#close", Button).has_focus
+        for button in screen.query(Button).results(Button):
+            if button.display:  # every choice in sight at 80×24
+                x, y = button.region.center
+                assert screen.get_widget_at(x, y)[0] is button, f"{button.id} is out of sight"
+        await pilot.press("enter")  # Close: nothing moved
+        await settle(app, pilot)
+        assert not isinstance(app.screen, ActionScreen)
+        screen = await open_action(app, pilot, "r")
+        await pilot.click("#fan-out")
+        await settle(app, pilot)
+        shown = text(screen, "#plan")
+        assert shown.startswith("routing: fan-out accepted") and "plan: resubmit 2 message(s)" in shown
+        assert choices_shown(screen) == ["confirm", "replan", "close"]
+        assert screen.query_one("#close", Button).has_focus  # copies to others: No stays the default
+        # The choice holds for the topic it was made for, not for another target.
+        for target, chosen in (("nowhere", False), ("t", True)):
+            screen.query_one("#to", Input).value = target
+            await pilot.click("#replan")
+            await settle(app, pilot)
+            assert ("routing: fan-out accepted" in text(screen, "#plan")) is chosen, target
+        assert fan_out.active("t/Subscriptions/s2") == []
+        await pilot.click("#confirm")
+        await settle(app, pilot)
+        assert "resubmitted 2 of 2" in text(screen, "#result")
+
+    drive(store, script, entity=S1_DLQ)
+    assert fan_out.dlq_ids("t/Subscriptions/s1") == []
+    assert [m.message_id for m in fan_out.active("t/Subscriptions/s1")] == ["f0", "f1"]
+    assert [m.message_id for m in fan_out.active("t/Subscriptions/s2")] == ["f0", "f1"]
+
+
+def test_only_this_subscription_sends_the_copies_to_it_alone(store: Path, fan_out: Seeder, cli: Any) -> None:
+    code, _, err = cli("routing", "enable-targeted", "t", "--yes")
+    assert code == 0, err
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        screen = await open_action(app, pilot, "a", "r")
+        assert "Only this subscription: each copy reaches s1 alone" in text(screen, "#plan")
+        assert not screen.query_one("#only-this", Button).disabled
+        assert screen.query_one("#close", Button).has_focus
+        await pilot.click("#only-this")
+        await settle(app, pilot)
+        shown = text(screen, "#plan")
+        assert shown.startswith("routing: only this subscription") and "plan: resubmit 2 message(s)" in shown
+        await pilot.press("enter")  # Confirm has the focus: the copies go to s1 alone
+        await settle(app, pilot)
+        assert "resubmitted 2 of 2" in text(screen, "#result")
+
+    drive(store, script, entity=S1_DLQ)
+    copies = fan_out.active("t/Subscriptions/s1")
+    assert [m.message_id for m in copies] == ["f0", "f1"]
+    assert {m.application_properties["sbdlq-target"] for m in copies} == {"s1"}
+    assert fan_out.active("t/Subscriptions/s2") == [] and fan_out.dlq_ids("t/Subscriptions/s1") == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import Seeder
@@ -145,10 +146,44 @@ def test_a_long_plan_scrolls_above_buttons_that_stay_in_view(
     term = open_ui(console, store, tmp_path, "events/Subscriptions/audit", size=size)
     term.wait_for("2 shown")
     term.press("a", "r")
-    # The plan's end (the refusal's hint) and the buttons, on the screen at once.
-    term.wait_for("refused: ", "consumer reads", "Confirm", "Plan again", "Close")
+    # The plan's end (the refusal's last way forward) and the buttons, on the screen at once.
+    term.wait_for("refused: ", "consumer reads", "Only this subscription", "Accept fan-out", "Plan again", "Close")
     term.press("Escape")
     term.wait_for("2 shown", gone=("refused: ",))
     term.press("d")
     term.wait_for("plan: delete 2", "Confirm", "Plan again", "Close")
     assert crowded.counts("events/Subscriptions/audit").dead_letter == 2
+
+
+def test_a_fan_out_refusal_offers_only_this_subscription_and_fan_out(
+    store: Path, tmp_path: Path, fan_out: Seeder, console: list[Terminal], cli: Any
+) -> None:
+    code, _, err = cli("routing", "enable-targeted", "t", "--yes")
+    assert code == 0, err
+    term = open_ui(console, store, tmp_path, "t/Subscriptions/s1")
+    term.wait_for("2 shown")
+    term.press("a", "r")
+    term.wait_for("refused: copies would also reach", "s2: 2 of 2", "Only this subscription", "Accept fan-out")
+    term.press("Enter")  # Close has the focus: nothing moves
+    term.wait_for("2 shown", gone=("refused: ",))
+    assert fan_out.counts("t/Subscriptions/s1").dead_letter == 2
+    term.press("Space", "r")  # f0 alone
+    term.wait_for("s2: 1 of 1")
+    term.press("BTab", "BTab", "BTab", "Enter")  # Close → Plan again → Accept fan-out → Only this subscription
+    term.wait_for("routing: only this subscription", "plan: resubmit 1 message(s)")
+    term.press("Enter")  # Confirm
+    term.wait_for("resubmitted 1 of 1")
+    term.press("Escape")
+    term.wait_for("1 shown")
+    term.press("a", "r")
+    term.wait_for("s2: 1 of 1")
+    term.press("BTab", "BTab", "Enter")  # Accept fan-out
+    term.wait_for("routing: fan-out accepted", "plan: resubmit 1 message(s)")
+    term.press("BTab", "BTab", "Enter")  # Close → Plan again → Confirm (the choices are hidden again)
+    term.wait_for("resubmitted 1 of 1")
+    targeted = fan_out.active("t/Subscriptions/s1")
+    assert [m.message_id for m in targeted] == ["f0", "f1"]
+    assert targeted[0].application_properties["sbdlq-target"] == "s1"
+    assert "sbdlq-target" not in targeted[1].application_properties
+    assert [m.message_id for m in fan_out.active("t/Subscriptions/s2")] == ["f1"]
+    assert fan_out.counts("t/Subscriptions/s1").dead_letter == 0

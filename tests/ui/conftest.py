@@ -1,0 +1,19 @@
+"""Fixtures the console's pilot tests and terminal tests share."""
+
+from __future__ import annotations
+
+import pytest
+from support import Seeder
+
+from sbdlq.backends.base import ReceiveMode
+from sbdlq.paths import Address, parse_entity
+
+
+@pytest.fixture
+def fan_out(seed: Seeder) -> Seeder:
+    """Topic t with subscriptions s1 and s2 (both take everything); s1's DLQ holds f0, f1 and s2
+    holds nothing: a resubmit of s1's DLQ would give s2 a copy of each."""
+    seed.topic("t", "s1", "s2")
+    seed.dead_letter("t/Subscriptions/s1", 2, prefix="f")
+    seed.engine.receive(Address(parse_entity("t/Subscriptions/s2")), 10, mode=ReceiveMode.RECEIVE_AND_DELETE)
+    return seed
