@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sbdlq.addresses import parse_address
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address
 
 ROOT = Path(__file__).resolve().parent.parent
 BODY = b'{"orderId": 123456, "customer": "c-42", "lines": [{"sku": "A-1", "qty": 2}], "total": 99.5}'

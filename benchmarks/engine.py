@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import BODY, outbound, seed_dlq
+from sbdlq.addresses import Address, EntityPath, SubQueue, parse_address
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.emulator import store as store_mod
 from sbdlq.emulator.engine import Engine
@@ -18,7 +19,6 @@ from sbdlq.operations.browse import iter_messages
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
 from sbdlq.output_formats import Emitter
-from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
 
 DLQ = Address(EntityPath("orders"), SubQueue.DEAD_LETTER)
 

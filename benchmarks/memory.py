@@ -59,7 +59,7 @@ def _peaks(store: Path, tmp: Path) -> dict[str, int]:
     peaks["resubmit"] = rss
     # Move them back into the DLQ so purge has work: dead-letter what resubmit moved.
     eng = Engine(store)
-    from sbdlq.paths import parse_address
+    from sbdlq.addresses import parse_address
 
     retry = parse_address("retry")
     while True:

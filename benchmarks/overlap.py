@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import seed_dlq
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import ReceiveMode
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.operations.resubmit import make_copy, resubmit
-from sbdlq.paths import Address, EntityPath, SubQueue
 
 LATENCY_S = 0.070
 

@@ -23,8 +23,8 @@ PAGES = (10, 100, 300)
 
 
 async def _measure(store: Path) -> dict[str, Any]:
+    from sbdlq.addresses import Address, SubQueue, parse_entity
     from sbdlq.backends.emulator import EmulatorBackend
-    from sbdlq.paths import Address, SubQueue, parse_entity
     from sbdlq.ui.app import DlqApp
     from sbdlq.ui.messages import MessagesPane
 

@@ -82,7 +82,7 @@ class Wire:
         return name
 
     def ids(self, address: str) -> Counter[str]:
-        from sbdlq.paths import parse_address
+        from sbdlq.addresses import parse_address
 
         return Counter(str(m.message_id) for m in self.engine.peek(parse_address(address), 0, 1_000_000))
 
@@ -103,11 +103,11 @@ def _timed(work: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
 
 
 async def _sbdlq(wire: Wire, task: str, q: str) -> int:
+    from sbdlq.addresses import EntityPath, parse_address
     from sbdlq.backends.servicebus import ServiceBusBackend
     from sbdlq.operations.browse import iter_messages
     from sbdlq.operations.purge import purge
     from sbdlq.operations.resubmit import resubmit
-    from sbdlq.paths import EntityPath, parse_address
 
     backend = ServiceBusBackend(connection_string=wire.conn, timeout_s=60, admin_port=wire.http)
     dlq = parse_address(f"{q}/$deadletterqueue")

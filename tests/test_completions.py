@@ -25,8 +25,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from sbdlq.cli import complete
-from sbdlq.cli.complete import complete_destination, complete_entity, complete_profile
+from sbdlq.cli import completion
+from sbdlq.cli.completion import complete_destination, complete_entity, complete_profile
 from sbdlq.cli.main import app
 from sbdlq.emulator import admin
 from sbdlq.emulator.engine import Engine
@@ -290,7 +290,7 @@ def test_a_busy_store_gives_up_at_the_deadline(store: Path, monkeypatch: pytest.
         finished.set()
         return ["orders"]
 
-    monkeypatch.setattr(complete, "COMPLETION_DEADLINE_S", 0.2)
+    monkeypatch.setattr(completion, "COMPLETION_DEADLINE_S", 0.2)
     monkeypatch.setattr(admin, "entity_names", stuck)
     try:
         assert complete_entity(ctx_for("--emulator", str(store), "peek"), "") == []

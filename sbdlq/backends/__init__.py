@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sbdlq.backends.base import Backend, ReceiveMode
-from sbdlq.config import Target
 from sbdlq.emulator.clock import emulator_clock
 from sbdlq.errors import BadInput
 from sbdlq.network import Network
+from sbdlq.profiles import Target
 from sbdlq.timeparse import parse_duration
 
 __all__ = ["Backend", "ReceiveMode", "open_backend"]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 
+from sbdlq.addresses import Address, EntityPath
 from sbdlq.errors import ServiceUnavailable
 from sbdlq.models import (
     Choose,
@@ -27,7 +28,6 @@ from sbdlq.models import (
     SubscriptionRules,
 )
 from sbdlq.models import ReceiveMode as ReceiveMode  # re-exported: it moved to sbdlq.models
-from sbdlq.paths import Address, EntityPath
 
 
 class Backend(ABC):

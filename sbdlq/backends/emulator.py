@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.emulator.admin import EmulatorAdmin
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.errors import EntityNotFound
-from sbdlq.loopless import pause
 from sbdlq.models import (
     Choose,
     Counts,
@@ -23,7 +23,7 @@ from sbdlq.models import (
     SubscriptionRule,
     SubscriptionRules,
 )
-from sbdlq.paths import Address, EntityPath
+from sbdlq.run_inline import pause
 
 
 class EmulatorBackend(Backend):

@@ -13,8 +13,8 @@ from typing import Any, NoReturn, TypeVar
 import click
 import typer
 
-from sbdlq.config import SDK_SHORTCUTS_ENV, Setting, Source, Target, resolve_target
 from sbdlq.errors import BadInput, ExitStatus, SbdlqError
+from sbdlq.profiles import SDK_SHORTCUTS_ENV, Setting, Source, Target, resolve_target
 
 T = TypeVar("T")
 
@@ -176,11 +176,11 @@ def run(ctx: typer.Context, work: Callable[[Settings], Awaitable[T]], *, reads_o
     """Open → call → map errors: run an async operation under the error path.
 
     `reads_only` work (it starts no tasks and takes no locks) runs without an event loop
-    when the target is the in-process emulator: see sbdlq.loopless.
+    when the target is the in-process emulator: see sbdlq.run_inline.
     """
     with handled(ctx) as s:
         if reads_only and _in_process(s):
-            from sbdlq.loopless import run_without_loop
+            from sbdlq.run_inline import run_without_loop
 
             return run_without_loop(_run(work, s))
         import asyncio  # here, not at start-up: `--help` and usage errors don't pay for it

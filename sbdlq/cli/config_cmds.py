@@ -11,10 +11,10 @@ import click
 import typer
 
 from sbdlq.cli.common import Settings, err, handled
-from sbdlq.cli.complete import complete_profile
+from sbdlq.cli.completion import complete_profile
 from sbdlq.cli.options import Output
-from sbdlq.config import ENV_VARS, Setting, Source, Target, flag
 from sbdlq.errors import BadInput
+from sbdlq.profiles import ENV_VARS, Setting, Source, Target, flag
 
 app = typer.Typer(
     name="config",
@@ -26,7 +26,7 @@ app = typer.Typer(
 @app.command("path")
 def path_cmd() -> None:
     """Print the config file's path: $SBDLQ_CONFIG, else the user config dir's sbdlq/config.yaml."""
-    from sbdlq.config import config_path
+    from sbdlq.profiles import config_path
 
     typer.echo(str(config_path()))
 
@@ -34,8 +34,8 @@ def path_cmd() -> None:
 @app.command("list")
 def list_cmd(ctx: typer.Context, output: Output = None) -> None:
     """List the profiles with what each one targets, marking the default (never a secret)."""
-    from sbdlq.config import config_path, load_config
     from sbdlq.output_formats import DEFAULT_OUTPUT, check_output, draws_table
+    from sbdlq.profiles import config_path, load_config
 
     with handled(ctx):
         fmt = check_output(output or DEFAULT_OUTPUT)
@@ -92,7 +92,7 @@ def show_cmd(
 
 def _profile_record(prof: Any, is_default: bool) -> dict[str, Any]:
     """One profile for `config list`: its target kind and a value that is never a secret."""
-    from sbdlq.config import OPTION_KEYS
+    from sbdlq.profiles import OPTION_KEYS
 
     key = prof.target_key
     value = prof.values.get(key) if key else None
@@ -109,9 +109,9 @@ def _profile_record(prof: Any, is_default: bool) -> dict[str, Any]:
 
 def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[str, Any, str]]:
     """(setting, value, source) rows: config file, profile, target, then option defaults."""
-    from sbdlq.config import OPTION_KEYS, choose_profile, config_path, resolve_target
     from sbdlq.connstr import redact
     from sbdlq.output_formats import DEFAULT_OUTPUT
+    from sbdlq.profiles import OPTION_KEYS, choose_profile, config_path, resolve_target
 
     root = ctx.find_root()
     rows: list[tuple[str, Any, str]] = [
@@ -178,7 +178,7 @@ def _sdk_row(prof: Any, *, environment: bool) -> tuple[str, Any, str]:
     """The azure-servicebus release and whether sbdlq takes its private shortcuts, and why: the
     variable (where the environment applies), else the profile's key, else auto."""
     from sbdlq.backends.servicebus.shortcuts import Shortcuts, sdk_version
-    from sbdlq.config import SDK_SHORTCUTS_ENV
+    from sbdlq.profiles import SDK_SHORTCUTS_ENV
 
     from_env = environment and bool(os.environ.get(SDK_SHORTCUTS_ENV))
     mode = prof.option("sdk_shortcuts") if prof is not None and not from_env else None

@@ -10,9 +10,10 @@ from typing import Annotated, Any
 
 import typer
 
+from sbdlq.addresses import SubQueue, resubmit_target, send_target
 from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, err, open_target, output_format, run
-from sbdlq.cli.complete import complete_destination
+from sbdlq.cli.completion import complete_destination
 from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
 from sbdlq.cli.options import (
     NO_SELECTION,
@@ -31,7 +32,6 @@ from sbdlq.cli.options import (
 )
 from sbdlq.cli.reporting import operation_note
 from sbdlq.errors import BadInput, ExitStatus
-from sbdlq.paths import SubQueue, resubmit_target, send_target
 from sbdlq.render import Query
 
 # ---------------------------------------------------------------------- resubmit

@@ -16,11 +16,11 @@ from datetime import UTC, datetime
 
 import typer
 
+from sbdlq.addresses import EntityPath, SubQueue
 from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, handled, open_target, output_format
 from sbdlq.errors import BadInput, ExitStatus, ThresholdExceeded
 from sbdlq.models import Counts, iso
-from sbdlq.paths import EntityPath, SubQueue
 from sbdlq.render import Query
 
 COLUMNS = ("entity", "active", "dead_letter", "transfer_dead_letter", "scheduled")
@@ -132,11 +132,11 @@ def watch_counts(
     import asyncio
     import signal
 
+    from sbdlq.addresses import parse_entity
     from sbdlq.operations.browse import count_entities, dlq_count
     from sbdlq.operations.stopping import Stopper
     from sbdlq.operations.watch import every as repeat
     from sbdlq.output_formats import FORMATS, draws_table, or_list
-    from sbdlq.paths import parse_entity
     from sbdlq.timeparse import parse_duration
 
     last: list[Counts] = []

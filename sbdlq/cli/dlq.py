@@ -13,9 +13,10 @@ from typing import Annotated, Any
 
 import typer
 
+from sbdlq.addresses import Address, SubQueue, parse_entity
 from sbdlq.cli import common, reporting
 from sbdlq.cli.common import Settings, note, open_target, output_format, run
-from sbdlq.cli.complete import complete_count_output, complete_entity, complete_group_by
+from sbdlq.cli.completion import complete_count_output, complete_entity, complete_group_by
 from sbdlq.cli.message_table import PEEK_COLUMNS, table_columns, table_row, tsv_keys
 from sbdlq.cli.options import (
     NO_SELECTION,
@@ -33,7 +34,6 @@ from sbdlq.cli.options import (
 from sbdlq.cli.reporting import operation_note, queue_name
 from sbdlq.errors import BadInput, OperationFailed
 from sbdlq.output_formats import OUTPUTS, Emitter, draws_table
-from sbdlq.paths import Address, SubQueue, parse_entity
 from sbdlq.selection import MAX_SEQUENCE, Selection
 
 

@@ -25,8 +25,8 @@ from sbdlq.emulator.signals import stop_on_signals
 from sbdlq.errors import BadInput, OperationFailed
 
 if TYPE_CHECKING:
+    from sbdlq.addresses import Address
     from sbdlq.emulator.tls import TlsFiles
-    from sbdlq.paths import Address
 
 app = typer.Typer(
     name="emulator",
@@ -84,7 +84,7 @@ def init(
 ) -> None:
     """Create the store; with --config, create or update its entities (messages are kept)."""
     from sbdlq.emulator.admin import check_new_config
-    from sbdlq.emulator.config import Applied, EmulatorConfig, load_config
+    from sbdlq.emulator.config_json import Applied, EmulatorConfig, load_config
 
     async def work(s: Settings) -> tuple[str, bool, EmulatorConfig | None, list[Applied], int]:
         cfg = load_config(config) if config is not None else None
@@ -222,8 +222,8 @@ def send(
     ] = None,
 ) -> None:
     """Send messages to a queue or topic, as a producer would."""
+    from sbdlq.addresses import parse_entity
     from sbdlq.models import OutboundMessage
-    from sbdlq.paths import parse_entity
 
     async def work(s: Settings) -> tuple[str, int, datetime | None]:
         from sbdlq.emulator.property_args import parse_properties
@@ -375,7 +375,7 @@ def receive(
 
 
 def _receive_address(entity: str, sub_queue: str | None) -> "Address":
-    from sbdlq.paths import Address, SubQueue, parse_address
+    from sbdlq.addresses import Address, SubQueue, parse_address
 
     address = parse_address(entity)
     if sub_queue is None:

@@ -132,7 +132,7 @@ def create_subscription(
     ] = None,
 ) -> None:
     """Create a subscription of an existing topic."""
-    from sbdlq.paths import parse_entity
+    from sbdlq.addresses import parse_entity
 
     async def work(s: Settings) -> str:
         entity = parse_entity(path)
@@ -155,7 +155,7 @@ def delete(
     yes: Yes = False,
 ) -> None:
     """Delete a queue, topic (with its subscriptions) or subscription, and its messages."""
-    from sbdlq.paths import parse_entity
+    from sbdlq.addresses import parse_entity
 
     async def work(s: Settings) -> tuple[str, str]:
         path = parse_entity(entity)

@@ -7,11 +7,11 @@ from typing import Annotated, Any
 import typer
 
 from sbdlq import __version__
+from sbdlq.addresses import SubQueue
 from sbdlq.cli.common import Settings, given_setting
-from sbdlq.cli.complete import complete_profile
+from sbdlq.cli.completion import complete_profile
 from sbdlq.cli.group import LOWERED, SbdlqGroup
-from sbdlq.config import ENV_VARS, flag
-from sbdlq.paths import SubQueue
+from sbdlq.profiles import ENV_VARS, flag
 
 TARGET = "Target"
 DIAG = "Diagnostics"

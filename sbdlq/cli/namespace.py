@@ -7,10 +7,10 @@ from typing import Any
 
 import typer
 
+from sbdlq.addresses import SubQueue
 from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, open_target, output_format, run
 from sbdlq.cli.options import SelectionOptions
-from sbdlq.paths import SubQueue
 from sbdlq.render import Query
 
 

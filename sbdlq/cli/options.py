@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
-from sbdlq.cli.complete import complete_entity, complete_output
+from sbdlq.addresses import Address, SubQueue, parse_entity
+from sbdlq.cli.completion import complete_entity, complete_output
 from sbdlq.output_formats import output_help
-from sbdlq.paths import Address, SubQueue, parse_entity
 from sbdlq.selection import SELECTION_OPTIONS, Selection, SelectionOption, build_selection
 
 if TYPE_CHECKING:

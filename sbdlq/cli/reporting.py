@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from sbdlq.addresses import SubQueue
 from sbdlq.cli.common import Settings, err, handled, note, output_format, run
 from sbdlq.errors import ExitStatus
 from sbdlq.output_formats import FORMATS, draws_table
-from sbdlq.paths import SubQueue
 from sbdlq.render import Query
 
 if TYPE_CHECKING:

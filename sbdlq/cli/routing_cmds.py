@@ -9,10 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
+from sbdlq.addresses import EntityPath, parse_entity
 from sbdlq.cli.common import Settings, err, open_target, output_format, run
 from sbdlq.cli.options import Output, Yes
 from sbdlq.errors import BadInput
-from sbdlq.paths import EntityPath, parse_entity
 
 app = typer.Typer(
     name="routing",

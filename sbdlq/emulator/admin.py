@@ -13,14 +13,14 @@ from dataclasses import asdict, dataclass, fields, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sbdlq.addresses import Address, EntityPath
 from sbdlq.emulator.engine import Engine
-from sbdlq.emulator.engine.model import MAX_LOCK_S as MAX_LOCK_S  # the CLI's --lock-duration check reads it
+from sbdlq.emulator.engine.vocabulary import MAX_LOCK_S as MAX_LOCK_S  # the CLI's --lock-duration check reads it
 from sbdlq.errors import BadInput, OperationFailed
 from sbdlq.models import EntityInfo, Message, OutboundMessage
-from sbdlq.paths import Address, EntityPath
 
 if TYPE_CHECKING:
-    from sbdlq.emulator.config import Applied, EmulatorConfig
+    from sbdlq.emulator.config_json import Applied, EmulatorConfig
     from sbdlq.emulator.demo import DemoSummary
 
 
@@ -81,7 +81,7 @@ class EmulatorAdmin:
 
     def apply_config(self, cfg: EmulatorConfig) -> list[Applied]:
         """Create or update the entities of a Config.json (messages kept), all or nothing."""
-        from sbdlq.emulator.config import apply_config
+        from sbdlq.emulator.config_json import apply_config
 
         return apply_config(self._engine, cfg)
 
@@ -154,7 +154,7 @@ def copies(message: OutboundMessage, count: int) -> list[OutboundMessage]:
 
 def check_new_config(cfg: EmulatorConfig) -> None:
     """Check a Config.json on its own, before a new store is created for it (a bad file leaves none)."""
-    from sbdlq.emulator.config import check_against
+    from sbdlq.emulator.config_json import check_against
 
     check_against(cfg, [])
 

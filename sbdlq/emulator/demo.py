@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sbdlq.addresses import Address, EntityPath
 from sbdlq.emulator.engine import HEADER_DESCRIPTION, Engine, Rule
 from sbdlq.errors import EntityNotFound
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import Address, EntityPath
 
 ORDERS = "orders"
 EVENTS = "events"

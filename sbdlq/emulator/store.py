@@ -54,7 +54,7 @@ CREATE TABLE IF NOT EXISTS rule (
     filter_type TEXT NOT NULL,          -- sql | true | false | correlation
     filter TEXT NOT NULL,               -- SQL text, or JSON of the correlation properties
     action TEXT,
-    parameters TEXT,                    -- JSON of the filter's @parameters (props.py encoding)
+    parameters TEXT,                    -- JSON of the filter's @parameters (property_json.py encoding)
     action_parameters TEXT,             -- JSON of the action's @parameters
     UNIQUE (entity_id, name)
 );

@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
-from sbdlq.loopless import pause
 from sbdlq.models import Counts, Message, ReasonGroup
 from sbdlq.operations.sizing import LARGE_BODY_BYTES, BatchSizer
-from sbdlq.paths import Address, EntityPath, SubQueue
+from sbdlq.run_inline import pause
 from sbdlq.selection import Selection
 
 G = TypeVar("G", bound=ReasonGroup)
@@ -155,7 +155,7 @@ async def _kind(backend: Backend, entity: EntityPath) -> str | None:
 
 
 def _entity_of(path: str) -> EntityPath:
-    from sbdlq.paths import parse_entity
+    from sbdlq.addresses import parse_entity
 
     return parse_entity(path)
 

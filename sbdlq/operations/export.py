@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from sbdlq.addresses import Address
 from sbdlq.errors import BadInput, OperationFailed
 from sbdlq.models import Message, RunResult
-from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
 if TYPE_CHECKING:

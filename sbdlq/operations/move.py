@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
+from sbdlq.addresses import Address
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import SbdlqError
 from sbdlq.models import Message
@@ -28,7 +29,6 @@ from sbdlq.operations.planning import dlq_left
 from sbdlq.operations.renewal import SETTLE_CHUNK, LockKeeper
 from sbdlq.operations.retries import retrying
 from sbdlq.operations.sizing import LARGE_BODY_BYTES, BatchSizer
-from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
 # Empty receives retried (waiting 2, 4, 8 s) while the DLQ's count says messages this run has

@@ -11,11 +11,11 @@ import contextlib
 from collections.abc import Callable
 from functools import partial
 
+from sbdlq.addresses import Address, EntityPath, SubQueue, parse_entity
 from sbdlq.backends.base import Backend
 from sbdlq.errors import EntityNotFound
 from sbdlq.models import EntityReasonGroup
 from sbdlq.operations.browse import count_entities, count_into, dlq_count, group_key, is_time_grouping
-from sbdlq.paths import Address, EntityPath, SubQueue, parse_entity
 from sbdlq.selection import Selection
 
 #: Given the number of messages to scan, a callback told how many each page held.

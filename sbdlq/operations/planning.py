@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sbdlq.addresses import Address
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
 from sbdlq.operations.browse import dlq_count, iter_messages
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.retries import retrying
-from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
 

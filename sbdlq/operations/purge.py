@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 
+from sbdlq.addresses import Address
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, SbdlqError, TransientError
 from sbdlq.models import EntityInfo, Message, PurgeResult
@@ -18,7 +19,6 @@ from sbdlq.operations.planning import Plan, dlq_left
 from sbdlq.operations.retries import retrying
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.operations.settle_recovery import complete_or_left
-from sbdlq.paths import Address
 from sbdlq.selection import Selection
 
 

@@ -9,12 +9,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from sbdlq.addresses import Address
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
 from sbdlq.models import Message
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.retries import retrying
-from sbdlq.paths import Address
 
 # Settle and renew calls carry at most this many lock tokens.
 SETTLE_CHUNK = 500

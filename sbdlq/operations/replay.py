@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from sbdlq.addresses import EntityPath
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import OutboundMessage, ReplayResult
@@ -32,7 +33,6 @@ from sbdlq.operations.run import Progress
 from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
 from sbdlq.operations.targeted import StillTargeted
-from sbdlq.paths import EntityPath
 from sbdlq.selection import Selection
 
 

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput
 from sbdlq.models import (
@@ -32,7 +33,6 @@ from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.settle_recovery import complete_or_left
 from sbdlq.operations.targeted import TARGET_PROPERTY, StillTargeted
 from sbdlq.operations.unlocked import UnlockedMove
-from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
 # What a copy keeps of the original as it is (DESIGN §4); its application properties are

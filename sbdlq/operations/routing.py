@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sbdlq.addresses import EntityPath, parse_entity
 from sbdlq.backends.base import Backend
 from sbdlq.errors import AuthError, BadInput, EntityNotFound, SbdlqError, ServiceUnavailable
 from sbdlq.models import EntityInfo, OutboundMessage, SubscriptionRule, SubscriptionRules
-from sbdlq.paths import EntityPath, parse_entity
 
 #: Statuses in which a subscription takes the messages sent to its topic. Conservative: a
 #: ReceiveDisabled subscription takes them on Service Bus, but not in the emulator engine.

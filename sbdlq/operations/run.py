@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import EntityInfo, Message, RunResult
@@ -23,7 +24,6 @@ from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.move import LockedLoop
 from sbdlq.operations.planning import Plan, dlq_left, plan_run, report_unreceived
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
-from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
 R = TypeVar("R", bound=RunResult)

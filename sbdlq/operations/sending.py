@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import Generic, TypeVar
 
+from sbdlq.addresses import EntityPath
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, InvalidOperation, SbdlqError
 from sbdlq.models import EntityInfo, OutboundMessage
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.ratelimit import RateLimiter
 from sbdlq.operations.retries import retrying
-from sbdlq.paths import EntityPath
 
 T = TypeVar("T")
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
+from sbdlq.addresses import Address
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
 from sbdlq.models import Message
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.retries import retrying
-from sbdlq.paths import Address
 
 # Messages a peek asks for when still_in checks which settled-or-lost messages are still there.
 STILL_IN_PAGE = 1000

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from time import monotonic
 from typing import Any
 
+from sbdlq.addresses import EntityPath
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, RuleChanged, SbdlqError
 from sbdlq.models import SubscriptionRule, SubscriptionRules
-from sbdlq.paths import EntityPath
 from sbdlq.sqlfilter.correlation import CORRELATION_KEYS, CORRELATION_PROPS, correlation_key
 
 #: The application property a targeted copy carries: the name of the one subscription to take it.

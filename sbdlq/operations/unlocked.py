@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
 from sbdlq.models import Message, OutboundMessage
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.sizing import BatchSizer
-from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
+from sbdlq.addresses import SubQueue, parse_address
 from sbdlq.errors import BadInput
-from sbdlq.paths import SubQueue, parse_address
 from sbdlq.policy import schema
 from sbdlq.policy.schema import ACTIONS, OLDER_THAN, RULE_KEYS, SELECTION_KEYS, TOP_KEYS, Key, Policy, Rule
 
@@ -242,7 +242,7 @@ def _action(name: str, key_node: yaml.Node, node: yaml.Node) -> tuple[str, dict[
     if "then" in options and "max_attempts" not in options:
         raise _At(node, "`then` says what happens at max_attempts: give max_attempts too")
     if "to" in options:
-        from sbdlq.paths import send_target
+        from sbdlq.addresses import send_target
 
         try:
             send_target(options["to"])

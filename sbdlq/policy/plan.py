@@ -13,10 +13,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from sbdlq.addresses import Address, EntityPath, SubQueue, parse_entity
 from sbdlq.backends.base import Backend
 from sbdlq.models import EntityInfo
 from sbdlq.operations.planning import plan_run
-from sbdlq.paths import Address, EntityPath, SubQueue, parse_entity
 from sbdlq.policy.schema import THEN_KEEP, Policy, Rule
 from sbdlq.selection import Selection
 
@@ -161,6 +161,6 @@ def describe_step(step: Step) -> str:
 
 def resubmit_target(step: Step) -> EntityPath:
     """Where the step's resubmit sends: `to`, else as the command does (a subscription's: its topic)."""
-    from sbdlq.paths import resubmit_target
+    from sbdlq.addresses import resubmit_target
 
     return resubmit_target(step.address, step.rule.option("to"))

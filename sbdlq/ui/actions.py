@@ -17,13 +17,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
 from sbdlq.operations.edits import CopyEdits, build_edits, example_rows
 from sbdlq.operations.resubmit import FanOutRefused
 from sbdlq.operations.run import Progress
 from sbdlq.operations.targeted import require_targeted
-from sbdlq.paths import Address, EntityPath
 from sbdlq.selection import Selection
 
 Kind = Literal["resubmit", "purge", "export"]

@@ -8,9 +8,9 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, TabbedContent, TabPane
 
+from sbdlq.addresses import Address
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
-from sbdlq.paths import Address
 from sbdlq.ui.actions import Kind, Tuning
 from sbdlq.ui.detail import DetailPane
 from sbdlq.ui.entities import EntitiesPane

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from sbdlq.cli.common import Settings, err, handled, open_target
-from sbdlq.cli.complete import complete_entity
+from sbdlq.cli.completion import complete_entity
 from sbdlq.errors import ExitStatus
 
 if TYPE_CHECKING:
@@ -43,8 +43,8 @@ def ui(
 
 def build_app(s: Settings, *, entity: str | None, read_only: bool, refresh: str) -> DlqApp:
     """The app over the resolved target, with the profile's tuning (BadInput for a bad option)."""
+    from sbdlq.addresses import Address, SubQueue, parse_address
     from sbdlq.errors import BadInput
-    from sbdlq.paths import Address, SubQueue, parse_address
     from sbdlq.timeparse import parse_duration
     from sbdlq.ui.actions import Tuning
     from sbdlq.ui.app import DlqApp

@@ -11,8 +11,8 @@ from textual.binding import Binding
 from textual.message import Message as TMessage
 from textual.widgets import DataTable, Input, Static
 
+from sbdlq.addresses import Address, SubQueue, parse_entity
 from sbdlq.models import Counts
-from sbdlq.paths import Address, SubQueue, parse_entity
 from sbdlq.ui.table_pane import Column, TablePane
 
 

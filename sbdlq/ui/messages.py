@@ -12,10 +12,10 @@ from textual.binding import Binding
 from textual.message import Message as TMessage
 from textual.widgets import DataTable, Input, Static
 
+from sbdlq.addresses import Address
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
 from sbdlq.models import MESSAGE_FIELD, Message
-from sbdlq.paths import Address
 from sbdlq.selection import Selection
 from sbdlq.ui.filterline import Filter, parse_filter
 from sbdlq.ui.table_pane import Column, TablePane

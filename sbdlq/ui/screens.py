@@ -13,9 +13,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, ProgressBar, Static
 
+from sbdlq.addresses import EntityPath, SubQueue, parse_address
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
-from sbdlq.paths import EntityPath, SubQueue, parse_address
 from sbdlq.selection import Selection
 from sbdlq.ui.actions import (
     Action,

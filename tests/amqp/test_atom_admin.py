@@ -1,7 +1,7 @@
 """The ATOM management API on the HTTP port, through the official administration client.
 
 The client is unmodified except for its transport: sbdlq's plain-HTTP admin transport
-(sbdlq/backends/servicebus/config.py), the one the sbdlq CLI itself uses.
+(sbdlq/backends/servicebus/clients.py), the one the sbdlq CLI itself uses.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from azure.servicebus.management import (
     SqlRuleFilter,
 )
 
-from sbdlq.backends.servicebus.config import admin_transport
-from sbdlq.paths import parse_address
+from sbdlq.addresses import parse_address
+from sbdlq.backends.servicebus.clients import admin_transport
 
 
 def _admin(emulator: Any, key: str | None = None) -> ServiceBusAdministrationClient:
@@ -172,7 +172,7 @@ def test_aio_admin_client(emulator: Any) -> None:
     from azure.core.pipeline.transport import AioHttpTransport
     from azure.servicebus.aio.management import ServiceBusAdministrationClient as AsyncAdmin
 
-    from sbdlq.backends.servicebus.config import admin_http_url
+    from sbdlq.backends.servicebus.clients import admin_http_url
 
     class PlainHttp(AioHttpTransport):  # type: ignore[misc]
         async def send(self, request: Any, **kwargs: Any) -> Any:

@@ -249,7 +249,7 @@ def test_the_admin_client_reads_the_service_defaults(emulator: Any) -> None:
 
     from azure.servicebus.management import ServiceBusAdministrationClient
 
-    from sbdlq.backends.servicebus.config import admin_transport
+    from sbdlq.backends.servicebus.clients import admin_transport
 
     q = emulator.queue()
     transport = admin_transport(10, emulator=True, port=emulator.http_port)

@@ -13,7 +13,7 @@ from proton import Delivery, Link, Message, Timeout, int32, ulong
 from proton.reactor import LinkOption
 from proton.utils import BlockingConnection
 
-from sbdlq.paths import parse_address
+from sbdlq.addresses import parse_address
 
 
 class _MaxMessageSize(LinkOption):

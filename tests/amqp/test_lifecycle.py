@@ -14,9 +14,9 @@ pytest.importorskip("proton")
 from azure.servicebus import ServiceBusClient
 from support.sdk import WAIT
 
+from sbdlq.addresses import parse_address
 from sbdlq.emulator.amqp.limits import Limits
 from sbdlq.errors import BadInput
-from sbdlq.paths import parse_address
 
 #: Longer than any test waits: a timeout of this length never ends by itself within a test.
 LONG_S = 600.0

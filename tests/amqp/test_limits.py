@@ -22,9 +22,9 @@ import raw_amqp
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusError
 
+from sbdlq.addresses import parse_address
 from sbdlq.emulator.amqp import guard
 from sbdlq.emulator.amqp.limits import HTTP_TIMEOUT_S, Limits
-from sbdlq.paths import parse_address
 
 KEY = "limits-key"
 

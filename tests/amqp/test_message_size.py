@@ -17,8 +17,8 @@ from azure.servicebus.exceptions import MessageSizeExceededError
 from proton import Delivery, Message
 from proton.utils import BlockingConnection, SendException
 
+from sbdlq.addresses import parse_address
 from sbdlq.emulator.amqp.limits import Limits
-from sbdlq.paths import parse_address
 
 STANDARD = 256 * 1024
 

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("proton")
 
 from sbdlq import errors
+from sbdlq.addresses import parse_address
 from sbdlq.emulator.amqp import cbs, codec, conditions, management, sas, sections
 from sbdlq.emulator.amqp.broker import node_name
 from sbdlq.emulator.amqp.rule_ops import RULE_OPERATIONS
@@ -20,7 +21,6 @@ from sbdlq.emulator.amqp.server import is_loopback
 from sbdlq.emulator.amqp.session_ops import SESSION_OPERATIONS
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import Message, OutboundMessage
-from sbdlq.paths import parse_address
 
 
 def _message(**fields: Any) -> Message:

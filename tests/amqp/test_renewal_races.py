@@ -15,8 +15,8 @@ import pytest
 
 pytest.importorskip("proton")
 
+from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.servicebus import ServiceBusBackend
-from sbdlq.paths import Address, EntityPath
 
 CONCURRENCY = 16
 #: short, as in the report (5 s there, at 600 ms): several renewals per message on this link
@@ -67,9 +67,9 @@ def test_a_slow_link_with_short_locks_leaves_no_original_beside_its_copy(emulato
     from support import Seeder
     from support.proxy import DelayingProxy
 
+    from sbdlq.addresses import SubQueue
     from sbdlq.models import OutboundMessage
     from sbdlq.operations.resubmit import resubmit
-    from sbdlq.paths import SubQueue
 
     n = 240
     seed = Seeder(emulator.engine)

@@ -40,8 +40,8 @@ from proton.utils import BlockingConnection
 from support import Cli
 from support.sdk import WAIT, drain
 
+from sbdlq.addresses import parse_address
 from sbdlq.emulator.amqp import sections as sec
-from sbdlq.paths import parse_address
 
 WHEN = datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
 ID = uuid.UUID("12345678-1234-5678-1234-567812345678")

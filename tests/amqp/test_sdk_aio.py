@@ -77,7 +77,7 @@ def test_aio_entity_not_found(emulator: Any) -> None:
 
 
 def test_aio_closing_a_receiver_releases_what_it_buffered_without_counting_a_delivery(emulator: Any) -> None:
-    from sbdlq.paths import Address, EntityPath
+    from sbdlq.addresses import Address, EntityPath
 
     q = emulator.queue()
     emulator.seed(q, *(f"m{i}" for i in range(5)))

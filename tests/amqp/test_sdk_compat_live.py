@@ -55,7 +55,7 @@ def test_link_shims_on_an_open_receiver(emulator: Any) -> None:
 def test_batch_delete_over_the_management_link(emulator: Any) -> None:
     from azure.servicebus.exceptions import ServiceBusError
 
-    from sbdlq.paths import Address, EntityPath
+    from sbdlq.addresses import Address, EntityPath
 
     q = emulator.queue()
     emulator.seed(q, "a", "b", "c", "d")
@@ -78,7 +78,7 @@ def test_batch_delete_over_the_management_link(emulator: Any) -> None:
 
 
 def test_settle_run_settles_consecutive_deliveries_in_one_disposition(emulator: Any) -> None:
-    from sbdlq.paths import Address, EntityPath
+    from sbdlq.addresses import Address, EntityPath
 
     q = emulator.queue()
     emulator.seed(q, *"abcdefgh")

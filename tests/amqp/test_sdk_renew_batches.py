@@ -95,6 +95,6 @@ def test_a_batch_renewal_again_after_a_lost_lock_through_a_slow_link(emulator: A
 
 
 def _address(entity: str) -> Any:
-    from sbdlq.paths import parse_address
+    from sbdlq.addresses import parse_address
 
     return parse_address(entity)

@@ -107,8 +107,8 @@ class _Farm:
             self.pool.submit(self._run, s)
 
     def _seed(self, sample: samples.Sample) -> None:
+        from sbdlq.addresses import parse_entity
         from sbdlq.models import OutboundMessage
-        from sbdlq.paths import parse_entity
 
         for key, n in sample.seed.items():
             messages = [OutboundMessage(body=f"seed {i}".encode()) for i in range(n)]

@@ -23,7 +23,7 @@ from support.cli import Cli
 from support.hiding import hidden, swapped
 from support.seeding import Seeder
 
-from sbdlq.paths import Address, EntityPath, SubQueue
+from sbdlq.addresses import Address, EntityPath, SubQueue
 
 N = 60
 PURGE_MAX = 25

@@ -22,7 +22,7 @@ from azure.servicebus.exceptions import (
 )
 from support.sdk import WAIT, bodies, drain
 
-from sbdlq.paths import parse_address
+from sbdlq.addresses import parse_address
 
 
 def test_send_single_list_and_batch(emulator: Any, client: Any) -> None:

@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("proton")
 
+from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.servicebus import ServiceBusBackend, sdk_compat
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.settle_recovery import still_in
-from sbdlq.paths import Address, EntityPath
 
 
 def test_an_unanswered_run_turns_runs_off_and_settles_one_by_one(

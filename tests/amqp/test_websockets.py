@@ -115,8 +115,8 @@ def test_sync_sdk_over_websockets(emulator: Any, proxy: Any, through_proxy: bool
 
 def _dead_lettered(emulator: Any, *bodies: str) -> str:
     """A fresh queue whose DLQ holds bodies (reason `Bad`)."""
+    from sbdlq.addresses import Address, parse_entity
     from sbdlq.models import OutboundMessage
-    from sbdlq.paths import Address, parse_entity
 
     q = emulator.queue()
     main = Address(parse_entity(q))

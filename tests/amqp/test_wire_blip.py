@@ -16,9 +16,9 @@ import pytest
 from support import Seeder
 from support.proxy import DelayingProxy
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.models import OutboundMessage
 from sbdlq.operations.resubmit import resubmit
-from sbdlq.paths import Address, EntityPath, SubQueue
 
 pytest.importorskip("proton")
 

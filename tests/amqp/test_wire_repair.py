@@ -10,7 +10,7 @@ pytest.importorskip("proton")
 
 from proton import Data, Described, symbol, uint, ulong
 
-from sbdlq.emulator.amqp.wire import DeliveryIdRepair
+from sbdlq.emulator.amqp.frame_repair import DeliveryIdRepair
 
 
 def _frame(performative: Described, channel: int = 1, payload: bytes = b"") -> bytes:

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sbdlq.addresses import parse_address
 from sbdlq.cli import reporting
 from sbdlq.cli.main import app
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage, ReasonGroup
 from sbdlq.operations.browse import timeline
-from sbdlq.paths import parse_address
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC).timestamp()
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from sbdlq.backends.servicebus.shortcuts import Shortcuts, sdk_version
-from sbdlq.config import Setting, Source, resolve_target
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import BadInput
+from sbdlq.profiles import Setting, Source, resolve_target
 
 KEY = "c2VjcmV0LWtleS1mb3ItdGVzdHM9PQ=="
 CONN = f"Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey={KEY}"

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from support import Seeder as Store
 
+from sbdlq.addresses import EntityPath
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.models import Counts
-from sbdlq.paths import EntityPath
 
 
 @pytest.fixture

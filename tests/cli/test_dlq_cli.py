@@ -25,10 +25,10 @@ from support import Seeder as Store
 from support.faults import disk_full_after_exports
 from typer.testing import CliRunner
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.cli.main import app
 from sbdlq.models import Message, OutboundMessage
-from sbdlq.paths import Address, EntityPath, SubQueue
 
 T0 = 1_735_689_600.0  # 2025-01-01T00:00:00Z
 

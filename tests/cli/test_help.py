@@ -96,7 +96,7 @@ def test_a_profile_concurrency_applies_when_the_option_is_not_given(
 ) -> None:
     from sbdlq.cli.common import Settings
     from sbdlq.cli.options import tuning
-    from sbdlq.config import Setting, Source
+    from sbdlq.profiles import Setting, Source
 
     config = tmp_path / "config.yaml"
     config.write_text(f"profiles:\n  p:\n    emulator: {tmp_path / 'e.db'}\n    concurrency: 4\n")

@@ -188,8 +188,8 @@ def test_refused_connection_says_so(cli: Any) -> None:
 
 
 def _dead_letter(engine: Engine, queue: str, n: int) -> None:
+    from sbdlq.addresses import Address, EntityPath
     from sbdlq.models import OutboundMessage
-    from sbdlq.paths import Address, EntityPath
 
     engine.send(queue, [OutboundMessage(body=b"{}", message_id=f"m{i}") for i in range(n)])
     got = engine.receive(Address(EntityPath(queue)), n)
@@ -202,8 +202,8 @@ def _dead_letter(engine: Engine, queue: str, n: int) -> None:
 @pytest.fixture
 def topic(engine: Engine) -> Engine:
     """Topic t with subscriptions a (2 dead-lettered) and b (none), and queue q."""
+    from sbdlq.addresses import Address, EntityPath
     from sbdlq.models import OutboundMessage
-    from sbdlq.paths import Address, EntityPath
 
     engine.create_topic("t")
     engine.create_subscription("t", "a")

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sbdlq.addresses import parse_address
 from sbdlq.cli.main import app
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sbdlq.addresses import parse_address
 from sbdlq.cli.main import app
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address
 
 SUB_DLQ = parse_address("t/Subscriptions/s/$DeadLetterQueue")
 

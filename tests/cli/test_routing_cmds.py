@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from support.cli import Cli
 
+from sbdlq.addresses import Address, EntityPath
 from sbdlq.emulator.engine import Engine, Rule
-from sbdlq.paths import Address, EntityPath
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from sbdlq.addresses import Address, EntityPath
 from sbdlq.emulator import discovery
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import Address, EntityPath
 
 CONN = (
     "Endpoint=sb://localhost:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
@@ -141,7 +141,7 @@ def test_a_string_naming_another_port_never_reads_the_default_http_port_of_anoth
     """Issue 26 #3: nothing listens on the string's AMQP port; a server answers on the default HTTP port."""
     _, _, http = served
     # The served one stands in for a serve on the default HTTP port (5300 is not ours to bind in tests).
-    monkeypatch.setattr("sbdlq.backends.servicebus.config.ADMIN_EMULATOR_PORT", http)
+    monkeypatch.setattr("sbdlq.backends.servicebus.clients.ADMIN_EMULATOR_PORT", http)
     port = _closed_port()
     r = cli.bare("--connection-string", CONN.format(port=port), "count", "orders", "-o", "json")
     assert (r.exit_code, r.stdout) == (2, "")

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from sbdlq.addresses import Address, EntityPath
 from sbdlq.emulator import discovery
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import Address, EntityPath
 
 CONN = (
     "Endpoint=sb://localhost:{port};SharedAccessKeyName=RootManageSharedAccessKey;"

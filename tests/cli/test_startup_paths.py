@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sbdlq.cli.main import asked_command
-from sbdlq.loopless import NeedsEventLoop, pause, run_without_loop
+from sbdlq.run_inline import NeedsEventLoop, pause, run_without_loop
 from tests.support.process import sbdlq_env
 from tests.support.seeding import Seeder, msgs
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from sbdlq.addresses import Address, parse_address
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import Address, parse_address
 
 T0 = 1_735_689_600.0  # 2025-01-01T00:00:00Z
 TOPIC = "order-lifecycle-events"

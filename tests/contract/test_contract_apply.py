@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sbdlq.addresses import Address, parse_entity
 from sbdlq.backends.base import Backend
 from sbdlq.errors import ExitStatus
 from sbdlq.models import ATTEMPT
-from sbdlq.paths import Address, parse_entity
 from sbdlq.policy.loader import load_policy
 from sbdlq.policy.plan import Step, plan_policy
 from sbdlq.policy.report import exit_status

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from support import APPLICATION_PROPERTIES, full_message, ids, producer_fields
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import EntityDisabled, EntityNotFound, InvalidOperation
 from sbdlq.models import OutboundMessage
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.settle_recovery import still_in
-from sbdlq.paths import Address, EntityPath, SubQueue
 
 if TYPE_CHECKING:
     from support import Seeder

@@ -11,12 +11,12 @@ from typing import Any
 from support.seeding import Seeder
 from support.spy import Spy
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import ReceiveMode
 from sbdlq.models import Message, OutboundMessage
 from sbdlq.operations.browse import LARGE_PAGE, iter_messages
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
-from sbdlq.paths import Address, EntityPath, SubQueue
 
 BODY = 2 * 1024 * 1024
 N = 6

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from support.spy import Spy
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput
 from sbdlq.models import Message
 from sbdlq.operations.namespace import inspect_namespace, nonempty_dlqs
-from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.selection import build_selection
 
 if TYPE_CHECKING:

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from support import ids
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
 from sbdlq.models import ATTEMPT, RESUBMITTED_FROM, OutboundMessage
 from sbdlq.operations.browse import count_entities, inspect_reasons, iter_messages
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
-from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.selection import Selection, build_selection
 
 if TYPE_CHECKING:

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from support import ids
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
 from sbdlq.models import ATTEMPT, RESUBMITTED_FROM
 from sbdlq.operations.edits import build_edits
 from sbdlq.operations.replay import ReplayOptions, replay
 from sbdlq.operations.resubmit import resubmit
-from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.selection import build_selection
 
 if TYPE_CHECKING:

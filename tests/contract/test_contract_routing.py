@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
 from sbdlq.emulator.engine import Rule
 from sbdlq.errors import BadInput, EntityNotFound
 from sbdlq.models import OutboundMessage, SubscriptionRule, SubscriptionRules
 from sbdlq.operations.resubmit import resubmit
-from sbdlq.paths import Address, EntityPath, SubQueue
 
 if TYPE_CHECKING:
     from support import Seeder

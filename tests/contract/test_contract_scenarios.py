@@ -18,12 +18,12 @@ from json_shapes import MESSAGE_KEYS
 from support import APPLICATION_PROPERTIES, full_message, ids, producer_fields
 from support.faults import disk_full_after_exports
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, TransientError
 from sbdlq.models import ATTEMPT, RESUBMITTED_FROM, Message, OutboundMessage
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
-from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.selection import build_selection
 
 if TYPE_CHECKING:

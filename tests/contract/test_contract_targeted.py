@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
 from sbdlq.emulator.engine import Rule
 from sbdlq.errors import BadInput
@@ -27,7 +28,6 @@ from sbdlq.operations.targeted import (
     read_rules,
     topic_state,
 )
-from sbdlq.paths import Address, EntityPath, SubQueue
 
 if TYPE_CHECKING:
     from pathlib import Path

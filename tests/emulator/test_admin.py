@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from sbdlq.addresses import Address, SubQueue, parse_address
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.emulator.admin import (
     LIST_COLUMNS,
@@ -21,12 +22,11 @@ from sbdlq.emulator.admin import (
     entity_names,
     receive_and_settle,
 )
-from sbdlq.emulator.config import parse_config
+from sbdlq.emulator.config_json import parse_config
 from sbdlq.emulator.engine import Engine
 from sbdlq.emulator.property_args import parse_properties, typed_value
 from sbdlq.errors import BadInput, OperationFailed
 from sbdlq.models import Message, OutboundMessage
-from sbdlq.paths import Address, SubQueue, parse_address
 
 if TYPE_CHECKING:
     from conftest import Clock

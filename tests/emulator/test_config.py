@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from sbdlq.emulator.config import apply_config, load_config, parse_config, strip_jsonc
+from sbdlq.addresses import parse_address
+from sbdlq.emulator.config_json import apply_config, load_config, parse_config, strip_jsonc
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.errors import BadInput, ExitStatus
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address
 
 EXAMPLE = Path("/work/shared/reference/emulator-config.example.jsonc")
 NS = "UserConfig.Namespaces[0]"

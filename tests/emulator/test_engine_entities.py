@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from sbdlq.addresses import parse_address as A
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.errors import BadInput, EntityDisabled, EntityNotFound, InvalidOperation
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address as A
 
 
 def test_create_queue_with_properties(engine: Engine) -> None:

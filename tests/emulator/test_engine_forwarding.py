@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sbdlq.addresses import parse_address as A
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address as A
 
 if TYPE_CHECKING:
     from conftest import Clock, Helpers

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from sbdlq.addresses import parse_address as A
 from sbdlq.backends.base import ReceiveMode
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import MessageNotFound
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address as A
 
 if TYPE_CHECKING:
     from conftest import Clock, Helpers

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 import pytest
 from support import APPLICATION_PROPERTIES, full_message, producer_fields
 
+from sbdlq.addresses import parse_address as A
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address as A
 
 if TYPE_CHECKING:
     from conftest import Clock, Helpers

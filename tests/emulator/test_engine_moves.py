@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from sbdlq.addresses import parse_address as A
 from sbdlq.emulator.engine import Engine
 from sbdlq.emulator.engine.errors import EntityIsDisabled, MessageTooLarge
 from sbdlq.emulator.engine.rows import MessageRow, to_message
 from sbdlq.models import Message, OutboundMessage
-from sbdlq.paths import parse_address as A
 
 if TYPE_CHECKING:
     from conftest import Clock, Helpers

@@ -37,9 +37,9 @@ def _start_together(out: str) -> None:
 
 def _consume(db: str, out: str, done_flag: str, batch: int) -> None:
     """Receive peek-lock and complete until the sender is done and the queue stays empty."""
+    from sbdlq.addresses import parse_address
     from sbdlq.emulator.engine import Engine
     from sbdlq.errors import SbdlqError
-    from sbdlq.paths import parse_address
 
     address = parse_address("work")
     _start_together(out)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from sbdlq.addresses import parse_address as A
 from sbdlq.emulator import store
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import BadInput, OperationFailed, SbdlqError, ServiceUnavailable, TransientError
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address as A
 
 
 def _as_written_by(path: Path, version: int, *undo: str) -> None:

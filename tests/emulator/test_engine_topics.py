@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from sbdlq.addresses import parse_address as A
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.errors import BadInput, InvalidOperation
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address as A
 
 if TYPE_CHECKING:
     from conftest import Helpers

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from support import Cli
 
+from sbdlq.addresses import parse_address
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address
 
 SECRET = "S3cr3tKeyValueNobodyMaySee0123456789abcdefXYZ="
 CONN_OK_SHAPE = f"Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey={SECRET}"

@@ -18,9 +18,9 @@ import pytest
 from support import dead_letter_all, stored_ids
 from support.process import GATE, GATED, gate_env, start_sbdlq, wait_for_line
 
+from sbdlq.addresses import parse_address
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address
 from tests.conftest import Cli
 
 N = 6

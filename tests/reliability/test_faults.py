@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from support import Cli, dead_lettered_store, stored_ids
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.errors import OperationFailed, TransientError
@@ -24,7 +25,6 @@ from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
 from sbdlq.operations import retries
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
-from sbdlq.paths import Address, EntityPath, SubQueue
 
 N = 200
 DLQ = Address(EntityPath("orders"), SubQueue.DEAD_LETTER)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from support import Cli
 
+from sbdlq.addresses import parse_address
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from sbdlq.addresses import parse_address
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address
 
 pytestmark = pytest.mark.slow
 

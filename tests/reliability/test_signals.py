@@ -16,8 +16,8 @@ import pytest
 from support import dead_lettered_store, stored_ids
 from support.process import GATE, GATED, gate_env, sbdlq_env, start_sbdlq, wait_for_line
 
+from sbdlq.addresses import parse_address
 from sbdlq.emulator.engine import Engine
-from sbdlq.paths import parse_address
 
 N = 400
 CONCURRENCY = 8

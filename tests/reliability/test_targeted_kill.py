@@ -17,9 +17,9 @@ import pytest
 from support.cli import Cli
 from support.process import sbdlq_env
 
+from sbdlq.addresses import parse_address
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import parse_address
 
 SUBSCRIPTIONS = ("sql", "corr", "act", "all")
 STEPS = 8  # a target rule and one rewritten rule per subscription

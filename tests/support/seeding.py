@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from sbdlq.addresses import Address, EntityPath, SubQueue, parse_address, parse_entity
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.models import Counts, Message, OutboundMessage
-from sbdlq.paths import Address, EntityPath, SubQueue, parse_address, parse_entity
 
 
 def ids(messages: Sequence[Any]) -> list[str]:

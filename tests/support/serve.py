@@ -48,8 +48,8 @@ class Emulator:
 
     def seed(self, entity: str, *bodies: str, **fields: Any) -> list[int]:
         """Put messages straight into the store (faster than opening an SDK sender)."""
+        from sbdlq.addresses import parse_entity
         from sbdlq.models import OutboundMessage
-        from sbdlq.paths import parse_entity
 
         messages = [OutboundMessage(body=b.encode(), **fields) for b in bodies]
         return list(self.engine.send(parse_entity(entity), messages))

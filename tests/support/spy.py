@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
-from sbdlq.paths import Address, EntityPath, SubQueue
 
 
 class Spy(Backend):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from support import Seeder
 
+from sbdlq.addresses import Address, parse_entity
 from sbdlq.backends.base import ReceiveMode
-from sbdlq.paths import Address, parse_entity
 
 
 @pytest.fixture

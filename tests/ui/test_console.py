@@ -20,9 +20,9 @@ pytest.importorskip("textual", reason="the ui extra is not installed: pip instal
 
 from textual.widgets import Button, Checkbox, DataTable, Input, Static
 
+from sbdlq.addresses import Address, SubQueue, parse_entity
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.models import OutboundMessage
-from sbdlq.paths import Address, SubQueue, parse_entity
 from sbdlq.ui.app import DlqApp
 from sbdlq.ui.detail import DetailPane
 from sbdlq.ui.entities import EntitiesPane

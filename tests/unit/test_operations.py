@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from support import PRODUCER_FIELDS, run_virtual
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, EntityDisabled, OperationFailed, TransientError
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, PurgeResult, ResubmitResult
@@ -29,7 +30,6 @@ from sbdlq.operations.renewal import LockKeeper
 from sbdlq.operations.resubmit import COPIED_FIELDS, make_copy
 from sbdlq.operations.retries import retrying
 from sbdlq.output_formats import Emitter
-from sbdlq.paths import Address, EntityPath, SubQueue
 from sbdlq.render import Col, cell_text, clip, layout
 
 DLQ = Address(EntityPath("q"), SubQueue.DEAD_LETTER)

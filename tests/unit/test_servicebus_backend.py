@@ -27,6 +27,7 @@ from pytest_mock import MockerFixture
 from support import APPLICATION_PROPERTIES, full_message
 from support.clock import run_virtual
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import ReceiveMode
 from sbdlq.backends.servicebus import (
     ServiceBusBackend,
@@ -54,7 +55,6 @@ from sbdlq.errors import (
     TransientError,
 )
 from sbdlq.models import MAX_TTL_S, Message, OutboundMessage
-from sbdlq.paths import Address, EntityPath, SubQueue
 
 T = TypeVar("T")
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from support import dead_lettered_store
 
+from sbdlq.addresses import Address, parse_address
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.errors import TransientError
 from sbdlq.models import Message
 from sbdlq.operations import retries, settle_recovery
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.settle_recovery import still_in
-from sbdlq.paths import Address, parse_address
 
 DLQ = parse_address("orders/$DeadLetterQueue")
 

@@ -123,8 +123,8 @@ def test_still_targeted_reads_again_after_ten_times_a_read_at_most_30_s() -> Non
 
     from support import Clock
 
+    from sbdlq.addresses import EntityPath
     from sbdlq.operations.targeted import StillTargeted
-    from sbdlq.paths import EntityPath
 
     clock = Clock(0.0)
     reads: list[float] = []

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from support import dead_lettered_store, stored_ids
 
+from sbdlq.addresses import EntityPath, parse_address
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import OperationFailed
 from sbdlq.models import ResubmitResult
 from sbdlq.operations.resubmit import resubmit
-from sbdlq.paths import EntityPath, parse_address
 from sbdlq.selection import Selection
 
 DLQ = parse_address("orders/$DeadLetterQueue")

@@ -14,7 +14,7 @@ Importing the package imports no azure module: each is imported where it is used
 """
 
 from sbdlq.backends.servicebus.backend import PEEK_PAGE, ServiceBusBackend
-from sbdlq.backends.servicebus.config import (
+from sbdlq.backends.servicebus.clients import (
     ADMIN_EMULATOR_PORT,
     SOCKET_TIMEOUT_S,
     admin_client_kwargs,

@@ -14,7 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from sbdlq.backends.servicebus.config import AdminPort, admin_client_kwargs, sdk_connection_string
+from sbdlq.addresses import EntityPath
+from sbdlq.backends.servicebus.clients import AdminPort, admin_client_kwargs, sdk_connection_string
 from sbdlq.backends.servicebus.conversion import (
     entity_name,
     queue_info,
@@ -29,7 +30,6 @@ from sbdlq.connstr import ConnectionInfo, redact
 from sbdlq.errors import AuthError, EntityNotFound, RuleChanged, SbdlqError, ServiceUnavailable
 from sbdlq.models import Counts, EntityInfo, SubscriptionRule, SubscriptionRules
 from sbdlq.network import Proxy
-from sbdlq.paths import EntityPath
 
 T = TypeVar("T")
 

@@ -15,10 +15,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.backends.servicebus import sdk_compat
 from sbdlq.backends.servicebus.admin import AdminSide
-from sbdlq.backends.servicebus.config import (
+from sbdlq.backends.servicebus.clients import (
     ADMIN_EMULATOR_PORT,
     SOCKET_TIMEOUT_S,
     AdminPort,
@@ -52,7 +53,6 @@ from sbdlq.errors import (
 )
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, SubscriptionRule, SubscriptionRules
 from sbdlq.network import Network
-from sbdlq.paths import Address, EntityPath, SubQueue
 
 T = TypeVar("T")
 

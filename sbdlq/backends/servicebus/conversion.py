@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+from sbdlq.addresses import EntityPath
 from sbdlq.backends.servicebus.errors import first_line
 from sbdlq.backends.servicebus.shortcuts import SdkShims, Shortcuts
 from sbdlq.errors import BadInput
 from sbdlq.models import MAX_TTL_S, EntityInfo, Message, OutboundMessage, SubscriptionRule
-from sbdlq.paths import EntityPath
 
 # AMQP header ttl is a uint of milliseconds (about 49.7 days).
 _UINT_MAX = 0xFFFFFFFF

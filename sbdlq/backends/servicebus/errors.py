@@ -12,6 +12,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from sbdlq.addresses import EntityPath
 from sbdlq.backends.servicebus.sdk_compat import ShortcutFailed, error_condition
 from sbdlq.connstr import redact
 from sbdlq.errors import (
@@ -28,7 +29,6 @@ from sbdlq.errors import (
     ServiceUnavailable,
     TransientError,
 )
-from sbdlq.paths import EntityPath
 
 T = TypeVar("T")
 

@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from sbdlq.addresses import Address
 from sbdlq.backends.servicebus import sdk_compat
 from sbdlq.backends.servicebus.links import Held, Link, lock_token
 from sbdlq.errors import InvalidOperation, LockLost
 from sbdlq.models import Message
-from sbdlq.paths import Address
 
 if TYPE_CHECKING:
     from sbdlq.backends.servicebus.shortcuts import Shortcuts

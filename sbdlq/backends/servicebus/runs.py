@@ -14,11 +14,11 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sbdlq.addresses import Address
 from sbdlq.backends.servicebus import sdk_compat
 from sbdlq.backends.servicebus.links import Held, Link, runs_of
 from sbdlq.errors import SbdlqError
 from sbdlq.models import Message
-from sbdlq.paths import Address
 
 if TYPE_CHECKING:
     from sbdlq.backends.servicebus.shortcuts import SdkShims, Shortcuts

@@ -23,9 +23,9 @@ from functools import cache
 from typing import Any, TypeVar
 
 from sbdlq.backends.servicebus import amqp_body, sdk_compat
-from sbdlq.config import SDK_SHORTCUTS_ENV as ENV_VAR
-from sbdlq.config import check_shortcut_mode
 from sbdlq.errors import BadInput
+from sbdlq.profiles import SDK_SHORTCUTS_ENV as ENV_VAR
+from sbdlq.profiles import check_shortcut_mode
 
 #: the azure-servicebus releases `.ci/run` runs the suite on, shortcuts on and off. pyproject.toml
 #: pins from TESTED_LOWEST to below the next minor of TESTED_HIGHEST (tests/unit/test_sdk_compat.py):

@@ -5,7 +5,7 @@ Requests are what azure-servicebus's ServiceBusAdministrationClient sends (seen 
 with an Atom entry whose content is a `QueueDescription`, `TopicDescription`,
 `SubscriptionDescription` or `RuleDescription`; an update is the same PUT with `If-Match: *`;
 `DELETE` the same paths. Property names and defaults are the Config.json loader's
-(sbdlq/emulator/entity_props.py). Properties the emulator does not implement (partitioning,
+(sbdlq/emulator/entity_properties.py). Properties the emulator does not implement (partitioning,
 auto-delete on idle, size in megabytes, authorization rules, ...) are accepted and ignored.
 """
 
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sbdlq.addresses import EntityPath
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.emulator.engine.errors import EntityMissing
-from sbdlq.emulator.entity_props import ALLOWED, PROPERTIES, from_text
+from sbdlq.emulator.entity_properties import ALLOWED, PROPERTIES, from_text
 from sbdlq.errors import BadInput
-from sbdlq.paths import EntityPath
 from sbdlq.timeparse import parse_duration
 
 from . import atom

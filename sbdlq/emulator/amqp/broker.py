@@ -32,12 +32,12 @@ from proton import (
     symbol,
 )
 
+from sbdlq.addresses import Address, EntityPath, SubQueue, parse_address
 from sbdlq.emulator.engine import Engine
 from sbdlq.emulator.engine.errors import NoSessionAvailable
-from sbdlq.emulator.engine.model import MAX_MESSAGE_KB
+from sbdlq.emulator.engine.vocabulary import MAX_MESSAGE_KB
 from sbdlq.errors import AuthError, InvalidOperation, TransientError
 from sbdlq.models import ReceiveMode
-from sbdlq.paths import Address, EntityPath, SubQueue, parse_address
 
 from . import cbs, codec, conditions, management, session_links
 from .sas import Grant
@@ -204,7 +204,7 @@ class Broker:
         self.peers[conn] = _Peer()
 
     def on_transport_error(self, event: Event) -> None:
-        # Proton has already written its close frame by now; wire.py gives its error an info map.
+        # Proton has already written its close frame by now; frame_repair.py gives its error an info map.
         condition = event.transport.condition if event.transport is not None else None
         if condition is not None:
             log.info("emulator: closing a connection: %s: %s", condition.name, condition.description)

@@ -11,7 +11,7 @@ from proton import Data, Described, int32, symbol, uint, ulong
 from sbdlq.models import Message, OutboundMessage
 
 from . import sections as sec
-from .kept import Kept, decode_value, keep
+from .kept_sections import Kept, decode_value, keep
 from .values import as_text, to_plain, to_timestamp
 
 # Message annotations the Service Bus SDKs read (azure-servicebus _common/constants.py).
@@ -133,7 +133,7 @@ def encode_message(
 
     delivery_count goes in the header as is: callers pass the number of earlier
     deliveries, as the broker does (the .NET SDK adds one; the Python SDK shows it raw).
-    The sections kept as sent (kept.py) come back with the broker's fields set afresh.
+    The sections kept as sent (kept_sections.py) come back with the broker's fields set afresh.
     """
     kept = Kept.of(msg.amqp)
     ttl = None

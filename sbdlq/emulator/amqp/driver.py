@@ -25,7 +25,7 @@ from typing import Protocol
 
 from proton import Collector, Connection, Event, Transport
 
-from .wire import DeliveryIdRepair
+from .frame_repair import DeliveryIdRepair
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +279,7 @@ class Driver:
 
     def _write(self, peer: _Peer) -> None:
         pending = peer.transport.pending()
-        if pending > 0:  # through the wire filter, which may rewrite frames (wire.py)
+        if pending > 0:  # through the wire filter, which may rewrite frames (frame_repair.py)
             chunk = peer.transport.peek(pending) or b""
             peer.transport.pop(len(chunk))
             peer.outbuf += peer.wire.outbound(chunk)

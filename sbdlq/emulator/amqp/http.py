@@ -22,11 +22,11 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 from xml.sax.saxutils import escape
 
+from sbdlq.addresses import parse_entity
 from sbdlq.connstr import is_loopback
 from sbdlq.emulator.engine import Engine
 from sbdlq.emulator.engine.errors import EntityExists, KindMismatch
 from sbdlq.errors import BadInput, EntityNotFound, SbdlqError, ServiceUnavailable
-from sbdlq.paths import parse_entity
 
 from . import atom, atom_write, sas, websocket
 from .http_overflow import Overflow

@@ -13,10 +13,10 @@ from typing import Any
 
 from proton import Data, Message, int32, symbol
 
+from sbdlq.addresses import Address, SubQueue
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import BadInput, LockLost
 from sbdlq.models import ReceiveMode
-from sbdlq.paths import Address, SubQueue
 
 from . import codec, conditions
 from .rule_ops import RULE_OPERATIONS

@@ -39,7 +39,7 @@ _FIELDS: dict[int, tuple[int, dict[int, bytes]]] = {
 
 class Unparsed(Exception):
     """Bytes that are not a well-formed AMQP value where one was expected: the frame passes
-    through unchanged (here and in wire.py)."""
+    through unchanged (here and in frame_repair.py)."""
 
 
 def pos_after_value(buf: bytes, pos: int) -> int:

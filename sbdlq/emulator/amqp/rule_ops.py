@@ -14,12 +14,12 @@ from typing import Any
 
 from proton import Described, ulong
 
+from sbdlq.addresses import Address
 from sbdlq.emulator.engine import Engine, Rule
-from sbdlq.emulator.engine.model import FALSE_SQL, TRUE_SQL
+from sbdlq.emulator.engine.vocabulary import FALSE_SQL, TRUE_SQL
 from sbdlq.errors import BadInput
-from sbdlq.paths import Address
 
-from .node_ops import Operation, Outcome, paging, required_text
+from .operation_tables import Operation, Outcome, paging, required_text
 from .values import as_text, to_amqp, to_plain, to_timestamp
 
 ADD_RULE = "com.microsoft:add-rule"

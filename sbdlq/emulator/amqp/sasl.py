@@ -3,7 +3,7 @@
 Service Bus offers `MSSBCBS`: "authenticate with a `$cbs` token after the connection opens",
 which is what ANONYMOUS means here too. Some AMQP stacks insist on it. Proton (without
 Cyrus SASL) offers and accepts only ANONYMOUS, PLAIN and EXTERNAL, so the wire filter
-(wire.py) asks this module to add `MSSBCBS` to the mechanisms proton offers, and to hand
+(frame_repair.py) asks this module to add `MSSBCBS` to the mechanisms proton offers, and to hand
 proton a client's `MSSBCBS` init as an ANONYMOUS one. The `$cbs` token is still required
 before any link, by the guard, whichever mechanism the client chose.
 """

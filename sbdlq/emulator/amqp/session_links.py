@@ -13,8 +13,8 @@ from datetime import datetime
 
 from proton import Link, Sender, symbol
 
+from sbdlq.addresses import Address
 from sbdlq.models import ReceiveMode
-from sbdlq.paths import Address
 
 from .values import as_text
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from proton import Data
 
+from sbdlq.addresses import Address
 from sbdlq.emulator.engine import Engine
-from sbdlq.paths import Address
 
-from .node_ops import Operation, Outcome, paging, required_text
+from .operation_tables import Operation, Outcome, paging, required_text
 from .values import array, from_timestamp, to_timestamp
 
 RENEW_SESSION_LOCK = "com.microsoft:renew-session-lock"

@@ -15,7 +15,8 @@ settlement), `upkeep` (the broker's timers, run lazily), `rows` (named message r
 """
 
 from .core import Engine
-from .model import (
+from .sessions import AcceptedSession
+from .vocabulary import (
     HEADER_DESCRIPTION,
     HEADER_LIMIT,
     HEADER_REASON,
@@ -33,7 +34,6 @@ from .model import (
     Rule,
     State,
 )
-from .sessions import AcceptedSession
 
 __all__ = [
     "HEADER_DESCRIPTION",

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from sbdlq.addresses import Address, EntityPath, SubQueue, parse_address, validate_name
 from sbdlq.models import Choose, Counts, EntityInfo, Message, MovedBatch, OutboundMessage, ReceiveMode
-from sbdlq.paths import Address, EntityPath, SubQueue, parse_address, validate_name
 
 from ..store import Store
 from . import entities, locks, sessions
@@ -34,7 +34,12 @@ from .errors import (
     SessionIdMissing,
     TopicHasNoCounts,
 )
-from .model import (
+from .routing import Router
+from .rows import chunks, delete_ids, marks, page_rows, stamp, to_message
+from .rules import check_rule, find_rule_id, put_rule, read_rules, store_rules
+from .sessions import AcceptedSession
+from .upkeep import materialize_due, upkeep
+from .vocabulary import (
     MAX_ID_CHARS,
     DeadLetterCause,
     Draft,
@@ -46,11 +51,6 @@ from .model import (
     message_ids,
     message_size,
 )
-from .routing import Router
-from .rows import chunks, delete_ids, marks, page_rows, stamp, to_message
-from .rules import check_rule, find_rule_id, put_rule, read_rules, store_rules
-from .sessions import AcceptedSession
-from .upkeep import materialize_due, upkeep
 
 _UPKEEP_EVERY_MS = 1000
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from sbdlq.addresses import Address, validate_name
 from sbdlq.models import MAX_TTL_S, EntityInfo
-from sbdlq.paths import Address, validate_name
 
 from .errors import (
     EntityExists,
@@ -21,7 +21,7 @@ from .errors import (
     TopicNotReadable,
     UnknownEntityProperties,
 )
-from .model import ENTITY_COLUMNS, MAX_LOCK_S, MAX_MESSAGE_KB, STATUSES, Entity, EntityKind, Queue
+from .vocabulary import ENTITY_COLUMNS, MAX_LOCK_S, MAX_MESSAGE_KB, STATUSES, Entity, EntityKind, Queue
 
 _KNOWN_PROPS = frozenset(
     {

@@ -18,9 +18,9 @@ from typing import Any, NamedTuple
 from sbdlq.models import OutboundMessage
 from sbdlq.timeparse import to_epoch_ms
 
-from ..props import dump_props, encode_props
-from .model import HEADER_LIMIT, MAX_TIME_MS, Draft, Entity, Queue, State, message_ids, outbound_optional, ttl_ms
+from ..property_json import dump_props, encode_props
 from .rows import chunks, marks
+from .vocabulary import HEADER_LIMIT, MAX_TIME_MS, Draft, Entity, Queue, State, message_ids, outbound_optional, ttl_ms
 
 _INSERT = (
     "INSERT INTO message (entity_id, queue, seq, state, message_id, session_id, correlation_id, "

@@ -10,9 +10,8 @@ from typing import Any
 
 from sbdlq.models import Message, ReceiveMode
 
-from ..props import dump_props, load_props
+from ..property_json import dump_props, load_props
 from .errors import DeferredLocked, NotDeferred
-from .model import EXPIRED, Entity, Queue, State, lock_tokens, max_deliveries
 from .routing import Router
 from .rows import (
     LOCK_COLUMNS,
@@ -26,6 +25,7 @@ from .rows import (
     stamp,
     to_message,
 )
+from .vocabulary import EXPIRED, Entity, Queue, State, lock_tokens, max_deliveries
 
 _AVAILABLE = (
     f"entity_id = ? AND queue = ? AND state = {State.ACTIVE:d} AND seq > ? "

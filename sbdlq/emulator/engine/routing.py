@@ -13,7 +13,9 @@ from sbdlq.sqlfilter.subscription import RuleError
 from .entities import find_entity, main_queue_size, subscriptions
 from .errors import EntityFull, EntityIsDisabled, EntityMissing
 from .inserts import dedup, insert, insert_outbound, number, over_header_limit
-from .model import (
+from .rows import chunks, marks, message_rows, to_draft
+from .rules import RuleBook, apply_rules
+from .vocabulary import (
     HEADER_TOO_LARGE,
     MAX_HOPS,
     NO_SESSION,
@@ -25,8 +27,6 @@ from .model import (
     Queue,
     State,
 )
-from .rows import chunks, marks, message_rows, to_draft
-from .rules import RuleBook, apply_rules
 
 
 def _due(d: Draft, now: int) -> bool:

@@ -14,8 +14,8 @@ from typing import Any, NamedTuple
 
 from sbdlq.models import Message
 
-from ..props import load_props
-from .model import CHUNK, MAX_TIME_MS, NEVER_MS, STATE_NAMES, Draft, State
+from ..property_json import load_props
+from .vocabulary import CHUNK, MAX_TIME_MS, NEVER_MS, STATE_NAMES, Draft, State
 
 
 class MessageRow(NamedTuple):

@@ -7,9 +7,9 @@ import json
 import sqlite3
 from typing import Any
 
-from sbdlq.emulator.props import dump_props, load_props
+from sbdlq.addresses import validate_name
+from sbdlq.emulator.property_json import dump_props, load_props
 from sbdlq.errors import BadInput
-from sbdlq.paths import validate_name
 from sbdlq.sqlfilter.subscription import (
     Compiled,
     compile_correlation,
@@ -19,7 +19,7 @@ from sbdlq.sqlfilter.subscription import (
     sql_filter,
 )
 
-from .model import FALSE_SQL, TRUE_SQL, Draft, Entity, Rule
+from .vocabulary import FALSE_SQL, TRUE_SQL, Draft, Entity, Rule
 
 _SELECT_RULES = (
     "SELECT name, filter_type, filter, action, parameters, action_parameters FROM rule WHERE entity_id = ? ORDER BY id"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .errors import NoSessionAvailable, SessionCannotBeLocked, SessionLockLost
-from .model import Entity, Queue, State
+from .vocabulary import Entity, Queue, State
 
 
 @dataclass(frozen=True, slots=True)

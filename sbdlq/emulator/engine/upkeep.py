@@ -8,9 +8,9 @@ import sqlite3
 from ..store import Store
 from .entities import entity_by_id
 from .locks import lapsed_exists, settle_lapsed
-from .model import Entity, EntityKind, State
 from .routing import Router
 from .rows import message_rows, to_draft
+from .vocabulary import Entity, EntityKind, State
 
 _DUE = f"state = {State.SCHEDULED:d} AND scheduled_ms <= ?"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from sbdlq.emulator.engine.model import MAX_MESSAGE_KB
+from sbdlq.emulator.engine.vocabulary import MAX_MESSAGE_KB
 from sbdlq.errors import BadInput
 from sbdlq.timeparse import parse_duration
 

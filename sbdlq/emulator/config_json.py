@@ -29,13 +29,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from sbdlq.addresses import EntityPath, parse_address
 from sbdlq.emulator.engine import Engine, Rule
-from sbdlq.emulator.engine.model import MAX_MESSAGE_KB
-from sbdlq.emulator.entity_props import ALLOWED, PROPERTIES
+from sbdlq.emulator.engine.vocabulary import MAX_MESSAGE_KB
+from sbdlq.emulator.entity_properties import ALLOWED, PROPERTIES
 from sbdlq.errors import BadInput
 from sbdlq.files import read_named_file
 from sbdlq.models import EntityInfo
-from sbdlq.paths import EntityPath, parse_address
 from sbdlq.timeparse import parse_duration
 
 # JSON key → (engine keyword, value kind), and which keys each entity kind takes: shared with

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
 from typing import Any
 
+from sbdlq.addresses import SubQueue
 from sbdlq.models import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, MAX_TTL_S, OutboundMessage
-from sbdlq.paths import SubQueue
 from sbdlq.sqlfilter.context import system_view
 from sbdlq.timeparse import to_epoch_ms
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sbdlq.addresses import Address
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import BadInput
-from sbdlq.paths import Address
 
 from .values import as_text
 

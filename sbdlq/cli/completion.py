@@ -27,7 +27,7 @@ def complete_destination(ctx: click.Context, incomplete: str) -> list[str]:
 def complete_profile(ctx: click.Context, incomplete: str) -> list[str]:
     """Profile names from the config file."""
     try:
-        from sbdlq.config import load_config
+        from sbdlq.profiles import load_config
 
         cfg = load_config()
     except Exception:
@@ -81,7 +81,7 @@ def _matching(names: list[str], incomplete: str) -> list[str]:
 def _emulator_store(ctx: click.Context) -> str | None:
     """The emulator store the command line would use, if the target is an existing store."""
     from sbdlq.cli.common import given_setting
-    from sbdlq.config import Setting, resolve_target
+    from sbdlq.profiles import Setting, resolve_target
 
     root = ctx.find_root()
     options = {key: given_setting(root, key) for key in _TARGET_PARAMS if key in root.params}
