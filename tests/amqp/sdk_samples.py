@@ -1,5 +1,8 @@
 """The azure-servicebus 7.12.2 samples, run unmodified against `sbdlq emulator serve --tls` (issues 13, 27).
 
+The samples that dial AMQPS on 5671 with certifi's trust (ON_5671) get a serve on 5671 of their
+own and a throwaway certifi copy that also trusts its CA; nothing else about them changes.
+
 The sdist (the last release whose samples use connection strings) is downloaded from the
 package index at test time and cached outside the repository; nothing of it is copied
 into the project. Each sample gets its own entities, declared in a Config.json.
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -16,30 +20,37 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support.serve import DEFAULT_KEY
+
 SDIST = "azure-servicebus==7.12.2"
 SDIST_DIR = "azure-servicebus-7.12.2"
 CACHE = Path(os.environ.get("SBDLQ_TEST_CACHE") or Path.home() / ".cache" / "sbdlq-tests")
 SESSION_ID = "session-1"
+SAS_POLICY = "RootManageSharedAccessKey"
 
 
 class SamplesUnavailable(Exception):
     """The sdist could not be downloaded or read: the sample tests skip with this reason."""
 
 
-# The SDK's AMQP client trusts only certifi's CAs (no environment variable reaches it): a sample
-# that dials TLS without passing `connection_verify` cannot trust `serve --tls`'s local CA.
-_CERTIFI_ONLY = "TLS on 5671 trusting certifi's CAs only: the sample passes no connection_verify"
-
 # Samples that cannot run against a local emulator, with the reason (sync and aio).
 EXCLUDED: dict[str, str] = {
-    "authenticate_using_azure_named_key_credential": _CERTIFI_ONLY,
-    "authenticate_using_azure_sas_credential": _CERTIFI_ONLY,
-    "generate_sas_token_and_authenticate_client": _CERTIFI_ONLY,
     "client_identity_authentication": "Entra ID: needs azure-identity credentials",
     "connection_to_custom_endpoint_address": "TLS: a custom endpoint and CA bundle (placeholders in the sample)",
     "proxy": "needs an HTTP proxy and AMQP over websockets",
-    # one connection string for the admin client (https) and the AMQP client (then TLS as well)
-    "topic_subscription_with_rule_operations": _CERTIFI_ONLY,
+}
+
+# Samples that dial AMQPS on 5671 (a bare namespace, or a connection string without
+# UseDevelopmentEmulator: the SDK ignores the port with TLS) and pass no `connection_verify`,
+# so the SDK's AMQP client trusts certifi's bundle only. They run against a `serve --tls` on
+# 5671 itself, with a copy of certifi whose bundle has the emulator's CA appended put first
+# on their PYTHONPATH (see `certifi_trusting`); topic_subscription_with_rule_operations gives
+# the same connection string to the admin client, which then speaks https on its port.
+ON_5671 = {
+    "authenticate_using_azure_named_key_credential",
+    "authenticate_using_azure_sas_credential",
+    "generate_sas_token_and_authenticate_client",
+    "topic_subscription_with_rule_operations",
 }
 
 # Samples that use only the administration client, which always speaks https: they reach
@@ -98,6 +109,11 @@ _SEED: dict[str, dict[str, int]] = {
     "receive_peek": {"queue": 2},
 }
 _EXPECT: dict[str, dict[str, tuple[int, int]]] = {
+    "authenticate_using_azure_named_key_credential": {"queue": (1, 0)},
+    "authenticate_using_azure_sas_credential": {"queue": (1, 0)},
+    # the 9 messages reach the config's subscription too (its default rule takes all); the
+    # sample's own four subscriptions are deleted at its end
+    "topic_subscription_with_rule_operations": {"sub": (9, 0)},
     "send_queue": {"queue": (21, 0)},
     "send_topic": {"sub": (21, 0)},
     "receive_queue": {"queue": (0, 0)},
@@ -169,28 +185,60 @@ def config_json(samples: list[Sample]) -> str:
     return json.dumps({"UserConfig": {"Namespaces": [namespace]}}, indent=1)
 
 
+def certifi_trusting(ca: Path, into: Path) -> Path:
+    """A folder to put first on a sample's PYTHONPATH: a copy of the certifi package the samples'
+    interpreter imports, its bundle with `ca` appended. Only this throwaway copy changes."""
+    import certifi
+
+    package = into / "certifi"
+    shutil.copytree(Path(certifi.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
+    with (package / "cacert.pem").open("a") as bundle:
+        bundle.write("\n# sbdlq emulator serve --tls (tests only)\n" + ca.read_text())
+    return into
+
+
 @dataclass(frozen=True)
 class Reach:
-    """How samples reach the emulator: the plain connection string, and the HTTPS one with its CA."""
+    """How samples reach the emulator: the plain connection string, and the HTTPS one with its CA.
+
+    `certifi_dir` (the 5671 serve's only) is a `certifi_trusting` folder for the ON_5671 samples.
+    """
 
     conn_str: str
     https_conn_str: str
     ca: str
+    certifi_dir: Path | None = None
 
     def for_sample(self, sample: Sample) -> dict[str, str]:
+        if sample.stem in ON_5671:
+            return self._on_5671()
         if sample.stem not in OVER_HTTPS:
             return {"SERVICEBUS_CONNECTION_STR": self.conn_str}
         trust = {"REQUESTS_CA_BUNDLE": self.ca, "SSL_CERT_FILE": self.ca}
         return {"SERVICEBUS_CONNECTION_STR": self.https_conn_str, **trust}
 
+    def _on_5671(self) -> dict[str, str]:
+        assert self.certifi_dir is not None, "the ON_5671 samples run against the 5671 serve only"
+        bundle = str(self.certifi_dir / "certifi" / "cacert.pem")
+        return {
+            "SERVICEBUS_CONNECTION_STR": self.https_conn_str,
+            "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE": "localhost",  # the name the certificate holds
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(self.certifi_dir), os.environ.get("PYTHONPATH")])),
+            # the admin client's https: requests reads REQUESTS_CA_BUNDLE before certifi (CI sets
+            # one), aiohttp the default verify paths (SSL_CERT_FILE); certifi's CAs plus the emulator's
+            "REQUESTS_CA_BUNDLE": bundle,
+            "SSL_CERT_FILE": bundle,
+        }
+
 
 def environment(sample: Sample, reach: Reach) -> dict[str, str]:
     """The environment variables the samples read, pointing at this sample's entities."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICEBUS_")}
-    env.update(reach.for_sample(sample))
     env.update(
         # sample_code_servicebus builds (and never uses) a credential client for this namespace
         SERVICEBUS_FULLY_QUALIFIED_NAMESPACE="127.0.0.1",
+        SERVICEBUS_SAS_POLICY=SAS_POLICY,
+        SERVICEBUS_SAS_KEY=DEFAULT_KEY,  # serve's key when it is given none
         SERVICEBUS_QUEUE_NAME=sample.entity("queue"),
         SERVICEBUS_SESSION_QUEUE_NAME=sample.entity("session"),
         SERVICEBUS_TOPIC_NAME=sample.entity("topic"),
@@ -198,6 +246,7 @@ def environment(sample: Sample, reach: Reach) -> dict[str, str]:
         SERVICEBUS_SESSION_ID=SESSION_ID,
         PYTHONUNBUFFERED="1",
     )
+    env.update(reach.for_sample(sample))
     return env
 
 

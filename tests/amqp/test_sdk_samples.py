@@ -1,9 +1,10 @@
 """azure-servicebus 7.12.2's own samples, unmodified, against `sbdlq emulator serve` (issue 13).
 
-One emulator (the real CLI, in its own process) serves every sample; each sample has its
+One emulator (the real CLI, in its own process) serves the samples; each sample has its
 own entities from a Config.json, runs as a subprocess with a timeout, and is checked by its
 exit code and by the entity counts it leaves. The selected samples run in parallel (they
-mostly wait), so the module takes about as long as its longest sample.
+mostly wait), so the module takes about as long as its longest sample. The few that can only
+dial AMQPS on 5671 get a second serve there, under the lock other 5671 tests take (issue 27).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 pytest.importorskip("proton")
 
 import sdk_samples as samples
+from support.serve import AMQPS_PORT, amqps_port
 
 # Minutes of real SDK samples (auto_lock_renew sleeps 100 s by design): CI runs them; `-m "not slow"` skips them.
 pytestmark = pytest.mark.slow
@@ -63,29 +65,39 @@ def _cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*_SBDLQ, *args], capture_output=True, text=True, check=False, **kw)
 
 
-class _Farm:
-    """The emulator process and the sample runs, started once for the whole test run.
+class _Serve:
+    """One `emulator serve --tls` process (the real CLI) on a store of its own, holding the
+    entities of its samples: the farm's on free ports, and the ON_5671 samples' on 5671."""
 
-    Each run's outcome is written to `results` as `<id>.json`, so that the tests of every
-    pytest-xdist worker read the one farm's results (see `farm`).
-    """
-
-    def __init__(self, workdir: Path, selected: list[samples.Sample], results: Path) -> None:
-        self.workdir = workdir
-        self.results = results
+    def __init__(self, workdir: Path, selected: list[samples.Sample], state: Path, tls_port: int = 0) -> None:
+        workdir.mkdir()
         self.store = workdir / "emulator.db"
         config = workdir / "Config.json"
         config.write_text(samples.config_json(selected))
         init = _cli("--emulator", str(self.store), "emulator", "init", "--config", str(config))
         assert init.returncode == 0, init.stderr
-        ports = ["--port", "0", "--tls-port", "0", "--http-port", "0"]
+        ports = ["--port", "0", "--tls-port", str(tls_port), "--http-port", "0"]
         self.server = subprocess.Popen(
             [*_SBDLQ, "--emulator", str(self.store), "emulator", "serve", "--tls", *ports],
             stdout=subprocess.PIPE,
             stderr=(workdir / "serve.log").open("w"),
             text=True,
-            env={**os.environ, "XDG_STATE_HOME": str(workdir / "state")},  # its own CA
+            env={**os.environ, "XDG_STATE_HOME": str(state)},  # the farm's own CA
         )
+        try:
+            self.reach = self._reach(workdir, on_5671=tls_port == AMQPS_PORT)
+        except BaseException:
+            self.server.kill()
+            self.server.wait()
+            raise
+        from sbdlq.emulator.engine import Engine
+
+        self.engine = Engine(self.store)
+        for s in selected:
+            self._seed(s)
+
+    def _reach(self, workdir: Path, *, on_5671: bool) -> samples.Reach:
+        """The connection strings and CA that serve prints once it listens."""
         assert self.server.stdout is not None
         line = self.server.stdout.readline()
         found = re.search(r"amqp://[^:]+:(\d+).*\(https [^:]+:(\d+)\)", line)
@@ -93,18 +105,10 @@ class _Farm:
         said = "".join(self.server.stdout.readline() for _ in range(6))
         ca = re.search(r"trust the emulator's CA (.+):\n", said)
         assert ca, said
-        self.reach = samples.Reach(
-            _CONN.format(port=found.group(1)), _HTTPS_CONN.format(port=found.group(2)), ca.group(1)
+        trusting = samples.certifi_trusting(Path(ca.group(1)), workdir / "trust") if on_5671 else None
+        return samples.Reach(
+            _CONN.format(port=found.group(1)), _HTTPS_CONN.format(port=found.group(2)), ca.group(1), trusting
         )
-        from sbdlq.emulator.engine import Engine
-
-        self.engine = Engine(self.store)
-        for s in selected:
-            self._seed(s)
-        self.pool = ThreadPoolExecutor(_PARALLEL)
-        # the long ones first, so the farm takes about as long as the longest
-        for s in sorted(selected, key=lambda s: -s.timeout):
-            self.pool.submit(self._run, s)
 
     def _seed(self, sample: samples.Sample) -> None:
         from sbdlq.addresses import parse_entity
@@ -114,32 +118,83 @@ class _Farm:
             messages = [OutboundMessage(body=f"seed {i}".encode()) for i in range(n)]
             self.engine.send(parse_entity(sample.entity(key)), messages)
 
-    def _run(self, sample: samples.Sample) -> None:
-        """Run one sample and write its outcome (the counts it left, or why it could not run)."""
-        outcome: dict[str, Any]
-        try:
-            run = samples.run(sample, self.reach, self.workdir)
-            counts = {key: self.counts(sample.entity(key)) for key in sample.expect}
-            outcome = {"returncode": run.returncode, "tail": run.tail(), "counts": counts}
-        except Exception as exc:  # written, so that the waiting test fails with it instead of hanging
-            outcome = {"error": repr(exc)}
-        partial = self.results / f"{sample.id}.json.part"
-        partial.write_text(json.dumps(outcome))
-        partial.rename(self.results / f"{sample.id}.json")  # atomic: a reader sees all of it or nothing
-
     def counts(self, entity: str) -> tuple[int, int]:
         c = self.engine.counts(entity)
         return c.active + c.scheduled, c.dead_letter
 
     def close(self) -> None:
-        # Every run finishes (each within its own timeout): other workers' tests wait for them.
-        self.pool.shutdown(wait=True)
         self.server.terminate()
         try:
             self.server.wait(60)
         except subprocess.TimeoutExpired:
             self.server.kill()
         self.engine.close()
+
+
+class _Farm:
+    """The emulator processes and the sample runs, started once for the whole test run.
+
+    Each run's outcome is written to `results` as `<id>.json`, so that the tests of every
+    pytest-xdist worker read the one farm's results (see `farm`). The ON_5671 samples run one
+    after the other (they are short) against a second serve on 5671, while the farm holds the
+    5671 lock that `tests/amqp/test_sdk_tls.py` takes too (`lock_root` is where it lives).
+    """
+
+    def __init__(self, workdir: Path, selected: list[samples.Sample], results: Path, lock_root: Path) -> None:
+        self.workdir = workdir
+        self.results = results
+        self.lock_root = lock_root
+        self.state = workdir / "state"  # both serves share one CA
+        on_5671 = [s for s in selected if s.stem in samples.ON_5671]
+        plain = [s for s in selected if s.stem not in samples.ON_5671]
+        self.serve = _Serve(workdir / "serve", plain, self.state)
+        self.pool = ThreadPoolExecutor(_PARALLEL)
+        if on_5671:  # first: it waits for the lock, and its serve starts while the others run
+            self.pool.submit(self._run_on_5671, on_5671)
+        # the long ones first, so the farm takes about as long as the longest
+        for s in sorted(plain, key=lambda s: -s.timeout):
+            self.pool.submit(self._run, self.serve, s)
+
+    def _run(self, serve: _Serve, sample: samples.Sample) -> None:
+        """Run one sample and write its outcome (the counts it left, or why it could not run)."""
+        outcome: dict[str, Any]
+        try:
+            run = samples.run(sample, serve.reach, self.workdir)
+            counts = {key: serve.counts(sample.entity(key)) for key in sample.expect}
+            outcome = {"returncode": run.returncode, "tail": run.tail(), "counts": counts}
+        except Exception as exc:  # written, so that the waiting test fails with it instead of hanging
+            outcome = {"error": repr(exc)}
+        self._write(sample, outcome)
+
+    def _run_on_5671(self, group: list[samples.Sample]) -> None:
+        """Run the ON_5671 samples against a serve on 5671, or skip them when the port is taken."""
+        try:
+            with amqps_port(self.lock_root) as taken:
+                if taken is not None:
+                    why = f"{taken}: this sample dials AMQPS on {AMQPS_PORT}, whatever port its endpoint names"
+                    for s in group:
+                        self._write(s, {"skip": why})
+                    return
+                serve = _Serve(self.workdir / "serve-5671", group, self.state, tls_port=AMQPS_PORT)
+                try:
+                    for s in group:
+                        self._run(serve, s)
+                finally:
+                    serve.close()
+        except Exception as exc:  # the serve did not start: every sample of the group says why
+            for s in group:
+                if not (self.results / f"{s.id}.json").exists():
+                    self._write(s, {"error": f"the serve on {AMQPS_PORT}: {exc!r}"})
+
+    def _write(self, sample: samples.Sample, outcome: dict[str, Any]) -> None:
+        partial = self.results / f"{sample.id}.json.part"
+        partial.write_text(json.dumps(outcome))
+        partial.rename(self.results / f"{sample.id}.json")  # atomic: a reader sees all of it or nothing
+
+    def close(self) -> None:
+        # Every run finishes (each within its own timeout): other workers' tests wait for them.
+        self.pool.shutdown(wait=True)
+        self.serve.close()
 
 
 def _outcome(results: Path, sample: samples.Sample, guard_s: float) -> dict[str, Any]:
@@ -175,7 +230,8 @@ def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         yield results, guard_s  # another worker runs the farm
         return
     results.mkdir()
-    running = _Farm(tmp_path_factory.mktemp("sdk-samples"), selected, results)
+    # the 5671 lock's folder, as tests/amqp/test_sdk_tls.py finds it
+    running = _Farm(tmp_path_factory.mktemp("sdk-samples"), selected, results, base.parent)
     yield results, guard_s
     running.close()
 
@@ -184,6 +240,8 @@ def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 def test_sample(sample: samples.Sample, farm: tuple[Path, float]) -> None:
     results, guard_s = farm
     outcome = _outcome(results, sample, guard_s)
+    if "skip" in outcome:
+        pytest.skip(outcome["skip"])
     assert "error" not in outcome, f"{sample.id} could not run: {outcome.get('error')}"
     code, tail = outcome["returncode"], outcome["tail"]
     if sample.stem in samples.LOOPING:

@@ -11,7 +11,6 @@ when it uses TLS); the one test that needs 5671 itself takes a lock across xdist
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import socket
 import subprocess
@@ -35,7 +34,7 @@ from azure.servicebus.management import (
     SqlRuleFilter,
 )
 from support.sdk import WAIT, bodies, drain
-from support.serve import Emulator, finish, start
+from support.serve import AMQPS_PORT, Emulator, amqps_port, finish, start
 
 from sbdlq.emulator.tls import TlsFiles, local_files
 
@@ -240,28 +239,12 @@ def test_admin_client_manages_topics_subscriptions_and_rules_over_https(tls: Tls
 
 
 @contextlib.contextmanager
-def _port_5671_lock(root: Path) -> Iterator[None]:
-    """Held while a test binds 5671: xdist workers take turns (the lock file is shared)."""
-    with open(root / "port-5671.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
 def _on_5671(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsEmulator]:
     """A TLS emulator on 5671 itself, one test at a time; skipped when something else holds the port."""
-    with _port_5671_lock(tmp_path_factory.getbasetemp().parent):
-        probe = socket.socket()
-        try:
-            probe.bind(("127.0.0.1", 5671))
-        except OSError:
-            pytest.skip("port 5671 is taken on this machine")
-        finally:
-            probe.close()
-        served = TlsEmulator(tmp_path / "emulator.db", tmp_path / "state", tls_port=5671)
+    with amqps_port(tmp_path_factory.getbasetemp().parent) as taken:
+        if taken is not None:
+            pytest.skip(taken)
+        served = TlsEmulator(tmp_path / "emulator.db", tmp_path / "state", tls_port=AMQPS_PORT)
         try:
             yield served
         finally:

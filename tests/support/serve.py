@@ -3,9 +3,13 @@ amqp tests' fixtures and any test that needs a listener of its own options)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import itertools
+import socket
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,8 @@ CONN = (
     "SharedAccessKey={key};UseDevelopmentEmulator=true;"
 )
 DEFAULT_KEY = "SAS_KEY_VALUE"
+#: Where the SDK dials AMQPS whatever port a namespace or endpoint names: one listener per machine.
+AMQPS_PORT = 5671
 _names = itertools.count(1)
 
 
@@ -107,3 +113,27 @@ def finish(emulator: Emulator, *, close_engine: bool = True) -> None:
         emulator.engine.close()
     assert not emulator.thread.is_alive(), "serve() did not return after stop"
     assert not emulator.errors, emulator.errors
+
+
+@contextlib.contextmanager
+def amqps_port(root: Path) -> Iterator[str | None]:
+    """Hold 5671 for a listener, one holder at a time: None while it is free, else why it cannot be had.
+
+    `root` is the pytest run's base temp's parent (`tmp_path_factory.getbasetemp().parent`), the
+    same for every xdist worker: the lock file there makes workers take turns. Another program (or
+    another pytest run) on the port is found by binding it, and yields the reason to skip with.
+    """
+    with open(root / "port-5671.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            probe = socket.socket()
+            try:
+                probe.bind(("127.0.0.1", AMQPS_PORT))
+                taken = None
+            except OSError as exc:
+                taken = f"port {AMQPS_PORT} is taken on this machine ({exc.strerror or exc})"
+            finally:
+                probe.close()
+            yield taken
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
