@@ -176,8 +176,10 @@ class MessagesPane(TablePane):
         event.stop()
         if self._apply_filter(event.value):
             self.starts = []
-            await self.load(0)
+            # The table takes the keys at once: a key pressed while the page loads (`a`, Space)
+            # is the operator's next step on the table, not more text for the filter.
             self.table.focus()
+            await self.load(0)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

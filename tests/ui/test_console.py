@@ -88,8 +88,20 @@ def text(app: Any, selector: str) -> str:
 
 
 async def open_orders(app: DlqApp, pilot: Any) -> None:
+    """Open orders' DLQ from the Entities pane and wait until its first page is shown."""
     await pilot.press("slash", *"orders", "enter", "enter")
-    await settle(app, pilot)
+    await until(
+        app,
+        pilot,
+        lambda: text(app, "#messages-title").startswith("orders/") and "shown" in text(app, "#messages-status"),
+        "orders' first page",
+    )
+
+
+async def filter_messages(app: DlqApp, pilot: Any, line: str, shown: list[str]) -> None:
+    """Type a filter line in the Messages pane and wait until its page shows `shown` (message ids)."""
+    await pilot.press("slash", *line, "enter")
+    await until(app, pilot, lambda: [r["message_id"] for r in rows(app, "#messages")] == shown, f"the page of {line}")
 
 
 def test_entities_sorted_by_dlq_size_and_filtered_as_you_type(store: Path, dlqs: Seeder) -> None:
@@ -214,19 +226,17 @@ def test_the_detail_shows_every_message_field() -> None:
 def test_filter_mark_and_resubmit_moves_only_the_marked(store: Path, dlqs: Seeder) -> None:
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
-        await pilot.press("slash", *"--reason Timeout", "enter")
-        await settle(app, pilot)  # the filter's page loads before the next key
-        assert [r["message_id"] for r in rows(app, "#messages")] == ["t0", "t1", "t2"]
+        await filter_messages(app, pilot, "--reason Timeout", ["t0", "t1", "t2"])
         await pilot.press("space", "down", "space")  # t0 and t2
         assert "2 marked" in text(app, "#messages-status")
         screen = await open_action(app, pilot, "r")
         assert "plan: resubmit 2 message(s) from orders/$DeadLetterQueue to orders" in text(screen, "#plan")
         await pilot.click("#confirm")
-        await settle(app, pilot)
-        assert "resubmitted 2 of 2" in text(screen, "#result")
+        await until(app, pilot, lambda: "resubmitted 2 of 2" in text(screen, "#result"), "resubmitted 2 of 2")
         await pilot.click("#close")
-        await settle(app, pilot)
-        assert [r["message_id"] for r in rows(app, "#messages")] == ["t1"]
+        await until(
+            app, pilot, lambda: [r["message_id"] for r in rows(app, "#messages")] == ["t1"], "the page after the action"
+        )
 
     drive(store, script)
     assert sorted(dlqs.peek_ids("orders")) == ["t0", "t2"]
@@ -238,8 +248,7 @@ def test_purge_all_that_match_with_export(store: Path, dlqs: Seeder, tmp_path: P
 
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
-        await pilot.press("slash", *"--where \"DeadLetterReason = 'Poison'\"", "enter")
-        await settle(app, pilot)  # the filter's page loads before the next key
+        await filter_messages(app, pilot, "--where \"DeadLetterReason = 'Poison'\"", ["p0", "p1"])
         await pilot.press("a")
         assert "all that match marked" in text(app, "#messages-status")
         screen = await open_action(app, pilot, "d")
@@ -248,14 +257,19 @@ def test_purge_all_that_match_with_export(store: Path, dlqs: Seeder, tmp_path: P
         await pilot.press(*"ord")  # half a name, then the operator chooses to export instead
         screen.query_one("#export", Input).value = str(export)
         await pilot.click("#replan")
-        await settle(app, pilot)
-        assert "plan: export and delete 2" in text(screen, "#plan")
+        await until(
+            app, pilot, lambda: "plan: export and delete 2" in text(screen, "#plan"), "plan: export and delete 2"
+        )
         assert not screen.query_one("#confirm", Button).disabled
         assert not screen.query_one("#confirm-name", Input).display
         assert dlqs.counts("orders").dead_letter == 5
         await pilot.press("enter")  # Confirm has the focus once a plan may go
-        await settle(app, pilot)
-        assert "purged 2 of 2 selected message(s)" in text(screen, "#result")
+        await until(
+            app,
+            pilot,
+            lambda: "purged 2 of 2 selected message(s)" in text(screen, "#result"),
+            "purged 2 of 2 selected message(s)",
+        )
         assert "2 exported" in text(screen, "#result")
         await pilot.press("escape")
         await settle(app, pilot)
@@ -280,8 +294,7 @@ def test_purging_all_that_match_with_no_export_needs_the_name_typed(store: Path,
         assert screen.query_one("#confirm", Button).disabled and text(screen, "#result") == ""
         assert dlqs.counts("orders").dead_letter == 5
         await pilot.press("s", "enter")  # `orders`
-        await settle(app, pilot)
-        assert "purged 5 of 5" in text(screen, "#result")
+        await until(app, pilot, lambda: "purged 5 of 5" in text(screen, "#result"), "purged 5 of 5")
 
     drive(store, script)
     assert dlqs.counts("orders").dead_letter == 0
@@ -315,8 +328,7 @@ def test_every_dialog_shows_its_buttons(
             screen.query_one("#set-subject", Input).value = "fixed"
             screen.query_one("#set-correlation_id", Input).value = "c-1"
             await pilot.click("#replan")
-            await settle(app, pilot)
-            assert "example: the copy" in text(screen, "#plan")
+            await until(app, pilot, lambda: "example: the copy" in text(screen, "#plan"), "example: the copy")
         for button in screen.query(Button):
             if not button.display:  # the fan-out choices, shown only after a fan-out refusal
                 continue
@@ -341,8 +353,7 @@ def test_export_writes_jsonl_and_deletes_nothing(store: Path, dlqs: Seeder, tmp_
         await pilot.click("#replan")
         await settle(app, pilot)
         await pilot.click("#confirm")
-        await settle(app, pilot)
-        assert "exported 5 of 5" in text(screen, "#result")
+        await until(app, pilot, lambda: "exported 5 of 5" in text(screen, "#result"), "exported 5 of 5")
 
     drive(store, script)
     assert len(export.read_text().splitlines()) == 5
@@ -363,8 +374,7 @@ def test_a_refused_resubmit_moves_nothing(store: Path, seed: Seeder) -> None:
         assert text(screen, "#result") == ""
         # The operator fixes it the way the refusal says: new message ids.
         screen.query_one("#new-message-id", Checkbox).value = True
-        await settle(app, pilot)
-        assert "plan: resubmit 2" in text(screen, "#plan")
+        await until(app, pilot, lambda: "plan: resubmit 2" in text(screen, "#plan"), "plan: resubmit 2")
         await pilot.press("escape")  # and then changes their mind
         await settle(app, pilot)
 
@@ -403,8 +413,7 @@ def test_resubmit_with_edits_shows_the_copy_then_sends_it_edited(store: Path, te
         screen.query_one("#confirm", Button).scroll_visible(animate=False)
         await settle(app, pilot)
         await pilot.click("#confirm")
-        await settle(app, pilot)
-        assert "resubmitted 1 of 1" in text(screen, "#result")
+        await until(app, pilot, lambda: "resubmitted 1 of 1" in text(screen, "#result"), "resubmitted 1 of 1")
 
     drive(store, script)
     copies = tenants.active("orders")
@@ -422,8 +431,12 @@ def test_a_bad_edit_shows_the_error_and_moves_nothing(store: Path, tenants: Seed
         assert "plan: resubmit 2" in text(screen, "#plan")
         screen.query_one("#set-property", Input).value = "oops, tenant=eu"
         await pilot.click("#confirm")  # the form changed: it plans again and refuses
-        await settle(app, pilot)
-        assert "refused: --set-property 'oops': expected KEY=VALUE" in text(screen, "#plan")
+        await until(
+            app,
+            pilot,
+            lambda: "refused: --set-property 'oops': expected KEY=VALUE" in text(screen, "#plan"),
+            "refused: --set-property 'oops': expected KEY=VALUE",
+        )
         assert screen.query_one("#confirm", Button).disabled
         await pilot.click("#confirm")
         await settle(app, pilot)
@@ -436,8 +449,9 @@ def test_a_bad_edit_shows_the_error_and_moves_nothing(store: Path, tenants: Seed
 
 
 async def open_action(app: DlqApp, pilot: Any, *keys: str) -> ActionScreen:
-    """Press the keys that open an action: the action screen that came up."""
+    """Press the keys that open an action: the action screen that came up (waited for)."""
     await pilot.press(*keys)
+    await until(app, pilot, lambda: isinstance(app.screen, ActionScreen), "the action screen")
     await settle(app, pilot)
     screen = app.screen
     assert isinstance(screen, ActionScreen)
@@ -558,8 +572,7 @@ def test_a_fan_out_is_refused_then_accepted_with_close_the_default(store: Path, 
             assert ("routing: fan-out accepted" in text(screen, "#plan")) is chosen, target
         assert fan_out.active("t/Subscriptions/s2") == []
         await pilot.click("#confirm")
-        await settle(app, pilot)
-        assert "resubmitted 2 of 2" in text(screen, "#result")
+        await until(app, pilot, lambda: "resubmitted 2 of 2" in text(screen, "#result"), "resubmitted 2 of 2")
 
     drive(store, script, entity=S1_DLQ)
     assert fan_out.dlq_ids("t/Subscriptions/s1") == []
@@ -581,11 +594,28 @@ def test_only_this_subscription_sends_the_copies_to_it_alone(store: Path, fan_ou
         shown = text(screen, "#plan")
         assert shown.startswith("routing: only this subscription") and "plan: resubmit 2 message(s)" in shown
         await pilot.press("enter")  # Confirm has the focus: the copies go to s1 alone
-        await settle(app, pilot)
-        assert "resubmitted 2 of 2" in text(screen, "#result")
+        await until(app, pilot, lambda: "resubmitted 2 of 2" in text(screen, "#result"), "resubmitted 2 of 2")
 
     drive(store, script, entity=S1_DLQ)
     copies = fan_out.active("t/Subscriptions/s1")
     assert [m.message_id for m in copies] == ["f0", "f1"]
     assert {m.application_properties["sbdlq-target"] for m in copies} == {"s1"}
     assert fan_out.active("t/Subscriptions/s2") == [] and fan_out.dlq_ids("t/Subscriptions/s1") == []
+
+
+def test_a_key_pressed_while_a_filtered_page_loads_goes_to_the_table(store: Path, dlqs: Seeder) -> None:
+    """On a far namespace a page takes a while: `a` right after Enter marks, it is not typed into the filter."""
+
+    async def go() -> None:
+        app = DlqApp(EmulatorBackend(str(store), latency_s=0.3), refresh_s=3600)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            await open_orders(app, pilot)
+            await pilot.press("slash", *"--reason Timeout", "enter", "a")
+            await until(app, pilot, lambda: "all that match marked" in text(app, "#messages-status"), "the marks")
+            await until(
+                app, pilot, lambda: [r["message_id"] for r in rows(app, "#messages")] == ["t0", "t1", "t2"], "the page"
+            )
+            assert app.query_one("#filter", Input).value == "--reason Timeout"
+
+    asyncio.run(go())
