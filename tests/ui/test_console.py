@@ -89,11 +89,18 @@ def text(app: Any, selector: str) -> str:
 
 async def open_orders(app: DlqApp, pilot: Any) -> None:
     """Open orders' DLQ from the Entities pane and wait until its first page is shown."""
-    await pilot.press("slash", *"orders", "enter", "enter")
+    await pilot.press("slash", *"orders", "enter")
+    await until(app, pilot, lambda: getattr(app.focused, "id", None) == "entities", "the filtered entities")
+    await pilot.press("enter")
     await until(
         app,
         pilot,
-        lambda: text(app, "#messages-title").startswith("orders/") and "shown" in text(app, "#messages-status"),
+        # The Messages table has the keys (the Entities pane's Enter was handled), and its page is shown.
+        lambda: (
+            getattr(app.focused, "id", None) == "messages"
+            and text(app, "#messages-title").startswith("orders/")
+            and "shown" in text(app, "#messages-status")
+        ),
         "orders' first page",
     )
 
@@ -307,8 +314,7 @@ def test_purging_marked_messages_with_no_export_has_close_as_the_default(store: 
         assert "plan: delete 1" in text(screen, "#plan")
         assert screen.query_one("#close", Button).has_focus
         await pilot.press("enter")
-        await settle(app, pilot)
-        assert not isinstance(app.screen, ActionScreen)
+        await until(app, pilot, lambda: not isinstance(app.screen, ActionScreen), "the dialog closed")
 
     drive(store, script)
     assert dlqs.counts("orders").dead_letter == 5
@@ -494,9 +500,8 @@ def test_reasons_pane_enter_filters_the_messages(store: Path, dlqs: Seeder) -> N
         assert "█" in text(app, "#reasons-chart")
         app.query_one("#reasons", DataTable).focus()
         await pilot.press("down", "enter")
-        await settle(app, pilot)
+        await until(app, pilot, lambda: [r["message_id"] for r in rows(app, "#messages")] == ["p0", "p1"], "p0, p1")
         assert app.query_one(MessagesPane).filter.text == "--reason Poison"
-        assert [r["message_id"] for r in rows(app, "#messages")] == ["p0", "p1"]
 
     drive(store, script)
 
@@ -559,7 +564,7 @@ def test_a_fan_out_is_refused_then_accepted_with_close_the_default(store: Path, 
         assert not isinstance(app.screen, ActionScreen)
         screen = await open_action(app, pilot, "r")
         await pilot.click("#fan-out")
-        await settle(app, pilot)
+        await until(app, pilot, lambda: text(screen, "#plan").startswith("routing: fan-out accepted"), "fan-out")
         shown = text(screen, "#plan")
         assert shown.startswith("routing: fan-out accepted") and "plan: resubmit 2 message(s)" in shown
         assert choices_shown(screen) == ["confirm", "replan", "close"]
