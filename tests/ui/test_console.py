@@ -90,7 +90,15 @@ def text(app: Any, selector: str) -> str:
 async def open_orders(app: DlqApp, pilot: Any) -> None:
     """Open orders' DLQ from the Entities pane and wait until its first page is shown."""
     await pilot.press("slash", *"orders", "enter")
-    await until(app, pilot, lambda: getattr(app.focused, "id", None) == "entities", "the filtered entities")
+    await until(
+        app,
+        pilot,
+        lambda: (
+            getattr(app.focused, "id", None) == "entities"
+            and [r["entity"] for r in rows(app, "#entities")] == ["orders"]
+        ),
+        "the filtered entities",
+    )
     await pilot.press("enter")
     await until(
         app,
