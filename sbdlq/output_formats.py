@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import IO, Any, ClassVar
 
@@ -22,7 +23,7 @@ from sbdlq.render import Query, auto_table, dump_yaml, json_document_text, json_
 DEFAULT_OUTPUT = "table"
 
 
-class OutputFormat:
+class OutputFormat(ABC):
     """One `-o` value. Streaming calls begin, item (per record), end; a document is written whole."""
 
     name: ClassVar[str]
@@ -37,12 +38,13 @@ class OutputFormat:
     #: a record holds only the table's columns (the caller's keys), with full values
     table_columns: ClassVar[bool] = False
 
+    @abstractmethod
     def document(self, data: Any, out: IO[str]) -> None:
-        """One whole document."""
-        raise NotImplementedError
+        """One whole document (every format writes its own)."""
 
     def begin(self, out: IO[str]) -> None:
         """Before the first streamed record."""
+        return None  # most formats need no opening
 
     def item(self, record: Any, out: IO[str], index: int) -> None:
         """One streamed record (index: how many came before it)."""
@@ -50,6 +52,7 @@ class OutputFormat:
 
     def end(self, out: IO[str], count: int) -> None:
         """After the last streamed record (count: how many)."""
+        return None  # most formats need no closing
 
 
 class Table(OutputFormat):
