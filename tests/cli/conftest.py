@@ -21,3 +21,10 @@ def sbdlq(engine: Engine, store: Path, tmp_path: Path) -> Callable[..., Result]:
         return cli.invoke("--emulator", str(store), *args, input=input)
 
     return invoke
+
+
+@pytest.fixture
+def state_home(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The CLI's state dir, also this process's (so the test reads what the command wrote)."""
+    monkeypatch.setenv("XDG_STATE_HOME", cli.env["XDG_STATE_HOME"])
+    return Path(cli.env["XDG_STATE_HOME"])

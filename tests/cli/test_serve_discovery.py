@@ -13,48 +13,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.serve_process import EMULATOR_CONN, seed_orders, serve_process
 
-from sbdlq.addresses import Address, EntityPath
 from sbdlq.emulator import discovery
-from sbdlq.emulator.engine import Engine
-from sbdlq.models import OutboundMessage
-
-CONN = (
-    "Endpoint=sb://localhost:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
-    "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
-)
-
-
-@pytest.fixture
-def state_home(cli: Any, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The CLI's state dir, also this process's (so the test reads what the command wrote)."""
-    monkeypatch.setenv("XDG_STATE_HOME", cli.env["XDG_STATE_HOME"])
-    return Path(cli.env["XDG_STATE_HOME"])
 
 
 @pytest.fixture
 def served(cli: Any, state_home: Path) -> Iterator[tuple[subprocess.Popen[str], int, int]]:
     """`sbdlq emulator serve` on random ports, in a process of its own; yields it and its ports."""
     pytest.importorskip("proton")
-    with Engine(cli.store) as engine:
-        engine.create_queue("orders")
-        engine.send("orders", [OutboundMessage(body=b"x")] * 2)
-        got = engine.receive(Address(EntityPath("orders")), 1)
-        engine.dead_letter(Address(EntityPath("orders")), [m.lock_token for m in got if m.lock_token], "Poison", "bad")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SBDLQ_")}
-    env.update(HOME=str(cli.store.parent), XDG_STATE_HOME=str(state_home), SBDLQ_CONFIG=str(state_home / "none"))
-    cmd = [sys.executable, "-m", "sbdlq", "--emulator", str(cli.store), "emulator", "serve"]
-    proc = subprocess.Popen([*cmd, "--port", "0", "--http-port", "0"], stdout=subprocess.PIPE, text=True, env=env)
-    try:
+    seed_orders(cli.store)
+    with serve_process(cli, state_home, "--port", "0", "--http-port", "0") as proc:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         found = re.fullmatch(r"listening on amqp://127\.0\.0\.1:(\d+) \(http 127\.0\.0\.1:(\d+)\)\n", line)
         assert found, line
         yield proc, int(found.group(1)), int(found.group(2))
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=60)
 
 
 def test_count_with_only_the_connection_string_reads_counts_from_the_admin_endpoint(
@@ -66,7 +40,7 @@ def test_count_with_only_the_connection_string_reads_counts_from_the_admin_endpo
     assert proc.stdout.readline().startswith(f"connection string: Endpoint=sb://127.0.0.1:{amqp};")
     record = discovery.find("localhost", amqp)
     assert record is not None and record.http_port == http
-    r = cli.bare("--connection-string", CONN.format(port=amqp), "count", "orders", "-o", "json", "-v")
+    r = cli.bare("--connection-string", EMULATOR_CONN.format(port=amqp), "count", "orders", "-o", "json", "-v")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout) == [
         {"entity": "orders", "active": 1, "dead_letter": 1, "transfer_dead_letter": 0, "scheduled": 0}
@@ -84,7 +58,7 @@ def test_count_with_only_the_connection_string_reads_counts_from_the_admin_endpo
 def test_the_environment_variable_still_wins(cli: Any, served: tuple[subprocess.Popen[str], int, int]) -> None:
     _, amqp, http = served
     env = {"SBDLQ_EMULATOR_HTTP_PORT": str(http)}
-    r = cli.bare("--connection-string", CONN.format(port=amqp), "count", "orders", "-v", env=env)
+    r = cli.bare("--connection-string", EMULATOR_CONN.format(port=amqp), "count", "orders", "-v", env=env)
     assert r.exit_code == 0, r.stderr
     assert f"sbdlq: admin endpoint: http://localhost:{http} (port from given (SBDLQ_EMULATOR_HTTP_PORT))" in (
         r.stderr.splitlines()
@@ -143,7 +117,7 @@ def test_a_string_naming_another_port_never_reads_the_default_http_port_of_anoth
     # The served one stands in for a serve on the default HTTP port (5300 is not ours to bind in tests).
     monkeypatch.setattr("sbdlq.backends.servicebus.clients.ADMIN_EMULATOR_PORT", http)
     port = _closed_port()
-    r = cli.bare("--connection-string", CONN.format(port=port), "count", "orders", "-o", "json")
+    r = cli.bare("--connection-string", EMULATOR_CONN.format(port=port), "count", "orders", "-o", "json")
     assert (r.exit_code, r.stdout) == (2, "")
     assert r.stderr == (
         f"sbdlq: no emulator recorded its HTTP (admin) port for localhost:{port} (is `sbdlq emulator serve` "
@@ -156,7 +130,7 @@ def test_the_default_pair_is_refused_when_a_recorded_server_holds_its_http_port(
     folder.mkdir(parents=True)
     record = {"host": "127.0.0.1", "amqp_port": 5999, "http_port": 5300, "pid": os.getpid()}
     (folder / "amqp-5999.json").write_text(json.dumps(record))
-    conn = CONN.replace(":{port}", "")  # AMQP's own port, 5672: Microsoft's emulator pairs it with 5300
+    conn = EMULATOR_CONN.replace(":{port}", "")  # AMQP's own port, 5672: Microsoft's emulator pairs it with 5300
     r = cli.bare("--connection-string", conn, "count", "orders")
     assert (r.exit_code, r.stdout) == (2, "")
     assert r.stderr.startswith(

@@ -4,57 +4,27 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.serve_process import EMULATOR_CONN, seed_orders, serve_process
 
-from sbdlq.addresses import Address, EntityPath
 from sbdlq.emulator import discovery
-from sbdlq.emulator.engine import Engine
-from sbdlq.models import OutboundMessage
-
-CONN = (
-    "Endpoint=sb://localhost:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
-    "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
-)
-
-
-@pytest.fixture
-def state_home(cli: Any, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The CLI's state dir, also this process's (so the test reads what the command wrote)."""
-    monkeypatch.setenv("XDG_STATE_HOME", cli.env["XDG_STATE_HOME"])
-    return Path(cli.env["XDG_STATE_HOME"])
 
 
 @pytest.fixture
 def served(cli: Any, state_home: Path) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
     """`sbdlq emulator serve --tls` on random ports, in a process of its own; yields it and what it printed."""
     pytest.importorskip("proton")
-    with Engine(cli.store) as engine:
-        engine.create_queue("orders")
-        engine.send("orders", [OutboundMessage(body=b"x")] * 2)
-        got = engine.receive(Address(EntityPath("orders")), 1)
-        engine.dead_letter(Address(EntityPath("orders")), [m.lock_token for m in got if m.lock_token], "Poison", "bad")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SBDLQ_")}
-    env.update(HOME=str(cli.store.parent), XDG_STATE_HOME=str(state_home), SBDLQ_CONFIG=str(state_home / "none"))
-    cmd = [sys.executable, "-m", "sbdlq", "--emulator", str(cli.store), "emulator", "serve", "--tls"]
-    args = ["--port", "0", "--tls-port", "0", "--http-port", "0"]
-    proc = subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE, text=True, env=env)
-    try:
+    seed_orders(cli.store)
+    options = ["--tls", "--port", "0", "--tls-port", "0", "--http-port", "0"]
+    with serve_process(cli, state_home, *options) as proc:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline() for _ in range(7)]
-        yield proc, lines
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=10)
+        yield proc, [proc.stdout.readline() for _ in range(7)]
 
 
 def test_serve_tls_prints_its_ports_and_how_to_trust_the_ca(cli: Any, served: Any) -> None:
@@ -83,7 +53,7 @@ def test_serve_tls_prints_its_ports_and_how_to_trust_the_ca(cli: Any, served: An
 def test_sbdlq_reads_counts_over_https_trusting_the_ca_by_itself(cli: Any, served: Any) -> None:
     _, lines = served
     amqp, http = int(lines[0].split(":")[2].split(",")[0]), int(lines[0].rsplit(":", 1)[1].rstrip(")\n"))
-    r = cli.bare("--connection-string", CONN.format(port=amqp), "count", "orders", "-o", "json", "-v")
+    r = cli.bare("--connection-string", EMULATOR_CONN.format(port=amqp), "count", "orders", "-o", "json", "-v")
     assert r.exit_code == 0, r.stderr
     assert (json.loads(r.stdout)[0]["active"], json.loads(r.stdout)[0]["dead_letter"]) == (1, 1)
     said = r.stderr.splitlines()
@@ -113,7 +83,7 @@ def test_sbdlq_over_websockets_uses_wss_on_the_https_port(cli: Any, served: Any)
     pytest.importorskip("aiohttp")
     _, lines = served
     amqp = int(lines[0].split(":")[2].split(",")[0])
-    conn = CONN.format(port=amqp)
+    conn = EMULATOR_CONN.format(port=amqp)
     r = cli.bare("--connection-string", conn, "--transport", "websockets", "peek", "orders", "--max", "5", "-o", "json")
     assert r.exit_code == 0, r.stderr
     assert [(m["body"], m["dead_letter_reason"]) for m in json.loads(r.stdout)] == [("x", "Poison")]

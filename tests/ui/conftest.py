@@ -10,6 +10,18 @@ from sbdlq.backends.base import ReceiveMode
 
 
 @pytest.fixture
+def dlqs(seed: Seeder) -> Seeder:
+    """orders: 3 Timeout + 2 Poison in its DLQ; billing: 1 in its DLQ; an empty queue."""
+    seed.queue("orders")
+    seed.queue("billing")
+    seed.queue("empty")
+    seed.dead_letter("orders", 3, reason="Timeout", prefix="t")
+    seed.dead_letter("orders", 2, reason="Poison", prefix="p")
+    seed.dead_letter("billing", 1, reason="Bad", prefix="b")
+    return seed
+
+
+@pytest.fixture
 def fan_out(seed: Seeder) -> Seeder:
     """Topic t with subscriptions s1 and s2 (both take everything); s1's DLQ holds f0, f1 and s2
     holds nothing: a resubmit of s1's DLQ would give s2 a copy of each."""

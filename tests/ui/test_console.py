@@ -32,18 +32,6 @@ from sbdlq.ui.screens import ActionScreen
 SIZE = (80, 24)
 
 
-@pytest.fixture
-def dlqs(seed: Seeder) -> Seeder:
-    """orders: 3 Timeout + 2 Poison in its DLQ; billing: 1 in its DLQ; an empty queue."""
-    seed.queue("orders")
-    seed.queue("billing")
-    seed.queue("empty")
-    seed.dead_letter("orders", 3, reason="Timeout", prefix="t")
-    seed.dead_letter("orders", 2, reason="Poison", prefix="p")
-    seed.dead_letter("billing", 1, reason="Bad", prefix="b")
-    return seed
-
-
 def drive(
     store: Path,
     script: Callable[[DlqApp, Any], Awaitable[None]],

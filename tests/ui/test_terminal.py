@@ -20,18 +20,6 @@ pytestmark = pytest.mark.skipif(not have_tmux(), reason=TMUX_MISSING)
 
 
 @pytest.fixture
-def dlqs(seed: Seeder) -> Seeder:
-    """orders: 3 Timeout + 2 Poison in its DLQ; billing: 1 in its DLQ; an empty queue."""
-    seed.queue("orders")
-    seed.queue("billing")
-    seed.queue("empty")
-    seed.dead_letter("orders", 3, reason="Timeout", prefix="t")
-    seed.dead_letter("orders", 2, reason="Poison", prefix="p")
-    seed.dead_letter("billing", 1, reason="Bad", prefix="b")
-    return seed
-
-
-@pytest.fixture
 def console(store: Path, tmp_path: Path) -> Iterator[list[Terminal]]:
     """Start terminals with `open_ui(...)`; every one is stopped after the test."""
     started: list[Terminal] = []
