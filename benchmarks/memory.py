@@ -68,9 +68,7 @@ def _peaks(store: Path, tmp: Path) -> dict[str, int]:
             break
         eng.dead_letter(retry, [m.lock_token for m in got if m.lock_token], "Again", "benchmark")
     eng.close()
-    _, rss, rc = run_child(
-        ["purge", "retry", "--export", str(tmp / "export.jsonl"), "--yes", "-o", "json"], env=env
-    )
+    _, rss, rc = run_child(["purge", "retry", "--export", str(tmp / "export.jsonl"), "--yes", "-o", "json"], env=env)
     assert rc == 0, "purge failed"
     peaks["purge_export"] = rss
     return peaks

@@ -91,9 +91,7 @@ SELECTION_OPTIONS: tuple[SelectionOption, ...] = (
     SelectionOption("--sequence", "sequences", "Sequence numbers: N, N-M, N-, -M (repeatable).", repeatable=True),
     SelectionOption("--body-contains", "body_contains", "Text in the body."),
     SelectionOption("--body-regex", "body_regex", "Python regular expression on the body."),
-    SelectionOption(
-        "--where", "where", "Service Bus SQL filter, e.g. \"sys.Label = 'orders' AND tenant = 'eu'\"."
-    ),
+    SelectionOption("--where", "where", "Service Bus SQL filter, e.g. \"sys.Label = 'orders' AND tenant = 'eu'\"."),
     SelectionOption(
         "--param",
         "where_parameters",

@@ -409,8 +409,7 @@ def demo(
         int | None,
         typer.Option(
             "--messages",
-            help="Dead-lettered messages to seed, in the same mix of entities and reasons "
-            "[default: 258].",
+            help="Dead-lettered messages to seed, in the same mix of entities and reasons [default: 258].",
             min=1,
             metavar="N",
             show_default=False,

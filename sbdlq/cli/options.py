@@ -53,6 +53,7 @@ Entity = Annotated[
     typer.Argument(help="Queue, or TOPIC/Subscriptions/SUB.", show_default=False, autocompletion=complete_entity),
 ]
 
+
 def count_option(flag: str, help_: str) -> Any:
     """An option taking a whole number N, at least 1 (--max, --concurrency, --batch-size)."""
     return typer.Option(flag, help=help_, min=1, metavar="N")
@@ -74,6 +75,7 @@ KeepDeadLetterProperties = Annotated[
 ]
 
 R = TypeVar("R")
+
 
 def _selecting(option: SelectionOption) -> inspect.Parameter:
     """The Typer parameter of a selection option: shown in the Selection panel of --help."""

@@ -51,9 +51,7 @@ def _file(amqp_port: int) -> Path:
     return discovery_dir() / f"amqp-{amqp_port}.json"
 
 
-def announce(
-    host: str, amqp_port: int, http_port: int, *, https: bool = False, ca: Path | None = None
-) -> Path | None:
+def announce(host: str, amqp_port: int, http_port: int, *, https: bool = False, ca: Path | None = None) -> Path | None:
     """Record this process as the server on amqp_port; None when the file cannot be written.
 
     Written to a temporary name and renamed, so a reader never sees half a file.

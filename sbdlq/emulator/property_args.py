@@ -28,7 +28,7 @@ def parse_properties(items: Iterable[str], *, option: str = "--property") -> dic
         if isinstance(value, int) and not isinstance(value, bool) and not fits_int64(value):
             raise BadInput(
                 f"{option} {item!r}: {raw} is past the 64-bit range a Service Bus property holds",
-                hint=f'quote it to send it as text: {key.strip()}=\'"{raw}"\'',
+                hint=f"quote it to send it as text: {key.strip()}='\"{raw}\"'",
             )
         out[key.strip()] = value
     return out

@@ -132,7 +132,6 @@ class Rule:
         return self.action == DELETES or self.option("then") == THEN_PURGE
 
 
-
 @dataclass(frozen=True)
 class Policy:
     """A policy file, checked: its rules in file order."""

@@ -34,7 +34,9 @@ _PARALLEL = 6
 _SBDLQ = [sys.executable, "-m", "sbdlq"]
 _CONN = "Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
 # The admin client's https, on serve --tls's admin port (the certificate names localhost).
-_HTTPS_CONN = "Endpoint=sb://localhost:{port};SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;"
+_HTTPS_CONN = (
+    "Endpoint=sb://localhost:{port};SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;"
+)
 
 
 def _discover() -> tuple[list[samples.Sample], str | None]:

@@ -255,8 +255,7 @@ def test_only_this_subscription_needs_targeted_routing_then_reaches_that_subscri
     assert len(seed.active("t/Subscriptions/b")) == 2  # b took its own copies when they were sent
     path = tmp_path / "p.yaml"
     path.write_text(
-        "rules:\n"
-        "  - {name: back to a, entities: [t/Subscriptions/a], resubmit: {only_this_subscription: true}}\n"
+        "rules:\n  - {name: back to a, entities: [t/Subscriptions/a], resubmit: {only_this_subscription: true}}\n"
     )
     code, out, err = cli("apply", str(path), "-o", "jsonl")
     assert code == 1

@@ -792,8 +792,11 @@ EMPTY_VAR = "is set but empty (set it to a target, or unset it)"
 @pytest.mark.parametrize(
     ("args", "env", "line"),
     [
-        (["--connection-string", ""], {}, "--connection-string was given an empty value (give the target, or leave "
-         "the option out)"),
+        (
+            ["--connection-string", ""],
+            {},
+            "--connection-string was given an empty value (give the target, or leave the option out)",
+        ),
         (["--namespace", " "], {}, "--namespace was given an empty value (give the target, or leave the option out)"),
         (["--emulator", ""], {}, "--emulator was given an empty value (give the target, or leave the option out)"),
         ([], {"SBDLQ_CONNECTION_STRING": ""}, f"environment variable SBDLQ_CONNECTION_STRING {EMPTY_VAR}"),

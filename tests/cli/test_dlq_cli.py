@@ -874,7 +874,10 @@ def test_machine_formats_never_print_a_bare_nan(cli: Any, seed: Any) -> None:
         assert code == 0
         doc = strict(out)[0] if fmt == "json" else strict(out.splitlines()[0])
         assert {k: doc["application_properties"][k] for k in props} == {
-            "ratio": "NaN", "up": "Infinity", "down": "-Infinity", "fine": 1.5,
+            "ratio": "NaN",
+            "up": "Infinity",
+            "down": "-Infinity",
+            "fine": 1.5,
         }
 
 

@@ -144,4 +144,3 @@ def test_pause_lets_other_tasks_run_under_asyncio() -> None:
 
     asyncio.run(main())
     assert seen == ["other", "main"]
-

@@ -232,7 +232,6 @@ def test_deferred_messages_count_as_active(q: Engine, h: Helpers) -> None:
     assert q.counts("q").active == 2
 
 
-
 def test_release_returns_the_delivery_attempt(engine: Engine) -> None:
     """AMQP `released`: the lock goes and the delivery count is as before the delivery."""
     engine.create_queue("q", max_delivery_count=3)

@@ -101,12 +101,47 @@ def _corrupt_store(path: Path) -> Path:
 
 # (id, global args, command args, env, expected exit status, a phrase the line must contain)
 ROWS: list[tuple[str, list[str], list[str], dict[str, str], int, str]] = [
-    ("conn-missing-key-name", ["--connection-string", f"Endpoint=sb://x.servicebus.windows.net/;SharedAccessKey={SECRET}"], ["count", "orders"], {}, 2, "SharedAccessKeyName"),
-    ("conn-missing-endpoint", ["--connection-string", f"SharedAccessKeyName=Root;SharedAccessKey={SECRET}"], ["count", "orders"], {}, 2, "Endpoint"),
-    ("proxy-unclosed-ipv6", ["--proxy", "http://[::1", "--namespace", "x.servicebus.windows.net"], ["count", "orders"], {}, 2, "invalid proxy URL"),
+    (
+        "conn-missing-key-name",
+        ["--connection-string", f"Endpoint=sb://x.servicebus.windows.net/;SharedAccessKey={SECRET}"],
+        ["count", "orders"],
+        {},
+        2,
+        "SharedAccessKeyName",
+    ),
+    (
+        "conn-missing-endpoint",
+        ["--connection-string", f"SharedAccessKeyName=Root;SharedAccessKey={SECRET}"],
+        ["count", "orders"],
+        {},
+        2,
+        "Endpoint",
+    ),
+    (
+        "proxy-unclosed-ipv6",
+        ["--proxy", "http://[::1", "--namespace", "x.servicebus.windows.net"],
+        ["count", "orders"],
+        {},
+        2,
+        "invalid proxy URL",
+    ),
     ("conn-garbage", ["--connection-string", f"garbage{SECRET}"], ["count", "orders"], {}, 2, "connection string"),
-    ("conn-missing-key", ["--connection-string", "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=Root"], ["count", "orders"], {}, 2, "SharedAccessKey"),
-    ("conn-env-garbage", [], ["count", "orders"], {"SBDLQ_CONNECTION_STRING": f"Endpoint=nope;SharedAccessKey={SECRET}", "SBDLQ_EMULATOR": ""}, 2, "connection string"),
+    (
+        "conn-missing-key",
+        ["--connection-string", "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=Root"],
+        ["count", "orders"],
+        {},
+        2,
+        "SharedAccessKey",
+    ),
+    (
+        "conn-env-garbage",
+        [],
+        ["count", "orders"],
+        {"SBDLQ_CONNECTION_STRING": f"Endpoint=nope;SharedAccessKey={SECRET}", "SBDLQ_EMULATOR": ""},
+        2,
+        "connection string",
+    ),
     ("unknown-entity", [], ["peek", "nosuch"], {}, 4, "nosuch"),
     ("misspelled-entity", [], ["count", "ordrs"], {}, 4, "ordrs"),
     ("misspelled-subscription", [], ["peek", "events/Subscriptions/audt"], {}, 4, "audt"),
@@ -129,9 +164,30 @@ ROWS: list[tuple[str, list[str], list[str], dict[str, str], int, str]] = [
     ("bad-property", [], ["peek", "orders", "--property", "noequals"], {}, 2, "--property"),
     ("unknown-profile", ["--profile", "nope"], ["count", "orders"], {"SBDLQ_EMULATOR": ""}, 2, "nope"),
     ("config-is-directory", [], ["count", "orders"], {"SBDLQ_CONFIG": "{adir}", "SBDLQ_EMULATOR": ""}, 2, "config"),
-    ("config-invalid-yaml", [], ["count", "orders"], {"SBDLQ_CONFIG": "{yaml_invalid}", "SBDLQ_EMULATOR": ""}, 2, "YAML"),
-    ("config-wrong-type", [], ["count", "orders"], {"SBDLQ_CONFIG": "{yaml_wrong_type}", "SBDLQ_EMULATOR": ""}, 2, "profiles"),
-    ("config-unknown-key", [], ["count", "orders"], {"SBDLQ_CONFIG": "{yaml_unknown_key}", "SBDLQ_EMULATOR": ""}, 2, "colour"),
+    (
+        "config-invalid-yaml",
+        [],
+        ["count", "orders"],
+        {"SBDLQ_CONFIG": "{yaml_invalid}", "SBDLQ_EMULATOR": ""},
+        2,
+        "YAML",
+    ),
+    (
+        "config-wrong-type",
+        [],
+        ["count", "orders"],
+        {"SBDLQ_CONFIG": "{yaml_wrong_type}", "SBDLQ_EMULATOR": ""},
+        2,
+        "profiles",
+    ),
+    (
+        "config-unknown-key",
+        [],
+        ["count", "orders"],
+        {"SBDLQ_CONFIG": "{yaml_unknown_key}", "SBDLQ_EMULATOR": ""},
+        2,
+        "colour",
+    ),
     ("configjson-invalid", [], ["emulator", "init", "--config", "{json_invalid}"], {}, 2, "json_invalid"),
     ("configjson-wrong-type", [], ["emulator", "init", "--config", "{json_wrong_type}"], {}, 2, "MaxDeliveryCount"),
     ("configjson-bad-duration", [], ["emulator", "init", "--config", "{json_bad_duration}"], {}, 2, "LockDuration"),
@@ -139,8 +195,22 @@ ROWS: list[tuple[str, list[str], list[str], dict[str, str], int, str]] = [
     ("export-dir-missing", [], ["purge", "orders", "--yes", "--export", "/nonexistent/dir/x.jsonl"], {}, 2, "--export"),
     ("export-is-directory", [], ["purge", "orders", "--yes", "--export", "{adir}"], {}, 2, "--export"),
     ("purge-needs-yes", [], ["purge", "orders"], {}, 2, "--yes"),
-    ("conflicting-targets", ["--connection-string", CONN_OK_SHAPE, "--namespace", "contoso"], ["count", "orders"], {}, 2, "conflicting"),
-    ("resubmit-to-subscription", [], ["resubmit", "orders", "--to", "events/Subscriptions/audit"], {}, 2, "subscription"),
+    (
+        "conflicting-targets",
+        ["--connection-string", CONN_OK_SHAPE, "--namespace", "contoso"],
+        ["count", "orders"],
+        {},
+        2,
+        "conflicting",
+    ),
+    (
+        "resubmit-to-subscription",
+        [],
+        ["resubmit", "orders", "--to", "events/Subscriptions/audit"],
+        {},
+        2,
+        "subscription",
+    ),
     ("resubmit-to-dlq", [], ["resubmit", "orders", "--to", "retry/$DeadLetterQueue"], {}, 2, "dead-letter"),
     ("resubmit-unknown-target", [], ["resubmit", "orders", "--to", "nosuch"], {}, 4, "nosuch"),
     ("resubmit-into-duplicate-detection", [], ["resubmit", "orders", "--to", "dedup"], {}, 2, "--new-message-id"),
@@ -152,11 +222,32 @@ ROWS: list[tuple[str, list[str], list[str], dict[str, str], int, str]] = [
     ("store-missing", ["--emulator", "/nonexistent/store.db"], ["count", "orders"], {}, 2, "no emulator store"),
     ("unknown-command", [], ["resubmitt", "orders"], {}, 2, "resubmitt"),
     ("enqueued-after-overflow", [], ["peek", "orders", "--enqueued-after", "99999999999d"], {}, 2, "--enqueued-after"),
-    ("enqueued-before-overflow", [], ["peek", "orders", "--enqueued-before", "1" + "0" * 400 + "s"], {}, 2, "--enqueued-before"),
+    (
+        "enqueued-before-overflow",
+        [],
+        ["peek", "orders", "--enqueued-before", "1" + "0" * 400 + "s"],
+        {},
+        2,
+        "--enqueued-before",
+    ),
     ("older-than-overflow", [], ["purge", "orders", "--older-than", "1000000000000d", "--yes"], {}, 2, "--older-than"),
-    ("from-sequence-overflow", [], ["peek", "orders", "--from-sequence", "99999999999999999999"], {}, 2, "--from-sequence"),
+    (
+        "from-sequence-overflow",
+        [],
+        ["peek", "orders", "--from-sequence", "99999999999999999999"],
+        {},
+        2,
+        "--from-sequence",
+    ),
     ("sequence-overflow", [], ["peek", "orders", "--sequence", "99999999999999999999"], {}, 2, "--sequence"),
-    ("sequence-range-overflow", [], ["purge", "orders", "--sequence", "1-99999999999999999999", "--yes"], {}, 2, "--sequence"),
+    (
+        "sequence-range-overflow",
+        [],
+        ["purge", "orders", "--sequence", "1-99999999999999999999", "--yes"],
+        {},
+        2,
+        "--sequence",
+    ),
     ("rate-nan", [], ["resubmit", "orders", "--to", "retry", "--rate", "nan"], {}, 2, "--rate"),
     ("rate-inf", [], ["resubmit", "orders", "--to", "retry", "--rate", "inf"], {}, 2, "--rate"),
     ("rate-negative", [], ["resubmit", "orders", "--to", "retry", "--rate", "-5"], {}, 2, "--rate"),
@@ -213,7 +304,9 @@ def test_full_disk_while_exporting_deletes_nothing_unexported(
     monkeypatch.setattr("sbdlq.operations.export.os.write", full_disk)
     export = tmp_path / "out.jsonl"
     cli = Cli(store, tmp_path)
-    result = cli.invoke("purge", "orders", "--yes", "--batch-size", "1", "--export", str(export), env={"SBDLQ_EMULATOR": str(store)})
+    result = cli.invoke(
+        "purge", "orders", "--yes", "--batch-size", "1", "--export", str(export), env={"SBDLQ_EMULATOR": str(store)}
+    )
     assert result.exit_code == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert "No space left on device" in result.stderr

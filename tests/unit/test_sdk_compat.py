@@ -61,7 +61,12 @@ def test_only_the_tested_releases_take_the_shortcuts() -> None:
     from sbdlq.backends.servicebus.shortcuts import tested
 
     assert [tested(v) for v in ("7.14.3", "7.15.0", "7.15.2", "7.16.0", "7.15.0b1", "8.0.0")] == [
-        False, True, False, False, False, False,
+        False,
+        True,
+        False,
+        False,
+        False,
+        False,
     ]
 
 
