@@ -78,6 +78,23 @@ class HelpScreen(ModalScreen[None]):
             yield Static(HELP)
 
 
+class TypedName(Input):
+    """The field the entity's name is typed in to confirm a purge; its Enter acts in key order.
+
+    Textual runs an Input's Enter binding only after the key has bubbled up to the app, while the
+    letters after it go straight into the field. An Enter pressed before the name, in a burst of
+    typeahead, would then submit the name typed after it, and the next Enter would close the result.
+    """
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            await self.action_submit()
+            return
+        await super()._on_key(event)
+
+
 class ActionScreen(ModalScreen[bool]):
     """Shows the plan (the operation's dry run), asks, runs with progress, shows the result.
 
@@ -132,7 +149,7 @@ class ActionScreen(ModalScreen[bool]):
                     yield Input(placeholder="export to JSONL file (path)", id="export")
                 yield Static("", id="plan")
                 if self.kind == "purge":
-                    yield Input(placeholder=f"type {self.entity_name} to delete with no export", id="confirm-name")
+                    yield TypedName(placeholder=f"type {self.entity_name} to delete with no export", id="confirm-name")
                 yield ProgressBar(id="progress", show_eta=False)
                 yield Static("", id="result")
             with Horizontal(id="buttons"):
@@ -308,8 +325,11 @@ class ActionScreen(ModalScreen[bool]):
         else:
             field.value = ""
 
-    def _name_typed(self) -> bool:
-        return self.kind == "purge" and self.query_one("#confirm-name", Input).value.strip() == self.entity_name
+    def _name_typed(self, typed: str | None = None) -> bool:
+        """The entity's name is in the field (or in `typed`: what the field held when Enter was pressed)."""
+        if typed is None:
+            typed = self.query_one("#confirm-name", Input).value
+        return self.kind == "purge" and typed.strip() == self.entity_name
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "confirm-name":
@@ -334,7 +354,8 @@ class ActionScreen(ModalScreen[bool]):
     async def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         if event.input.id == "confirm-name":
-            await self.confirm()  # runs only when the name is right (confirm checks)
+            # The value as Enter found it: letters typed after the Enter may be in the field by now.
+            await self.confirm(typed=event.value)  # runs only when the name is right (confirm checks)
             return
         await self.replan()
 
@@ -353,11 +374,14 @@ class ActionScreen(ModalScreen[bool]):
         else:
             self.action_close()
 
-    async def confirm(self) -> None:
-        """Run what was planned; if the form changed since, plan again instead (confirm what you saw)."""
+    async def confirm(self, typed: str | None = None) -> None:
+        """Run what was planned; if the form changed since, plan again instead (confirm what you saw).
+
+        `typed`: the name the Enter that confirms was pressed on (None: the field's value now).
+        """
         if self.planned is None or self.running or self.ran:
             return
-        if self.name_needed(self.planned) and not self._name_typed():
+        if self.name_needed(self.planned) and not self._name_typed(typed):
             self.app.notify(f"type {self.entity_name} to delete these messages with no export", severity="warning")
             return
         try:

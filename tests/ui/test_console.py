@@ -18,6 +18,7 @@ from support import Seeder
 
 pytest.importorskip("textual", reason="the ui extra is not installed: pip install 'sbdlq[ui]'")
 
+from textual import events
 from textual.widgets import Button, Checkbox, DataTable, Input, Static
 
 from sbdlq.addresses import Address, SubQueue, parse_entity
@@ -298,6 +299,32 @@ def test_purging_all_that_match_with_no_export_needs_the_name_typed(store: Path,
         assert dlqs.counts("orders").dead_letter == 5
         await pilot.press("s", "enter")  # `orders`
         await until(app, pilot, lambda: "purged 5 of 5" in text(screen, "#result"), "purged 5 of 5")
+
+    drive(store, script)
+    assert dlqs.counts("orders").dead_letter == 0
+
+
+REFUSED_NAME = "type orders to delete these messages with no export"
+
+
+def test_keys_typed_ahead_act_in_order_on_the_typed_name(store: Path, dlqs: Seeder) -> None:
+    """Enter, the name, Enter, all typed before the console reads any of them (a terminal's typeahead):
+    the first Enter is refused (no name yet), the second deletes, and the result stays on screen."""
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        screen = await open_action(app, pilot, "a", "d")
+        assert "plan: delete 5" in text(screen, "#plan")
+        keys = [("enter", "\r"), *((c, c) for c in "orders"), ("enter", "\r")]
+        for key, character in keys:  # straight into the app's queue, as a pty delivers a burst
+            app.post_message(events.Key(key, character))
+        await until(app, pilot, lambda: "purged 5 of 5" in text(screen, "#result"), "purged 5 of 5")
+        await settle(app, pilot)
+        # The first Enter saw no name: refused. (Textual runs an Input's Enter binding only once the
+        # key has bubbled up to the app, by when the name typed after it could be in the field.)
+        assert [n.message for n in app._notifications] == [REFUSED_NAME]
+        assert app.screen is screen, "a typed-ahead Enter closed the result"
+        assert screen.query_one("#close", Button).has_focus
 
     drive(store, script)
     assert dlqs.counts("orders").dead_letter == 0
