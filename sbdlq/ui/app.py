@@ -163,8 +163,12 @@ class DlqApp(App[None]):
         return True
 
     def action_show(self, pane: str) -> None:
+        # Focus first, at once (`focus()` waits its turn): the pane being left must not hold the
+        # focus when it is hidden. Textual would hand it to a neighbour in that hidden pane, and a
+        # focused widget's tab becomes the active one: on a loaded machine the tabs went back and
+        # forth and the focus ended in the Messages filter, where `a` was typed as text.
+        self.screen.set_focus(self.query_one(FOCUS[pane]))
         self.query_one(TabbedContent).active = f"{pane}-tab"
-        self.query_one(FOCUS[pane]).focus()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -19,12 +19,12 @@ from support import Seeder
 pytest.importorskip("textual", reason="the ui extra is not installed: pip install 'sbdlq[ui]'")
 
 from textual import events
-from textual.widgets import Button, Checkbox, DataTable, Input, Static
+from textual.widgets import Button, Checkbox, DataTable, Input, Static, TabbedContent
 
 from sbdlq.addresses import Address, SubQueue, parse_entity
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.models import OutboundMessage
-from sbdlq.ui.app import DlqApp
+from sbdlq.ui.app import FOCUS, DlqApp
 from sbdlq.ui.detail import DetailPane
 from sbdlq.ui.entities import EntitiesPane
 from sbdlq.ui.messages import MessagesPane
@@ -51,18 +51,53 @@ def drive(
 
 
 async def settle(app: DlqApp, pilot: Any) -> None:
-    """Let workers and queued messages finish."""
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.pause()
+    """Let workers and every queued message finish, and the messages those set off in turn.
+
+    Each round waits until every widget has handled what was queued to it when the round began
+    (Textual's own wait). A key climbs from the focused widget to the app one widget a round, so
+    there are as many rounds as the tree is deep. No idle-CPU guess: on a loaded machine that
+    guess says "idle" while a key is still on its way.
+    """
+    rounds = max(len(node.ancestors_with_self) for node in app.screen.walk_children(with_self=True)) + 2
+    for _ in range(rounds):
+        await app.workers.wait_for_complete()
+        await pilot._wait_for_screen()
+
+
+async def press(app: DlqApp, pilot: Any, *keys: str) -> None:
+    """Press keys as a person does: each one handled, and what it set off, before the next.
+
+    Pilot's own `press` sends the next key once the CPU looks idle. On a loaded machine a key then
+    overtakes one still climbing to the app: a letter lands in the table before `/` has focused
+    the filter, or `a` in the filter before Enter has left it.
+    """
+    for key in keys:
+        await pilot.press(key)
+        await settle(app, pilot)
 
 
 async def until(app: DlqApp, pilot: Any, check: Callable[[], bool], what: str) -> None:
     """Let the app work until `check()` holds: a generous deadline, never a speed assertion."""
     deadline = time.monotonic() + 30
     while not check():
-        assert time.monotonic() < deadline, f"no {what} within 30 s"
+        assert time.monotonic() < deadline, f"no {what} within 30 s; the console then: {state(app)}"
         await settle(app, pilot)
+
+
+def state(app: DlqApp) -> dict[str, Any]:
+    """What a failed wait reports: the screen, the focus, the filters, the tables' sizes and the panes' lines."""
+    screen = app.screen
+    if isinstance(screen, ActionScreen):
+        return {"screen": "action", "focused": getattr(app.focused, "id", None), "plan": text(screen, "#plan")}
+    return {
+        "screen": type(screen).__name__,
+        "focused": getattr(app.focused, "id", None),
+        "entity filter": app.query_one("#entity-filter", Input).value,
+        "entities": [r["entity"] for r in rows(app, "#entities")],
+        "messages title": text(app, "#messages-title"),
+        "messages status": text(app, "#messages-status"),
+        "notifications": [n.message for n in app._notifications],
+    }
 
 
 def rows(app: DlqApp, table_id: str) -> list[dict[str, Any]]:
@@ -78,7 +113,7 @@ def text(app: Any, selector: str) -> str:
 
 async def open_orders(app: DlqApp, pilot: Any) -> None:
     """Open orders' DLQ from the Entities pane and wait until its first page is shown."""
-    await pilot.press("slash", *"orders", "enter")
+    await press(app, pilot, "slash", *"orders", "enter")
     await until(
         app,
         pilot,
@@ -88,7 +123,7 @@ async def open_orders(app: DlqApp, pilot: Any) -> None:
         ),
         "the filtered entities",
     )
-    await pilot.press("enter")
+    await press(app, pilot, "enter")
     await until(
         app,
         pilot,
@@ -104,7 +139,7 @@ async def open_orders(app: DlqApp, pilot: Any) -> None:
 
 async def filter_messages(app: DlqApp, pilot: Any, line: str, shown: list[str]) -> None:
     """Type a filter line in the Messages pane and wait until its page shows `shown` (message ids)."""
-    await pilot.press("slash", *line, "enter")
+    await press(app, pilot, "slash", *line, "enter")
     await until(app, pilot, lambda: [r["message_id"] for r in rows(app, "#messages")] == shown, f"the page of {line}")
 
 
@@ -118,10 +153,26 @@ def test_entities_sorted_by_dlq_size_and_filtered_as_you_type(store: Path, dlqs:
             "active": 0,
             "scheduled": 0,
         }
-        await pilot.press("slash", "b", "i", "l")
+        await press(app, pilot, "slash", "b", "i", "l")
         assert [r["entity"] for r in rows(app, "#entities")] == ["billing"]
-        await pilot.press("enter", "s")
+        await press(app, pilot, "enter", "s")
         assert app.query_one(EntitiesPane).by_size is False
+
+    drive(store, script)
+
+
+def test_switching_panes_moves_the_focus_before_the_pane_left_is_hidden(store: Path, dlqs: Seeder) -> None:
+    """The pane left must not hold the focus when it is hidden: Textual hands it to a neighbour in
+    the hidden pane (its filter), whose tab then becomes the active one again. On a loaded machine,
+    where the pane's Hide came before a deferred focus, opening a DLQ left the focus in its filter."""
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        tabs = app.query_one(TabbedContent)
+        for pane in ("messages", "detail", "reasons", "entities", "messages"):
+            app.action_show(pane)
+            assert app.focused is app.query_one(FOCUS[pane]), f"{pane}: the focus moved only later"
+            await settle(app, pilot)
+            assert app.focused is app.query_one(FOCUS[pane]) and tabs.active == f"{pane}-tab"
 
     drive(store, script)
 
@@ -130,17 +181,17 @@ def test_keys_work_from_the_first_frame_and_slash_escape_enter_and_leave_the_fil
     async def script(app: DlqApp, pilot: Any) -> None:
         box = app.query_one("#entity-filter", Input)
         assert not box.has_focus
-        await pilot.press("s")  # an app key, not a letter in the filter
+        await press(app, pilot, "s")  # an app key, not a letter in the filter
         assert app.query_one(EntitiesPane).by_size is False and box.value == ""
-        await pilot.press("question_mark")
+        await press(app, pilot, "question_mark")
         await pilot.pause()
         assert "sbdlq ui — keys" in str(app.screen.query_one(Static).render())
-        await pilot.press("escape")
-        await pilot.press("slash", *"sq")  # in the field, q and s are typed
+        await press(app, pilot, "escape")
+        await press(app, pilot, "slash", *"sq")  # in the field, q and s are typed
         assert box.has_focus and box.value == "sq" and app.is_running
-        await pilot.press("escape")
+        await press(app, pilot, "escape")
         assert app.query_one("#entities", DataTable).has_focus
-        await pilot.press("q")
+        await press(app, pilot, "q")
         await pilot.pause()
         assert not app.is_running
 
@@ -149,14 +200,14 @@ def test_keys_work_from_the_first_frame_and_slash_escape_enter_and_leave_the_fil
 
 def test_q_quits_from_the_help_and_from_a_dialog(store: Path, dlqs: Seeder) -> None:
     async def from_help(app: DlqApp, pilot: Any) -> None:
-        await pilot.press("question_mark", "q")
+        await press(app, pilot, "question_mark", "q")
         await pilot.pause()
         assert not app.is_running
 
     async def from_a_dialog(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
         await open_action(app, pilot, "space", "d")
-        await pilot.press("q")
+        await press(app, pilot, "q")
         await pilot.pause()
         assert not app.is_running
 
@@ -178,21 +229,21 @@ def test_browse_pages_and_detail(store: Path, seed: Seeder) -> None:
         await open_orders(app, pilot)
         assert [r["message_id"] for r in rows(app, "#messages")] == ["json-1", "bin-1", "x0"]
         assert "n: next page" in text(app, "#messages-status")
-        await pilot.press("n")
+        await press(app, pilot, "n")
         assert [r["message_id"] for r in rows(app, "#messages")] == ["x1", "x2", "x3"]
-        await pilot.press("n")
+        await press(app, pilot, "n")
         assert [r["message_id"] for r in rows(app, "#messages")] == ["x4"]
         assert "last page" in text(app, "#messages-status")
-        await pilot.press("p", "p")
+        await press(app, pilot, "p", "p")
         assert [r["message_id"] for r in rows(app, "#messages")] == ["json-1", "bin-1", "x0"]
-        await pilot.press("enter")
+        await press(app, pilot, "enter")
         detail = text(app, "#detail-text")
         assert '"order": 7' in detail and "message_id: json-1" in detail and "subject: s1" in detail
         assert "DeadLetterReason: Bad" in detail
-        await pilot.press("2", "down", "enter")
+        await press(app, pilot, "2", "down", "enter")
         assert "fa fb fc fd fe ff" in text(app, "#detail-text")
         app.query_one(DetailPane).focus()
-        await pilot.press("b")
+        await press(app, pilot, "b")
         assert "+vv8/f7/" in text(app, "#detail-text")
 
     drive(store, script)
@@ -231,7 +282,7 @@ def test_filter_mark_and_resubmit_moves_only_the_marked(store: Path, dlqs: Seede
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
         await filter_messages(app, pilot, "--reason Timeout", ["t0", "t1", "t2"])
-        await pilot.press("space", "down", "space")  # t0 and t2
+        await press(app, pilot, "space", "down", "space")  # t0 and t2
         assert "2 marked" in text(app, "#messages-status")
         screen = await open_action(app, pilot, "r")
         assert "plan: resubmit 2 message(s) from orders/$DeadLetterQueue to orders" in text(screen, "#plan")
@@ -253,12 +304,12 @@ def test_purge_all_that_match_with_export(store: Path, dlqs: Seeder, tmp_path: P
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
         await filter_messages(app, pilot, "--where \"DeadLetterReason = 'Poison'\"", ["p0", "p1"])
-        await pilot.press("a")
+        await press(app, pilot, "a")
         assert "all that match marked" in text(app, "#messages-status")
         screen = await open_action(app, pilot, "d")
         assert "plan: delete 2" in text(screen, "#plan")
         assert screen.query_one("#confirm", Button).disabled  # no export: only the typed name confirms
-        await pilot.press(*"ord")  # half a name, then the operator chooses to export instead
+        await press(app, pilot, *"ord")  # half a name, then the operator chooses to export instead
         screen.query_one("#export", Input).value = str(export)
         await pilot.click("#replan")
         await until(
@@ -267,7 +318,7 @@ def test_purge_all_that_match_with_export(store: Path, dlqs: Seeder, tmp_path: P
         assert not screen.query_one("#confirm", Button).disabled
         assert not screen.query_one("#confirm-name", Input).display
         assert dlqs.counts("orders").dead_letter == 5
-        await pilot.press("enter")  # Confirm has the focus once a plan may go
+        await press(app, pilot, "enter")  # Confirm has the focus once a plan may go
         await until(
             app,
             pilot,
@@ -275,7 +326,7 @@ def test_purge_all_that_match_with_export(store: Path, dlqs: Seeder, tmp_path: P
             "purged 2 of 2 selected message(s)",
         )
         assert "2 exported" in text(screen, "#result")
-        await pilot.press("escape")
+        await press(app, pilot, "escape")
         await settle(app, pilot)
 
     drive(store, script)
@@ -290,14 +341,14 @@ def test_purging_all_that_match_with_no_export_needs_the_name_typed(store: Path,
         screen = await open_action(app, pilot, "a", "d")
         assert "plan: delete 5" in text(screen, "#plan")
         assert screen.query_one("#confirm", Button).disabled
-        await pilot.press("enter")  # what deleted the whole DLQ before
+        await press(app, pilot, "enter")  # what deleted the whole DLQ before
         await settle(app, pilot)
         assert text(screen, "#result") == ""
-        await pilot.press(*"order", "enter")  # not quite the name
+        await press(app, pilot, *"order", "enter")  # not quite the name
         await settle(app, pilot)
         assert screen.query_one("#confirm", Button).disabled and text(screen, "#result") == ""
         assert dlqs.counts("orders").dead_letter == 5
-        await pilot.press("s", "enter")  # `orders`
+        await press(app, pilot, "s", "enter")  # `orders`
         await until(app, pilot, lambda: "purged 5 of 5" in text(screen, "#result"), "purged 5 of 5")
 
     drive(store, script)
@@ -336,7 +387,7 @@ def test_purging_marked_messages_with_no_export_has_close_as_the_default(store: 
         screen = await open_action(app, pilot, "space", "d")
         assert "plan: delete 1" in text(screen, "#plan")
         assert screen.query_one("#close", Button).has_focus
-        await pilot.press("enter")
+        await press(app, pilot, "enter")
         await until(app, pilot, lambda: not isinstance(app.screen, ActionScreen), "the dialog closed")
 
     drive(store, script)
@@ -363,8 +414,8 @@ def test_every_dialog_shows_its_buttons(
                 continue
             x, y = button.region.center
             assert screen.get_widget_at(x, y)[0] is button, f"{button.id} is out of sight at {size}"
-        await pilot.press("escape")
-        await pilot.press("question_mark")
+        await press(app, pilot, "escape")
+        await press(app, pilot, "question_mark")
         await pilot.pause()
         assert app.screen.query_one("#help").region.bottom <= size[1]
 
@@ -404,7 +455,7 @@ def test_a_refused_resubmit_moves_nothing(store: Path, seed: Seeder) -> None:
         # The operator fixes it the way the refusal says: new message ids.
         screen.query_one("#new-message-id", Checkbox).value = True
         await until(app, pilot, lambda: "plan: resubmit 2" in text(screen, "#plan"), "plan: resubmit 2")
-        await pilot.press("escape")  # and then changes their mind
+        await press(app, pilot, "escape")  # and then changes their mind
         await settle(app, pilot)
 
     drive(store, script)
@@ -424,12 +475,12 @@ def tenants(seed: Seeder) -> Seeder:
 def test_resubmit_with_edits_shows_the_copy_then_sends_it_edited(store: Path, tenants: Seeder) -> None:
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
-        await pilot.press("space")  # m0 only
+        await press(app, pilot, "space")  # m0 only
         screen = await open_action(app, pilot, "r")
         screen.query_one("#set-property", Input).value = "tenant=eu"
         screen.query_one("#remove-property", Input).value = "bad"
         screen.query_one("#set-subject", Input).focus()
-        await pilot.press(*"fixed", "enter")  # Enter in a field plans again
+        await press(app, pilot, *"fixed", "enter")  # Enter in a field plans again
         await settle(app, pilot)
         shown = text(screen, "#plan")
         assert "plan: resubmit 1 message(s)" in shown
@@ -470,7 +521,7 @@ def test_a_bad_edit_shows_the_error_and_moves_nothing(store: Path, tenants: Seed
         await pilot.click("#confirm")
         await settle(app, pilot)
         assert text(screen, "#result") == ""
-        await pilot.press("escape")
+        await press(app, pilot, "escape")
         await settle(app, pilot)
 
     drive(store, script)
@@ -479,7 +530,7 @@ def test_a_bad_edit_shows_the_error_and_moves_nothing(store: Path, tenants: Seed
 
 async def open_action(app: DlqApp, pilot: Any, *keys: str) -> ActionScreen:
     """Press the keys that open an action: the action screen that came up (waited for)."""
-    await pilot.press(*keys)
+    await press(app, pilot, *keys)
     await until(app, pilot, lambda: isinstance(app.screen, ActionScreen), "the action screen")
     await settle(app, pilot)
     screen = app.screen
@@ -490,7 +541,7 @@ async def open_action(app: DlqApp, pilot: Any, *keys: str) -> ActionScreen:
 async def press_and_expect_no_action(app: DlqApp, pilot: Any, *keys: str) -> None:
     """Open orders and press the action keys: no action screen comes up."""
     await open_orders(app, pilot)
-    await pilot.press(*keys)
+    await press(app, pilot, *keys)
     await settle(app, pilot)
     assert not isinstance(app.screen, ActionScreen)
 
@@ -517,12 +568,12 @@ def test_read_only_has_no_actions(store: Path, dlqs: Seeder) -> None:
 def test_reasons_pane_enter_filters_the_messages(store: Path, dlqs: Seeder) -> None:
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
-        await pilot.press("4")
+        await press(app, pilot, "4")
         await until(app, pilot, lambda: bool(rows(app, "#reasons")), "reasons")  # a worker scans them
         assert [(r["reason"], r["count"]) for r in rows(app, "#reasons")] == [("Timeout", 3), ("Poison", 2)]
         assert "█" in text(app, "#reasons-chart")
         app.query_one("#reasons", DataTable).focus()
-        await pilot.press("down", "enter")
+        await press(app, pilot, "down", "enter")
         await until(app, pilot, lambda: [r["message_id"] for r in rows(app, "#messages")] == ["p0", "p1"], "p0, p1")
         assert app.query_one(MessagesPane).filter.text == "--reason Poison"
 
@@ -545,10 +596,10 @@ def test_transfer_dlq_and_start_entity(store: Path, seed: Seeder) -> None:
 def test_help_opens_on_question_mark(store: Path, dlqs: Seeder) -> None:
     async def script(app: DlqApp, pilot: Any) -> None:
         app.query_one("#entities", DataTable).focus()
-        await pilot.press("question_mark")
+        await press(app, pilot, "question_mark")
         await pilot.pause()
         assert "sbdlq ui — keys" in str(app.screen.query_one(Static).render())
-        await pilot.press("escape")
+        await press(app, pilot, "escape")
 
     drive(store, script)
 
@@ -582,7 +633,7 @@ def test_a_fan_out_is_refused_then_accepted_with_close_the_default(store: Path, 
             if button.display:  # every choice in sight at 80×24
                 x, y = button.region.center
                 assert screen.get_widget_at(x, y)[0] is button, f"{button.id} is out of sight"
-        await pilot.press("enter")  # Close: nothing moved
+        await press(app, pilot, "enter")  # Close: nothing moved
         await settle(app, pilot)
         assert not isinstance(app.screen, ActionScreen)
         screen = await open_action(app, pilot, "r")
@@ -621,7 +672,7 @@ def test_only_this_subscription_sends_the_copies_to_it_alone(store: Path, fan_ou
         await settle(app, pilot)
         shown = text(screen, "#plan")
         assert shown.startswith("routing: only this subscription") and "plan: resubmit 2 message(s)" in shown
-        await pilot.press("enter")  # Confirm has the focus: the copies go to s1 alone
+        await press(app, pilot, "enter")  # Confirm has the focus: the copies go to s1 alone
         await until(app, pilot, lambda: "resubmitted 2 of 2" in text(screen, "#result"), "resubmitted 2 of 2")
 
     drive(store, script, entity=S1_DLQ)
@@ -631,15 +682,50 @@ def test_only_this_subscription_sends_the_copies_to_it_alone(store: Path, fan_ou
     assert fan_out.active("t/Subscriptions/s2") == [] and fan_out.dlq_ids("t/Subscriptions/s1") == []
 
 
+class HeldBackend(EmulatorBackend):
+    """The emulator with a gate in every round trip: while `gate` is clear, a call waits there
+    (a far namespace, held still for as long as the test needs)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def _round_trip(self) -> None:
+        await self.gate.wait()
+        await super()._round_trip()
+
+
+async def poll(check: Callable[[], bool], what: str) -> None:
+    """Wait for `check()` without waiting on the app's queues (a handler may be held at the gate)."""
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, f"no {what} within 30 s"
+        await asyncio.sleep(0.01)
+
+
 def test_a_key_pressed_while_a_filtered_page_loads_goes_to_the_table(store: Path, dlqs: Seeder) -> None:
     """On a far namespace a page takes a while: `a` right after Enter marks, it is not typed into the filter."""
 
     async def go() -> None:
-        app = DlqApp(EmulatorBackend(str(store), latency_s=0.3), refresh_s=3600)
+        backend = HeldBackend(str(store))
+        app = DlqApp(backend, refresh_s=3600)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause()
             await open_orders(app, pilot)
-            await pilot.press("slash", *"--reason Timeout", "enter", "a")
+            await press(app, pilot, "slash", *"--reason Timeout")
+            backend.gate.clear()  # the page Enter asks for waits at the gate until `a` is in
+            try:
+                app.post_message(events.Key("enter", "\r"))
+                await poll(
+                    lambda: getattr(app.focused, "id", None) == "messages", "focus on the table while the page loads"
+                )
+                app.post_message(events.Key("a", "a"))
+                handed_on = asyncio.Event()
+                app.call_later(handed_on.set)  # runs once the app has handed `a` to the focused widget
+                await handed_on.wait()
+            finally:
+                backend.gate.set()  # also when a check failed: the app must be able to stop
             await until(app, pilot, lambda: "all that match marked" in text(app, "#messages-status"), "the marks")
             await until(
                 app, pilot, lambda: [r["message_id"] for r in rows(app, "#messages")] == ["t0", "t1", "t2"], "the page"
