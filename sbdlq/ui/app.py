@@ -167,7 +167,8 @@ class DlqApp(App[None]):
         # focus when it is hidden. Textual would hand it to a neighbour in that hidden pane, and a
         # focused widget's tab becomes the active one: on a loaded machine the tabs went back and
         # forth and the focus ended in the Messages filter, where `a` was typed as text.
-        self.screen.set_focus(self.query_one(FOCUS[pane]))
+        widget = self.query_one(FOCUS[pane])
+        widget.screen.set_focus(widget)
         self.query_one(TabbedContent).active = f"{pane}-tab"
 
     def action_help(self) -> None:

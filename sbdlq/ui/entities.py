@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Input, Static
 
 from sbdlq.addresses import Address, SubQueue, parse_entity
 from sbdlq.models import Counts
+from sbdlq.ui.fields import KeyOrderInput
 from sbdlq.ui.table_pane import Column, TablePane
 
 
@@ -48,7 +49,7 @@ class EntitiesPane(TablePane):
         self.by_size = True
 
     def above_table(self) -> ComposeResult:
-        yield Input(placeholder="/ filters entities (Enter or Esc: back to the list)", id="entity-filter")
+        yield KeyOrderInput(placeholder="/ filters entities (Enter or Esc: back to the list)", id="entity-filter")
 
     def show(self, counts: list[Counts]) -> None:
         """Replace the rows, keeping the cursor on the same entity."""

@@ -17,6 +17,7 @@ from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
 from sbdlq.models import MESSAGE_FIELD, Message
 from sbdlq.selection import Selection
+from sbdlq.ui.fields import KeyOrderInput
 from sbdlq.ui.filterline import Filter, parse_filter
 from sbdlq.ui.table_pane import Column, TablePane
 
@@ -86,7 +87,7 @@ class MessagesPane(TablePane):
 
     def above_table(self) -> ComposeResult:
         yield Static("Choose a DLQ in the Entities pane.", id="messages-title")
-        yield Input(placeholder="filter: --reason X --where \"sys.Label = 'a'\" (Enter)", id="filter")
+        yield KeyOrderInput(placeholder="filter: --reason X --where \"sys.Label = 'a'\" (Enter)", id="filter")
 
     async def open(self, backend: Backend, address: Address, filter_text: str | None = None) -> None:
         """Browse `address` from its first message (with a new filter when given)."""

@@ -30,6 +30,7 @@ from sbdlq.ui.actions import (
     execute,
     plan,
 )
+from sbdlq.ui.fields import KeyOrderInput
 
 #: The resubmit form's edit fields, two to a line where they fit: (input id, label, placeholder).
 #: An id `set-<field>` edits the OutboundMessage field of SYSTEM_OPTIONS of that name.
@@ -76,23 +77,6 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
             yield Static(HELP)
-
-
-class TypedName(Input):
-    """The field the entity's name is typed in to confirm a purge; its Enter acts in key order.
-
-    Textual runs an Input's Enter binding only after the key has bubbled up to the app, while the
-    letters after it go straight into the field. An Enter pressed before the name, in a burst of
-    typeahead, would then submit the name typed after it, and the next Enter would close the result.
-    """
-
-    async def _on_key(self, event: events.Key) -> None:
-        if event.key == "enter":
-            event.stop()
-            event.prevent_default()
-            await self.action_submit()
-            return
-        await super()._on_key(event)
 
 
 class ActionScreen(ModalScreen[bool]):
@@ -144,12 +128,13 @@ class ActionScreen(ModalScreen[bool]):
                 if self.kind == "resubmit":
                     yield from self._resubmit_form()
                 elif self.kind == "purge":
-                    yield Input(placeholder="export to JSONL first (path; empty: no export)", id="export")
+                    yield KeyOrderInput(placeholder="export to JSONL first (path; empty: no export)", id="export")
                 else:
-                    yield Input(placeholder="export to JSONL file (path)", id="export")
+                    yield KeyOrderInput(placeholder="export to JSONL file (path)", id="export")
                 yield Static("", id="plan")
                 if self.kind == "purge":
-                    yield TypedName(placeholder=f"type {self.entity_name} to delete with no export", id="confirm-name")
+                    name_prompt = f"type {self.entity_name} to delete with no export"
+                    yield KeyOrderInput(placeholder=name_prompt, id="confirm-name")
                 yield ProgressBar(id="progress", show_eta=False)
                 yield Static("", id="result")
             with Horizontal(id="buttons"):
@@ -185,7 +170,7 @@ class ActionScreen(ModalScreen[bool]):
         with Horizontal(classes="field"):
             yield Label("send to")
             target = str(default_target(self.source))
-            yield Input(target, placeholder="queue or topic", id="to", compact=True)
+            yield KeyOrderInput(target, placeholder="queue or topic", id="to", compact=True)
         with Horizontal(classes="field"):
             yield Checkbox("new message ids", id="new-message-id", compact=True)
             yield Checkbox("keep dead-letter properties", id="keep-dl", compact=True)
@@ -193,7 +178,7 @@ class ActionScreen(ModalScreen[bool]):
             with Horizontal(classes="field"):
                 for input_id, label, placeholder in row:
                     yield Label(label)
-                    yield Input(placeholder=placeholder, id=input_id, compact=True)
+                    yield KeyOrderInput(placeholder=placeholder, id=input_id, compact=True)
 
     #: What the dialog holds besides its body: border (2), title (at most 2), buttons (3).
     FRAME_LINES = 7
