@@ -76,12 +76,16 @@ async def press(app: DlqApp, pilot: Any, *keys: str) -> None:
         await settle(app, pilot)
 
 
-async def until(app: DlqApp, pilot: Any, check: Callable[[], bool], what: str) -> None:
-    """Let the app work until `check()` holds: a generous deadline, never a speed assertion."""
+async def until(app: DlqApp, pilot: Any, check: Callable[[], bool], what: str, *, held: bool = False) -> None:
+    """Let the app work until `check()` holds: a generous deadline, never a speed assertion.
+
+    `held`: a handler waits at a gate the test holds, so only sleep between checks (settling
+    would wait for that handler).
+    """
     deadline = time.monotonic() + 30
     while not check():
         assert time.monotonic() < deadline, f"no {what} within 30 s; the console then: {state(app)}"
-        await settle(app, pilot)
+        await (asyncio.sleep(0.01) if held else settle(app, pilot))
 
 
 def state(app: DlqApp) -> dict[str, Any]:
@@ -696,14 +700,6 @@ class HeldBackend(EmulatorBackend):
         await super()._round_trip()
 
 
-async def poll(check: Callable[[], bool], what: str) -> None:
-    """Wait for `check()` without waiting on the app's queues (a handler may be held at the gate)."""
-    deadline = time.monotonic() + 30
-    while not check():
-        assert time.monotonic() < deadline, f"no {what} within 30 s"
-        await asyncio.sleep(0.01)
-
-
 def test_a_key_pressed_while_a_filtered_page_loads_goes_to_the_table(store: Path, dlqs: Seeder) -> None:
     """On a far namespace a page takes a while: `a` right after Enter marks, it is not typed into the filter."""
 
@@ -717,9 +713,8 @@ def test_a_key_pressed_while_a_filtered_page_loads_goes_to_the_table(store: Path
             backend.gate.clear()  # the page Enter asks for waits at the gate until `a` is in
             try:
                 app.post_message(events.Key("enter", "\r"))
-                await poll(
-                    lambda: getattr(app.focused, "id", None) == "messages", "focus on the table while the page loads"
-                )
+                on_table = lambda: getattr(app.focused, "id", None) == "messages"  # noqa: E731
+                await until(app, pilot, on_table, "focus on the table while the page loads", held=True)
                 app.post_message(events.Key("a", "a"))
                 handed_on = asyncio.Event()
                 app.call_later(handed_on.set)  # runs once the app has handed `a` to the focused widget
