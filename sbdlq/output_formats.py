@@ -154,11 +154,21 @@ def draws_table(fmt: str, query: Query | None) -> bool:
     return FORMATS[fmt].for_people and query is None
 
 
-def write_document(data: Any, fmt: str, out: IO[str] | None = None, *, query: Query | None = None) -> None:
-    """One document (a result or a list) in the format, after the query."""
+def write_document(
+    data: Any,
+    fmt: str,
+    out: IO[str] | None = None,
+    *,
+    query: Query | None = None,
+    columns: Sequence[str] | None = None,
+) -> None:
+    """One document (a result or a list) in the format, after the query; a list of records in a
+    table-columns format (tsv) holds only `columns`, as `Emitter.item` does for a stream."""
     stream = out or sys.stdout
     if query is not None:
         data = query.apply(data)
+    elif columns is not None and FORMATS[fmt].table_columns:
+        data = [{k: record.get(k) for k in columns} for record in data]
     FORMATS[fmt].document(data, stream)
     stream.flush()
 

@@ -354,15 +354,11 @@ def receive(
     if action == "--dead-letter" and got and reason:
         summary += f" (reason {reason})"
     from sbdlq.cli.message_table import RECEIVE_COLUMNS, table_columns, table_row, tsv_keys
-    from sbdlq.output_formats import FORMATS, draws_table, write_document
+    from sbdlq.output_formats import draws_table, write_document
 
     if not draws_table(fmt, None):
-        records = [m.to_json() for m in got]
-        if FORMATS[fmt].table_columns:
-            # The table's columns, with full values.
-            keys = tsv_keys(RECEIVE_COLUMNS)
-            records = [{k: r[k] for k in keys} for r in records]
-        write_document(records, fmt)
+        # tsv: the table's columns, with full values.
+        write_document([m.to_json() for m in got], fmt, columns=tsv_keys(RECEIVE_COLUMNS))
         err(summary)
         return
     if not got:
