@@ -31,7 +31,7 @@ from sbdlq.operations.routing import Destination, RoutingCheck, check_destinatio
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.settle_recovery import complete_or_left
-from sbdlq.operations.targeted import TARGET_PROPERTY, StillTargeted
+from sbdlq.operations.targeted import TARGET_PROPERTY, StillTargeted, not_targeted
 from sbdlq.operations.unlocked import UnlockedMove
 from sbdlq.selection import Selection
 
@@ -101,11 +101,15 @@ class FanOutRefused(BadInput):
     Carries what the message says, so the console can offer the two ways forward itself.
     """
 
-    def __init__(self, message: str, *, hint: str, topic: EntityPath, reached: dict[str, str]) -> None:
+    def __init__(
+        self, message: str, *, hint: str, topic: EntityPath, reached: dict[str, str], targeted_missing: str | None
+    ) -> None:
         super().__init__(message, hint=hint)
         self.topic = topic
         #: each other subscription that would take copies, and how many ("every copy", "2 of 5")
         self.reached = reached
+        #: why --only-this-subscription cannot be chosen, from the rules the check read; None: it can
+        self.targeted_missing = targeted_missing
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +289,7 @@ class Resubmit(MovingRun[ResubmitResult]):
         others = [] if self.copying.fan_out else routing.others(sub)
         everywhere = [name for name, takes_all in others if takes_all]
         if everywhere:
-            raise self.fan_out_refusal(topic, {name: "every copy" for name in everywhere})
+            raise self.fan_out_refusal(routing, topic, {name: "every copy" for name in everywhere})
         if routing.takes_everything(sub) and not others:
             return
         # Before anything moves: every selected copy must come back to the subscription it left,
@@ -304,17 +308,20 @@ class Resubmit(MovingRun[ResubmitResult]):
             if others:
                 reached.update(routing.other_takers(sub, copy))
         if reached:
-            raise self.fan_out_refusal(topic, {name: f"{n} of {scanned}" for name, n in sorted(reached.items())})
+            counts = {name: f"{n} of {scanned}" for name, n in sorted(reached.items())}
+            raise self.fan_out_refusal(routing, topic, counts)
 
-    def fan_out_refusal(self, topic: EntityPath, reached: dict[str, str]) -> FanOutRefused:
+    def fan_out_refusal(self, routing: RoutingCheck, topic: EntityPath, reached: dict[str, str]) -> FanOutRefused:
         """The refusal of copies that would reach other subscriptions: which, and how many copies each."""
         listed = ", ".join(f"{name} ({how})" for name, how in reached.items())
+        refusal = not_targeted(topic, routing.rules)  # the rules the check read: no second read
         return FanOutRefused(
             f"resubmitting {self.source} to topic {topic} would also give copies to its subscription(s) {listed}",
             hint=f"add --only-this-subscription (after `sbdlq routing enable-targeted {topic}`) to reach it alone, "
             "--fan-out to accept that, or resubmit --to a queue that only this subscription's consumer reads",
             topic=topic,
             reached=reached,
+            targeted_missing=None if refusal is None else refusal.line(),
         )
 
     def plan_line(self) -> str:

@@ -61,6 +61,8 @@ class RoutingCheck:
 
     def __init__(self, topic: EntityPath, subscriptions: list[SubscriptionRules]) -> None:
         self.topic = topic
+        #: the rules as read (what else is decided from them, such as targeted routing's state)
+        self.rules = subscriptions
         self.subscriptions = {s.subscription.lower(): _Subscription(s) for s in subscriptions}
         self.takes_all = bool(self.subscriptions) and any(s.takes_all for s in self.subscriptions.values())
 

@@ -412,13 +412,21 @@ async def _create(backend: Backend, topic: EntityPath, subscription: EntityPath,
 async def require_targeted(backend: Backend, topic: EntityPath) -> list[SubscriptionRules]:
     """The topic's subscriptions; refused (exit 2) unless targeted routing is fully enabled there."""
     subscriptions = await read_rules(backend, topic)
-    state = topic_state(topic, subscriptions)
-    if state.state != "enabled":
-        raise BadInput(
-            f"targeted routing is {state.state} on topic {topic}: a copy meant for one subscription could reach others",
-            hint=ENABLE_HINT.format(topic=topic),
-        )
+    refusal = not_targeted(topic, subscriptions)
+    if refusal is not None:
+        raise refusal
     return subscriptions
+
+
+def not_targeted(topic: EntityPath, subscriptions: list[SubscriptionRules]) -> BadInput | None:
+    """Why copies cannot be targeted at one subscription on these rules; None: they can (enabled)."""
+    state = topic_state(topic, subscriptions).state
+    if state == "enabled":
+        return None
+    return BadInput(
+        f"targeted routing is {state} on topic {topic}: a copy meant for one subscription could reach others",
+        hint=ENABLE_HINT.format(topic=topic),
+    )
 
 
 #: The longest a run sends on a read saying targeted routing is enabled (on a namespace).

@@ -23,7 +23,6 @@ from sbdlq.errors import SbdlqError
 from sbdlq.operations.edits import CopyEdits, build_edits, example_rows
 from sbdlq.operations.resubmit import FanOutRefused
 from sbdlq.operations.run import Progress
-from sbdlq.operations.targeted import require_targeted
 from sbdlq.selection import Selection
 
 Kind = Literal["resubmit", "purge", "export"]
@@ -169,14 +168,10 @@ class FanOutChoices:
         return lines
 
 
-async def fan_out_choices(backend: Backend, refusal: FanOutRefused, source: Address) -> FanOutChoices:
-    """The choices after a fan-out refusal: "only this subscription" needs targeted routing enabled."""
-    missing: str | None = None
-    try:
-        await require_targeted(backend, refusal.topic)
-    except SbdlqError as exc:  # not enabled, or rules unreadable (no Manage rights)
-        missing = exc.line()
-    return FanOutChoices(refusal.topic, source.entity.subscription or "", dict(refusal.reached), missing)
+def fan_out_choices(refusal: FanOutRefused, source: Address) -> FanOutChoices:
+    """The choices after a fan-out refusal ("only this subscription" needs targeted routing enabled)."""
+    subscription = source.entity.subscription or ""
+    return FanOutChoices(refusal.topic, subscription, dict(refusal.reached), refusal.targeted_missing)
 
 
 def example_lines(example: dict[str, Any]) -> list[str]:
@@ -197,7 +192,7 @@ async def plan(backend: Backend, action: Action) -> Outcome:
     try:
         out.selected, out.example = await _call(backend, action, dry_run=True, note=out.lines.append, progress=None)
     except FanOutRefused as exc:
-        choices = await fan_out_choices(backend, exc, action.source)
+        choices = fan_out_choices(exc, action.source)
         return Outcome(lines=[*out.lines, *choices.lines()], ok=False, fan_out=choices)
     except SbdlqError as exc:
         return Outcome(lines=[*out.lines, f"refused: {exc.line()}"], ok=False)
