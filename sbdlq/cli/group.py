@@ -184,8 +184,13 @@ class SbdlqGroup(TyperGroup):
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **kwargs)
         except click.exceptions.NoArgsIsHelpError as exc:
-            click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
-            sys.exit(int(ExitStatus.USAGE))
+            # A bare `sbdlq` (or a bare group) asks what there is: its help once, on stdout, exit 0,
+            # as gh does. Building the error rendered the help already (Typer's Rich help prints as
+            # it renders and hands back ""); a plain-text help comes back as the message instead.
+            shown = exc.format_message()
+            if shown:
+                click.echo(shown)
+            sys.exit(int(ExitStatus.OK))
         except click.UsageError as exc:
             hint = ""
             if exc.ctx is not None:
