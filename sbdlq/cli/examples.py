@@ -11,6 +11,8 @@ from typing import Any
 
 #: command path → two or three command lines a person can paste (on `sbdlq emulator demo`'s namespace)
 EXAMPLES: dict[str, tuple[str, ...]] = {
+    "": ("sbdlq emulator demo", "sbdlq count", "sbdlq inspect-reason orders"),
+    "transfer-dlq": ("sbdlq transfer-dlq count", "sbdlq transfer-dlq peek hop5"),
     "count": (
         "sbdlq count",
         "sbdlq count orders events --fail-above 100 -o none",
@@ -40,6 +42,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "sbdlq replay declined.jsonl --to orders --set-property retried=true",
         "sbdlq replay declined.jsonl --to orders --resume",
     ),
+    "routing": ("sbdlq routing status events", "sbdlq routing enable-targeted events --dry-run"),
     "routing status": ("sbdlq routing status events", "sbdlq routing status events -o json"),
     "routing enable-targeted": (
         "sbdlq routing enable-targeted events --dry-run",
@@ -55,6 +58,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "sbdlq apply /etc/sbdlq/policy.yaml --yes -o none",
     ),
     "ui": ("sbdlq ui", "sbdlq ui orders --read-only"),
+    "emulator": ("sbdlq emulator demo", "sbdlq emulator list", "sbdlq emulator serve"),
+    "emulator create": ("sbdlq emulator create queue payments", "sbdlq emulator create topic shipments"),
     "emulator init": ("sbdlq emulator init", "sbdlq emulator init --config Config.json"),
     "emulator list": ("sbdlq emulator list", "sbdlq emulator list -o json"),
     "emulator reset": ("sbdlq emulator reset --yes", "sbdlq --emulator ./scratch.db emulator reset --yes"),
@@ -89,6 +94,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "sbdlq emulator create subscription shipments/Subscriptions/all",
         "sbdlq emulator create subscription shipments/Subscriptions/eu --sql-filter \"region LIKE '%europe'\"",
     ),
+    "config": ("sbdlq config list", "sbdlq config show"),
     "config path": ("sbdlq config path", "SBDLQ_CONFIG=./team.yaml sbdlq config path"),
     "config list": ("sbdlq config list", "sbdlq config list -o json"),
     "config show": ("sbdlq config show", "sbdlq --profile prod config show", "sbdlq config show prod -o json"),
@@ -101,7 +107,7 @@ TRANSFER_DLQ = "transfer-dlq"
 def examples_for(path: str) -> tuple[str, ...]:
     """The examples of the command at `path` (`transfer-dlq peek` shows peek's on that group)."""
     group, _, command = path.partition(" ")
-    if group == TRANSFER_DLQ and command in EXAMPLES:
+    if group == TRANSFER_DLQ and command and command in EXAMPLES:
         return tuple(line.replace("sbdlq ", f"sbdlq {TRANSFER_DLQ} ", 1) for line in EXAMPLES[command])
     return EXAMPLES.get(path, ())
 
@@ -116,10 +122,14 @@ def epilog(path: str) -> str | None:
 
 
 def attach(app: Any, prefix: str = "") -> None:
-    """Set the epilog of every command registered on the Typer `app` (and its groups) from `EXAMPLES`."""
+    """Set the epilog of every command and group registered on the Typer `app`, and of `app`
+    itself when it is the root, from `EXAMPLES` (the root keeps its own note above them)."""
+    if not prefix:
+        app.info.epilog = "\n\n".join(filter(None, (app.info.epilog, epilog(""))))
     for info in app.registered_commands:
         name = info.name or info.callback.__name__.replace("_", "-")
         info.epilog = epilog(f"{prefix}{name}") or info.epilog
     for group in app.registered_groups:
         name = group.name or group.typer_instance.info.name
+        group.epilog = epilog(f"{prefix}{name}") or group.epilog
         attach(group.typer_instance, f"{prefix}{name} ")
