@@ -46,6 +46,11 @@ class OperationFailed(SbdlqError, exit_status=ExitStatus.FAILED):
     """Some of the work could not be done (exit 1)."""
 
 
+class Declined(OperationFailed):
+    """The person at the terminal answered no to a confirmation: nothing was done (exit 1, as any
+    operation that did not happen; a usage error is a mistake in the command line, which this is not)."""
+
+
 class BadInput(SbdlqError, exit_status=ExitStatus.USAGE):
     """Usage errors and invalid values (exit 2)."""
 

@@ -13,8 +13,9 @@ from typing import Annotated, Any
 
 import typer
 
-from sbdlq.cli.common import Settings, err, handled, note, open_target, run
-from sbdlq.errors import BadInput, ExitStatus, OperationFailed
+from sbdlq.cli import common
+from sbdlq.cli.common import Settings, confirm, err, handled, note, open_target, run
+from sbdlq.errors import BadInput, ExitStatus
 from sbdlq.output_formats import DEFAULT_OUTPUT, FORMATS
 from sbdlq.render_prometheus import FORMAT as PROMETHEUS
 
@@ -66,7 +67,7 @@ def apply(
             sys.stdout.write(words(loaded))
             return
         fmt = _format(s, output)
-        if loaded.deletes and not (dry_run or yes or sys.stdin.isatty()):
+        if loaded.deletes and not (dry_run or yes or common.stdin_is_terminal()):
             names = ", ".join(repr(r.name) for r in loaded.rules if r.deletes)
             raise BadInput(f"{policy} has rules that delete ({names}): apply needs --yes when stdin is not a terminal")
     if dry_run:
@@ -111,8 +112,10 @@ async def _apply(s: Settings, policy: Any, *, dry_run: bool, ask: bool) -> tuple
 
 def _confirm(steps: list[Any]) -> None:
     deleting = sum(s.matched if s.rule.action == "purge" else s.at_max for s in steps if s.rule.deletes)
-    if not typer.confirm(f"Run the policy? Its rules delete up to {deleting} message(s).", default=False, err=True):
-        raise OperationFailed("apply cancelled; nothing was changed")
+    confirm(
+        f"Run the policy? Its rules delete up to {deleting} message(s).",
+        declined="apply cancelled; nothing was changed",
+    )
 
 
 def _finish(ctx: typer.Context, policy: str, steps: list[Any], fmt: str, dry_run: bool, stop: int | None) -> None:

@@ -13,7 +13,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 import typer
 
-from sbdlq.errors import BadInput, ExitStatus, SbdlqError
+from sbdlq.errors import BadInput, Declined, ExitStatus, SbdlqError
 from sbdlq.profiles import SDK_SHORTCUTS_ENV, Setting, Source, Target, resolve_target
 
 T = TypeVar("T")
@@ -44,6 +44,15 @@ def stderr_is_terminal() -> bool:
 def stdin_is_terminal() -> bool:
     """Whether a person can answer a prompt (stdin is a terminal); tests stand one in here."""
     return sys.stdin.isatty()
+
+
+def confirm(question: str, *, declined: str) -> None:
+    """Ask `question` on the terminal (default no); a no is `Declined` (exit 1), saying `declined`.
+
+    The one confirmation of every command, so that "the user said no" is one exit status.
+    """
+    if not typer.confirm(question, default=False, err=True):
+        raise Declined(declined)
 
 
 def note(line: str) -> None:

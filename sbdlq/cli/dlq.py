@@ -32,7 +32,7 @@ from sbdlq.cli.options import (
     tuning,
 )
 from sbdlq.cli.reporting import operation_note, queue_name
-from sbdlq.errors import BadInput, OperationFailed
+from sbdlq.errors import BadInput
 from sbdlq.output_formats import OUTPUTS, Emitter, draws_table
 from sbdlq.selection import MAX_SEQUENCE, Selection
 
@@ -350,8 +350,7 @@ def _check_export_path(path: Path) -> None:
 def _confirm(address: Address, n: int, export: Path | None) -> None:
     """Ask on the terminal, with the number the plan found."""
     what = f"Export to {export} and delete" if export else "Delete"
-    if not typer.confirm(f"{what} {n} message(s) from {address}?", default=False, err=True):
-        raise OperationFailed("purge cancelled; nothing was deleted")
+    common.confirm(f"{what} {n} message(s) from {address}?", declined="purge cancelled; nothing was deleted")
 
 
 def _peek_row(m: Any) -> tuple[Any, ...]:

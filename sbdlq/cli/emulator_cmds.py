@@ -168,10 +168,10 @@ def reset(
 
 def _confirm_reset(path: str, entities: int) -> None:
     """Ask on the terminal, with the number of entities that would go."""
-    if not typer.confirm(
-        f"Delete {_plural(entities, 'entity', 'entities')} and their messages in {path}?", default=False, err=True
-    ):
-        raise OperationFailed("reset cancelled; nothing was deleted")
+    common.confirm(
+        f"Delete {_plural(entities, 'entity', 'entities')} and their messages in {path}?",
+        declined="reset cancelled; nothing was deleted",
+    )
 
 
 # ---------------------------------------------------------------------- send

@@ -9,7 +9,7 @@ from sbdlq.cli.common import Settings, run
 from sbdlq.cli.emulator_store import emulator_settings, open_store
 from sbdlq.cli.options import Yes
 from sbdlq.emulator.admin import MAX_LOCK_S
-from sbdlq.errors import BadInput, OperationFailed
+from sbdlq.errors import BadInput
 
 create_app = typer.Typer(
     name="create",
@@ -163,8 +163,8 @@ def delete(
             # Before any I/O: a script without --yes must not delete, nor wait for an answer.
             raise BadInput(f"delete removes {path} and its messages; pass --yes to confirm")
         async with open_store(emulator_settings(s)) as store:
-            if not yes and not typer.confirm(f"Delete {path} and its messages?", default=False, err=True):
-                raise OperationFailed("delete cancelled; nothing was deleted")
+            if not yes:
+                common.confirm(f"Delete {path} and its messages?", declined="delete cancelled; nothing was deleted")
             info = store.delete(path)
         return info.kind, info.path
 

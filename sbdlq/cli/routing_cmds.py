@@ -4,12 +4,12 @@ The logic and the order of the rule changes are `operations/targeted.py`'s; this
 shows the plan, asks, and reports.
 """
 
-import sys
 from typing import Annotated, Any
 
 import typer
 
 from sbdlq.addresses import EntityPath, parse_entity
+from sbdlq.cli import common
 from sbdlq.cli.common import Settings, err, open_target, output_format, run
 from sbdlq.cli.options import Output, Yes
 from sbdlq.errors import BadInput
@@ -120,7 +120,6 @@ def _change(
 def _confirm(yes: bool, question: str) -> None:
     if yes:
         return
-    if not sys.stdin.isatty():
+    if not common.stdin_is_terminal():
         raise BadInput("this changes the topic's rules: add --yes (stdin is not a terminal)")
-    if not typer.confirm(question, default=False, err=True):
-        raise BadInput("cancelled; nothing was changed")
+    common.confirm(question, declined="cancelled; nothing was changed")

@@ -17,3 +17,33 @@ def test_a_bare_command_prints_its_help_once_and_exits_0(cli: Any, words: tuple[
     assert (code, err) == (0, "")
     assert out.count(usage) == 1, out
     assert out.count("--help") == 1  # the options panel once, not the whole page twice
+
+
+# ------------------------------------------------------------ "no" at a confirmation: one status
+
+PURGE_POLICY = "rules:\n  - name: drop declined\n    entities: [orders]\n    reason: PaymentDeclined\n    purge: {}\n"
+#: every command that asks before it changes something, and the line its "no" prints
+ASKING = {
+    "purge": (("purge", "orders"), "sbdlq: purge cancelled; nothing was deleted"),
+    "apply": (("apply", "{policy}"), "sbdlq: apply cancelled; nothing was changed"),
+    "routing enable-targeted": (("routing", "enable-targeted", "events"), "sbdlq: cancelled; nothing was changed"),
+    "emulator reset": (("emulator", "reset"), "sbdlq: reset cancelled; nothing was deleted"),
+    "emulator delete": (("emulator", "delete", "orders"), "sbdlq: delete cancelled; nothing was deleted"),
+}
+
+
+@pytest.mark.parametrize("name", ASKING)
+def test_no_at_a_confirmation_exits_1_in_every_command_and_changes_nothing(
+    cli: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    assert cli("emulator", "demo").exit_code == 0
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(PURGE_POLICY)
+    monkeypatch.setattr("sbdlq.cli.common.stdin_is_terminal", lambda: True)
+    before = cli("emulator", "list", "-o", "json").json()
+    rules = cli("routing", "status", "events", "-o", "json").json()
+    words, said = ASKING[name]
+    code, _, err = cli(*(w.format(policy=policy) for w in words), input="n\n")
+    assert (code, err.splitlines()[-1]) == (1, said)
+    assert cli("emulator", "list", "-o", "json").json() == before
+    assert cli("routing", "status", "events", "-o", "json").json() == rules
