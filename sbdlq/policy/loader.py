@@ -14,7 +14,7 @@ import fnmatch
 import math
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -136,7 +136,8 @@ def _policy(root: yaml.Node, base: Path) -> list[Rule]:
     top = dict((k, (kn, vn)) for k, kn, vn in _items(root, "the policy"))
     for key, (kn, _) in top.items():
         if key not in TOP_KEYS:
-            raise _At(kn, f"unknown key {key!r} at the top (expected {', '.join(TOP_KEYS)})")
+            hint = _nearest(key, TOP_KEYS) or f" (expected {', '.join(TOP_KEYS)})"
+            raise _At(kn, f"unknown key {key!r} at the top{hint}")
     if "rules" not in top:
         raise _At(root, "no `rules` list")
     stop = (
@@ -209,10 +210,15 @@ def _near(key: str) -> str:
     owners = [name for name, keys in ACTIONS.items() if key in keys]
     if owners:
         return f" (an option of {' and '.join(owners)}: put it under the action)"
+    return _nearest(key, [*RULE_KEYS, *SELECTION_KEYS, OLDER_THAN, *ACTIONS])
+
+
+def _nearest(key: str, known: Iterable[str]) -> str:
+    """ " (did you mean 'KEY'?)" naming the known key nearest to a misspelt one, else ""; every
+    level of the file (the top, a rule, an action's options) suggests through this one."""
     import difflib
 
-    known = [*RULE_KEYS, *SELECTION_KEYS, OLDER_THAN, *ACTIONS]
-    near = difflib.get_close_matches(key, known, n=1)
+    near = difflib.get_close_matches(key, list(known), n=1)
     return f" (did you mean {near[0]!r}?)" if near else ""
 
 
@@ -230,7 +236,7 @@ def _action(name: str, key_node: yaml.Node, node: yaml.Node) -> tuple[str, dict[
             what = (
                 f"{key!r} is an option of {' and '.join(owners)}, not of {name}"
                 if owners
-                else f"unknown key {key!r} in {name}"
+                else f"unknown key {key!r} in {name}{_nearest(key, keys)}"
             )
             raise _At(kn, what)
         options[key] = check_value(key, keys[key], vn)

@@ -47,3 +47,33 @@ def test_no_at_a_confirmation_exits_1_in_every_command_and_changes_nothing(
     assert (code, err.splitlines()[-1]) == (1, said)
     assert cli("emulator", "list", "-o", "json").json() == before
     assert cli("routing", "status", "events", "-o", "json").json() == rules
+
+
+# ------------------------------------------------------- a misspelt policy key: a suggestion at every level
+
+MISSPELT = {
+    "an action's option": (
+        "rules:\n  - name: retry\n    entities: [orders]\n    resubmit: {max_attempt: 3}\n",
+        "4:16: unknown key 'max_attempt' in resubmit (did you mean 'max_attempts'?)",
+    ),
+    "an alert's option": (
+        "rules:\n  - name: page\n    entities: [orders]\n    alert:\n      abve: 10\n",
+        "5:7: unknown key 'abve' in alert (did you mean 'above'?)",
+    ),
+    "a rule's key": (
+        "rules:\n  - name: r\n    entitys: [orders]\n    purge: {}\n",
+        "3:5: unknown key 'entitys' in a rule (did you mean 'entities'?)",
+    ),
+    "a top key": (
+        "rules:\n  - {name: r, entities: [orders], purge: {}}\nstop_on_eror: true\n",
+        "3:1: unknown key 'stop_on_eror' at the top (did you mean 'stop_on_error'?)",
+    ),
+}
+
+
+@pytest.mark.parametrize("level", MISSPELT)
+def test_a_misspelt_policy_key_gets_a_suggestion_at_every_level(cli: Any, tmp_path: Any, level: str) -> None:
+    text, said = MISSPELT[level]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(text)
+    assert cli("apply", str(policy), "--explain") == (2, "", f"sbdlq: {policy}:{said}\n")
