@@ -2,7 +2,8 @@
 
 Importing the CLI takes a noticeable moment on a slow or busy machine; a Ctrl-C in it, or
 while Typer builds the command, would otherwise end in a Python traceback. Nothing is
-imported here before the guard but sys.
+imported here before the guard but sys and `sbdlq.interrupts` (which says what a Ctrl-C
+means when it lands, and keeps a finished run's status).
 """
 
 import sys
@@ -10,6 +11,9 @@ import sys
 
 def main() -> None:
     """Run `sbdlq`; a Ctrl-C before a command's own handling starts is one line and 130."""
+    from sbdlq import interrupts
+
+    interrupts.arm()
     try:
         from sbdlq.cli.main import run
 
@@ -17,5 +21,5 @@ def main() -> None:
     except KeyboardInterrupt:
         from sbdlq.errors import ExitStatus
 
-        sys.stderr.write("sbdlq: interrupted\n")
+        sys.stderr.write(f"sbdlq: {interrupts.line()}\n")
         raise SystemExit(int(ExitStatus.INTERRUPTED)) from None

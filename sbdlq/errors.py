@@ -51,6 +51,10 @@ class Declined(OperationFailed):
     operation that did not happen; a usage error is a mistake in the command line, which this is not)."""
 
 
+class Interrupted(SbdlqError, exit_status=ExitStatus.INTERRUPTED):
+    """Ctrl-C where the command can say exactly what was left undone (exit 130)."""
+
+
 class BadInput(SbdlqError, exit_status=ExitStatus.USAGE):
     """Usage errors and invalid values (exit 2)."""
 

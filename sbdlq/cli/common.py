@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -13,7 +15,8 @@ from typing import Any, NoReturn, TypeVar
 import click
 import typer
 
-from sbdlq.errors import BadInput, Declined, ExitStatus, SbdlqError
+from sbdlq import interrupts
+from sbdlq.errors import BadInput, Declined, ExitStatus, Interrupted, SbdlqError
 from sbdlq.profiles import SDK_SHORTCUTS_ENV, Setting, Source, Target, resolve_target
 
 T = TypeVar("T")
@@ -51,8 +54,33 @@ def confirm(question: str, *, declined: str) -> None:
 
     The one confirmation of every command, so that "the user said no" is one exit status.
     """
-    if not typer.confirm(question, default=False, err=True):
+    try:
+        with _ctrl_c_raises():
+            answer = typer.confirm(question, default=False, err=True)
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            # Nothing is done before the answer (click names a Ctrl-C here "Abort").
+            raise Interrupted(f"interrupted; {declined.split('; ', 1)[-1]}") from None
+        sys.stderr.write("\n")
+        answer = False  # the end of input: no answer is no
+    if not answer:
         raise Declined(declined)
+
+
+@contextmanager
+def _ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt while a question waits, even inside a run whose Stopper
+    holds SIGINT (its handler runs on the event loop, which the blocking prompt holds: the
+    Ctrl-C waited for Enter)."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def note(line: str) -> None:
@@ -168,7 +196,7 @@ def handled(ctx: typer.Context) -> Iterator[Settings]:
             err(traceback.format_exc())
         fail(exc)
     except KeyboardInterrupt:
-        err("sbdlq: interrupted; messages not yet settled stay in their queue")
+        err(f"sbdlq: {interrupts.line('interrupted; messages not yet settled stay in their queue')}")
         raise typer.Exit(int(ExitStatus.INTERRUPTED))
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly.
@@ -199,7 +227,11 @@ def run(ctx: typer.Context, work: Callable[[Settings], Awaitable[T]], *, reads_o
 
 
 async def _run(work: Callable[[Settings], Awaitable[T]], s: Settings) -> T:
-    return await work(s)
+    """The work, between the two moments that change what a Ctrl-C means (sbdlq/interrupts.py)."""
+    interrupts.begin_work()
+    result = await work(s)
+    interrupts.work_returned()  # its result stands: a late Ctrl-C no longer turns it into 130
+    return result
 
 
 def _in_process(s: Settings) -> bool:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from sbdlq import interrupts
 from sbdlq.cli import common
 from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
 from sbdlq.cli.emulator_store import NO_STORE_HINT, emulator_settings, open_store, store_path
@@ -501,6 +502,7 @@ def serve(
         stop = threading.Event()
         on_air = _OnAir(host, keyed=bool(key), files=files)
 
+        interrupts.begin_work()
         try:
             with stop_on_signals(stop):
                 server.serve(
@@ -612,6 +614,7 @@ def ca(ctx: typer.Context) -> None:
     with handled(ctx):
         from sbdlq.emulator import tls as tls_files
 
+        interrupts.begin_work()
         found = tls_files.local_files().ca
         assert found is not None  # the local files always name their CA
         typer.echo(str(found))

@@ -19,6 +19,7 @@ from typing import Any
 import click
 from typer.core import TyperGroup
 
+from sbdlq import interrupts
 from sbdlq.connstr import redact
 from sbdlq.errors import ExitStatus
 
@@ -143,6 +144,10 @@ def _with_global_options(cmd: click.Command, extra: list[click.Parameter]) -> cl
     return shown
 
 
+class _Interrupted(BaseException):
+    """A Ctrl-C on its way past click (which would print an empty line for a KeyboardInterrupt)."""
+
+
 class SbdlqGroup(TyperGroup):
     """Runs the app without click's standalone error printing, and prints one line instead."""
 
@@ -161,6 +166,19 @@ class SbdlqGroup(TyperGroup):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, lift_global_options(self, ctx, args))
+
+    # click answers a Ctrl-C with an empty line and Abort; it is ours to say in one line.
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise _Interrupted from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted from None
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         cmd = super().get_command(ctx, cmd_name)
@@ -201,7 +219,7 @@ class SbdlqGroup(TyperGroup):
         except click.ClickException as exc:
             sys.stderr.write(redact(f"sbdlq: {exc.format_message()}") + "\n")
             sys.exit(exc.exit_code)
-        except click.Abort:
-            sys.stderr.write("sbdlq: interrupted\n")
+        except (click.Abort, _Interrupted):
+            sys.stderr.write(f"sbdlq: {interrupts.line()}\n")
             sys.exit(int(ExitStatus.INTERRUPTED))
         sys.exit(rv if isinstance(rv, int) else 0)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from sbdlq import interrupts
 from sbdlq.cli.common import Settings, err, handled, open_target
 from sbdlq.cli.completion import complete_entity
 from sbdlq.errors import ExitStatus
@@ -38,6 +39,7 @@ def ui(
         raise typer.Exit(int(ExitStatus.FAILED))
     with handled(ctx) as s:
         app = build_app(s, entity=entity, read_only=read_only, refresh=refresh)
+        interrupts.begin_work()
         app.run()
 
 

@@ -112,7 +112,7 @@ def test_ctrl_c_while_the_cli_is_imported_is_one_line_and_130(store: Path) -> No
         [sys.executable, "-c", _CTRL_C_IN_IMPORT], env=sbdlq_env(store), capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 130, proc.stderr
-    assert proc.stderr == "sbdlq: interrupted\n"
+    assert proc.stderr == "sbdlq: interrupted before anything was done\n"
     assert proc.stdout == ""
 
 
