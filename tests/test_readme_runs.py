@@ -235,3 +235,30 @@ def test_crontab_lines_do_not_find_a_bare_sbdlq(tmp_path: Path) -> None:
 
     assert run_cron("sbdlq --version", tmp_path, {}).returncode == 127
     assert run_cron("$HOME/.local/bin/sbdlq --version", tmp_path, {}).returncode == 0
+
+
+# ------------------------------------------------------------------- targeted routing, as pasted
+
+ROUTING = bash_blocks(section("## Resubmit to one subscription: targeted routing"))
+
+
+def test_the_routing_examples_run_on_the_demo_as_pasted(tmp_path: Path) -> None:
+    """Every `sbdlq routing` line of README on `emulator demo`'s checkout topic (issue 38 item 4)."""
+    (block,) = ROUTING
+    assert all(line.startswith("sbdlq ") for line in block.lines)
+    assert sum(" routing " in f" {line}" for line in block.lines) == 4
+    demo(tmp_path)
+    rules = sbdlq_json(tmp_path, "routing status checkout")
+    (billing,) = [c for c in sbdlq_json(tmp_path, "count checkout") if c["entity"].endswith("/billing")]
+    assert billing["dead_letter"] == 6
+
+    run = ok(run_lines(block.lines, tmp_path))
+
+    assert "targeted routing disabled" in run.stdout and "targeted routing enabled on topic checkout" in run.stdout
+    assert "resubmitted 3 of 3 selected" in run.stdout and "purged 3 of 3 selected" in run.stdout
+    assert len((tmp_path / "billing.jsonl").read_text(encoding="utf-8").splitlines()) == 3
+    # Billing got each of its orders back once; shipping, which shipped them, got nothing.
+    back = take_active(tmp_path, "checkout/Subscriptions/billing")
+    assert sorted(m["message_id"] for m in back) == [f"chk-{i:07d}" for i in range(6)]
+    assert take_active(tmp_path, "checkout/Subscriptions/shipping") == []
+    assert sbdlq_json(tmp_path, "routing status checkout") == rules  # the original rules back

@@ -42,15 +42,15 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "sbdlq replay declined.jsonl --to orders --set-property retried=true",
         "sbdlq replay declined.jsonl --to orders --resume",
     ),
-    "routing": ("sbdlq routing status events", "sbdlq routing enable-targeted events --dry-run"),
-    "routing status": ("sbdlq routing status events", "sbdlq routing status events -o json"),
+    "routing": ("sbdlq routing status checkout", "sbdlq routing enable-targeted checkout --dry-run"),
+    "routing status": ("sbdlq routing status checkout", "sbdlq routing status checkout -o json"),
     "routing enable-targeted": (
-        "sbdlq routing enable-targeted events --dry-run",
-        "sbdlq routing enable-targeted events --yes",
+        "sbdlq routing enable-targeted checkout --dry-run",
+        "sbdlq routing enable-targeted checkout --yes",
     ),
     "routing disable-targeted": (
-        "sbdlq routing disable-targeted events --dry-run",
-        "sbdlq routing disable-targeted events --yes",
+        "sbdlq routing disable-targeted checkout --dry-run",
+        "sbdlq routing disable-targeted checkout --yes",
     ),
     "apply": (
         "sbdlq apply policy.yaml --explain",

@@ -6,7 +6,9 @@ by largest remainders so the counts add up to N) and the messages. Each group la
 the broker puts it there, in batches through the engine's public methods: poison orders are
 abandoned until MaxDeliveryCount, short-lived ones expire, events without a session id are
 refused by the session subscription, `amount / quantity` throws in a filter, a forwarding
-chain runs out of hops. Application reasons are dead-lettered by the consumer, and their
+chain runs out of hops, and placed orders that both of a topic's subscriptions take are shipped
+by one and dead-lettered by the other (`checkout`: README's targeted routing, where a resubmit of
+billing's DLQ through the topic would ship them again). Application reasons are dead-lettered by the consumer, and their
 messages carry the flaw they are named for: that is the data README's fix-and-replay recipes
 work on (SchemaError orders whose `total` is a string, UnknownTenant orders with the tenant
 `'EU '` and a `debug` property, and a `billing` queue for the invoices). Only
@@ -37,7 +39,9 @@ EVENTS = "events"
 #: the queue README's replay recipe sends invoices to
 INVOICES = "billing"
 HOPS = tuple(f"hop{i}" for i in range(1, 7))
-DEMO_ENTITIES = (ORDERS, EVENTS, *HOPS, INVOICES)
+#: the topic README's targeted routing works on: every placed order goes to billing and to shipping
+CHECKOUT = "checkout"
+DEMO_ENTITIES = (ORDERS, EVENTS, *HOPS, INVOICES, CHECKOUT)
 
 HOURS = 6
 TTL_S = 300.0  # the short-lived messages that expire into the DLQ
@@ -72,6 +76,9 @@ BULK = f"{EVENTS}/Subscriptions/bulk-orders"
 NOTIFICATIONS = f"{EVENTS}/Subscriptions/notifications"
 NO_SESSION = "Session id is null."
 TRANSFER = HOPS[4]  # the fifth hop: past the broker's four
+CHECKOUT_BILLING = f"{CHECKOUT}/Subscriptions/billing"
+CHECKOUT_SHIPPING = f"{CHECKOUT}/Subscriptions/shipping"
+GATEWAY_TIMEOUT = "PaymentGatewayTimeout"
 #: (where, reason, how many the default demo holds): the shares `--messages N` is split in.
 BASE_MIX: tuple[tuple[str, str, int], ...] = (
     (ORDERS, "ValidationFailed", 60),
@@ -86,6 +93,7 @@ BASE_MIX: tuple[tuple[str, str, int], ...] = (
     (BULK, "DivideByZeroException", 2),
     (NOTIFICATIONS, NO_SESSION, 40),
     (TRANSFER, "MaxTransferHopCountExceeded", 10),
+    (CHECKOUT_BILLING, GATEWAY_TIMEOUT, 6),
 )
 #: How many dead-lettered messages the default demo leaves.
 DEFAULT_MESSAGES = sum(n for _, _, n in BASE_MIX)
@@ -188,6 +196,10 @@ def _create(engine: Engine) -> None:
         engine.create_queue(here, forward_to=there)
     engine.create_queue(HOPS[-1])
     engine.create_queue(INVOICES)
+    # Both take every placed order: one rule in SQL, one a correlation filter (routing rewrites both).
+    engine.create_topic(CHECKOUT, default_ttl_s=7 * 86400)
+    engine.create_subscription(CHECKOUT, "billing", rules=[Rule("placed", sql="sys.Label = 'order.placed'")])
+    engine.create_subscription(CHECKOUT, "shipping", rules=[Rule("placed", correlation={"Label": "order.placed"})])
 
 
 #: the reasons whose orders carry the flaw their description names
@@ -236,6 +248,7 @@ def populate(
         _orders(engine, mix, rng, timeline)
         _events(engine, mix, rng, timeline)
         _chunked_send(engine, HOPS[0], _transfers(rng, mix[(TRANSFER, "MaxTransferHopCountExceeded")]), timeline)
+        _checkout(engine, mix, rng, timeline)
 
     summary = DemoSummary(reset=stage(engine, clock, rng, real_now, story))
     _summarise(engine, summary, mix)
@@ -335,6 +348,19 @@ def _event_stream(rng: random.Random, total: int, invoices: int, zeros: int) -> 
         else:
             subject, quantity = rng.choice(("order.created", "order.shipped", "customer.updated")), rng.randint(1, 5)
         yield _event_message(rng, i, subject, rng.choice(_REGIONS), quantity)
+
+
+def _checkout(engine: Engine, mix: dict[tuple[str, str], int], rng: random.Random, timeline: _Timeline) -> None:
+    """Placed orders: shipping ships (completes) every one; billing's payment gateway timed out on them."""
+    n = mix[(CHECKOUT_BILLING, GATEWAY_TIMEOUT)]
+    placed = (_numbered(_order_message(rng, timeline.clock, subject="order.placed"), f"chk-{i:07d}") for i in range(n))
+    _chunked_send(engine, CHECKOUT, placed, timeline)
+    shipping, billing = Address(EntityPath(CHECKOUT, "shipping")), Address(EntityPath(CHECKOUT, "billing"))
+    while got := engine.receive(shipping, BATCH):
+        engine.complete(shipping, [m.lock_token for m in got if m.lock_token])
+    while got := engine.receive(billing, BATCH):
+        tokens = [m.lock_token for m in got if m.lock_token]
+        engine.dead_letter(billing, tokens, GATEWAY_TIMEOUT, "payment-gateway did not answer within 30s")
 
 
 def _transfers(rng: random.Random, n: int) -> Iterator[OutboundMessage]:

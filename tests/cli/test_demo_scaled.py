@@ -10,18 +10,19 @@ import pytest
 from sbdlq.emulator.demo import DEFAULT_MESSAGES, scaled_mix
 
 THOUSAND = {
-    ("orders", "ValidationFailed"): 233,
-    ("orders", "MaxDeliveryCountExceeded"): 186,
-    ("orders", "TTLExpiredException"): 140,
-    ("orders", "PaymentDeclined"): 139,
+    ("orders", "ValidationFailed"): 227,
+    ("orders", "MaxDeliveryCountExceeded"): 182,
+    ("orders", "TTLExpiredException"): 136,
+    ("orders", "PaymentDeclined"): 136,
     ("orders", "DownstreamTimeout"): 46,
     ("orders", "HeaderSizeExceeded"): 15,
     ("orders", "SchemaError"): 15,
-    ("orders", "UnknownTenant"): 12,
-    ("events/Subscriptions/billing", "DuplicateInvoice"): 12,
+    ("orders", "UnknownTenant"): 11,
+    ("events/Subscriptions/billing", "DuplicateInvoice"): 11,
     ("events/Subscriptions/bulk-orders", "DivideByZeroException"): 8,
-    ("events/Subscriptions/notifications", "Session id is null."): 155,
-    ("hop5", "MaxTransferHopCountExceeded"): 39,
+    ("events/Subscriptions/notifications", "Session id is null."): 152,
+    ("hop5", "MaxTransferHopCountExceeded"): 38,
+    ("checkout/Subscriptions/billing", "PaymentGatewayTimeout"): 23,
 }
 
 
@@ -35,26 +36,32 @@ def test_a_thousand_messages_in_the_demo_mix(cli: Any) -> None:
     code, out, err = cli("emulator", "demo", "--messages", "1000")
     assert (code, err) == (0, "")
     assert out == (
-        f"demo: 13 entities in {cli.store}\n"
-        "  orders: 786 in the DLQ (8 reasons: ValidationFailed 233, MaxDeliveryCountExceeded 186, "
-        "TTLExpiredException 140, PaymentDeclined 139, DownstreamTimeout 46, HeaderSizeExceeded 15, "
-        "SchemaError 15, UnknownTenant 12), 12 active, 3 scheduled\n"
-        "  events/Subscriptions/billing: 12 in the DLQ (DuplicateInvoice)\n"
+        f"demo: 16 entities in {cli.store}\n"
+        "  orders: 768 in the DLQ (8 reasons: ValidationFailed 227, MaxDeliveryCountExceeded 182, "
+        "TTLExpiredException 136, PaymentDeclined 136, DownstreamTimeout 46, HeaderSizeExceeded 15, "
+        "SchemaError 15, UnknownTenant 11), 12 active, 3 scheduled\n"
+        "  events/Subscriptions/billing: 11 in the DLQ (DuplicateInvoice)\n"
         "  events/Subscriptions/bulk-orders: 8 in the DLQ (DivideByZeroException)\n"
-        "  events/Subscriptions/notifications: 155 in the DLQ (Session id is null.)\n"
-        "  hop5: 39 in the transfer DLQ (MaxTransferHopCountExceeded)\n"
+        "  events/Subscriptions/notifications: 152 in the DLQ (Session id is null.)\n"
+        "  checkout/Subscriptions/billing: 23 in the DLQ (PaymentGatewayTimeout)\n"
+        "  hop5: 38 in the transfer DLQ (MaxTransferHopCountExceeded)\n"
         f"try: sbdlq --emulator {cli.store} inspect-reason orders\n"
     )
     # What the summary says is what the store holds, put there the way the broker does it.
     found = {}
-    for entity in ("orders", "events/Subscriptions/billing", "events/Subscriptions/bulk-orders"):
+    for entity in (
+        "orders",
+        "events/Subscriptions/billing",
+        "events/Subscriptions/bulk-orders",
+        "checkout/Subscriptions/billing",
+    ):
         found |= {(entity, r): n for r, n in reasons(cli, entity).items()}
     found |= {("events/Subscriptions/notifications", r): n for r, n in reasons(cli, NOTIFICATIONS).items()}
     found |= {("hop5", r): n for r, n in reasons(cli, "hop5", "transfer-dlq").items()}
     assert found == THOUSAND
     code, out, _ = cli("peek", "orders", "--reason", "MaxDeliveryCountExceeded", "--max", "1000", "-o", "json")
     poison = json.loads(out)
-    assert len(poison) == 186 and {m["delivery_count"] for m in poison} == {3}
+    assert len(poison) == 182 and {m["delivery_count"] for m in poison} == {3}
     code, out, _ = cli("peek", "orders", "--reason", "ValidationFailed", "--max", "1000", "-o", "json")
     flaws = {m["dead_letter_error_description"] for m in json.loads(out)}
     assert flaws == {

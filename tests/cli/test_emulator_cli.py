@@ -495,13 +495,14 @@ def test_demo(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         "COMMIT",
     ]
     assert out == (
-        f"demo: 13 entities in {cli.store}\n"
+        f"demo: 16 entities in {cli.store}\n"
         "  orders: 203 in the DLQ (8 reasons: ValidationFailed 60, MaxDeliveryCountExceeded 48, "
         "TTLExpiredException 36, PaymentDeclined 36, DownstreamTimeout 12, HeaderSizeExceeded 4, "
         "SchemaError 4, UnknownTenant 3), 12 active, 3 scheduled\n"
         "  events/Subscriptions/billing: 3 in the DLQ (DuplicateInvoice)\n"
         "  events/Subscriptions/bulk-orders: 2 in the DLQ (DivideByZeroException)\n"
         "  events/Subscriptions/notifications: 40 in the DLQ (Session id is null.)\n"
+        "  checkout/Subscriptions/billing: 6 in the DLQ (PaymentGatewayTimeout)\n"
         "  hop5: 10 in the transfer DLQ (MaxTransferHopCountExceeded)\n"
         f"try: sbdlq --emulator {cli.store} inspect-reason orders\n"
     )
@@ -532,8 +533,8 @@ def test_demo_again_resets_only_the_demo_entities(cli: Any) -> None:
     second = cli("emulator", "demo")
     assert second.exit_code == 0
     assert second.stdout == (
-        "reset the demo entities that already existed: orders, events, hop1, hop2, hop3, hop4, hop5, hop6, billing\n"
-        + first.stdout
+        "reset the demo entities that already existed: "
+        "orders, events, hop1, hop2, hop3, hop4, hop5, hop6, billing, checkout\n" + first.stdout
     )
     assert counts(cli, "queue.1")["active"] == 1  # not a demo entity: kept
 
