@@ -406,7 +406,9 @@ def demo(
         int | None,
         typer.Option(
             "--messages",
-            help="Dead-lettered messages to seed, in the same mix of entities and reasons [default: 258].",
+            # demo.DEFAULT_MESSAGES, written out: importing the demo here would load the engine on every
+            # start (a test holds them equal). `\[`: Rich markup took `[default: ...]` for a tag and hid it.
+            help="Dead-lettered messages to seed, in the same mix of entities and reasons \\[default: 264].",
             min=1,
             metavar="N",
             show_default=False,

@@ -3,6 +3,7 @@ exit statuses, as a user or a script sees them."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -77,3 +78,13 @@ def test_a_misspelt_policy_key_gets_a_suggestion_at_every_level(cli: Any, tmp_pa
     policy = tmp_path / "policy.yaml"
     policy.write_text(text)
     assert cli("apply", str(policy), "--explain") == (2, "", f"sbdlq: {policy}:{said}\n")
+
+
+# ----------------------------------------------------------------- what the demo says of itself
+
+
+def test_the_demo_help_names_the_default_the_demo_seeds(cli: Any) -> None:
+    from sbdlq.emulator.demo import DEFAULT_MESSAGES
+
+    code, out, _ = cli("emulator", "demo", "--help")
+    assert code == 0 and f"[default: {DEFAULT_MESSAGES}]" in re.sub(r"[│\s]+", " ", out)
