@@ -173,8 +173,12 @@ async def resubmit(
     only_this_subscription: bool = False,
     note: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
+    example: bool = False,
 ) -> ResubmitResult:
-    """Move matching DLQ messages to the target: send the copy, then complete the original."""
+    """Move matching DLQ messages to the target: send the copy, then complete the original.
+
+    A dry run with edits shows one message and its copy (`result.example`); `example` shows it
+    without edits too (the console: the copy as it will be sent, from the first plan)."""
     # In RunOptions' field order.
     options = RunOptions(selection or Selection(), max_count, batch_size, concurrency, dry_run, note, progress)
     copying = CopyOptions(  # in its field order
@@ -182,6 +186,7 @@ async def resubmit(
     )
     run = Resubmit(backend, source, target, options, copying)
     run.only_this_subscription = only_this_subscription
+    run.always_example = example
     return await run.run()
 
 
@@ -191,6 +196,8 @@ class Resubmit(MovingRun[ResubmitResult]):
     # An original left in the DLQ after its copy went out is not "resubmitted": the summary
     # counts what was both sent and completed, and reports the rest as left_beside_copy.
     target_info: EntityInfo  # read by check()
+    #: a dry run shows its example even without edits
+    always_example = False
 
     def __init__(
         self,
@@ -248,7 +255,7 @@ class Resubmit(MovingRun[ResubmitResult]):
         self.routing = destination.routing
         if destination.topic is not None:
             await self.check_return(destination.topic)
-        if self.options.dry_run and not self.copying.edits.is_empty:
+        if self.options.dry_run and (self.always_example or not self.copying.edits.is_empty):
             await self.show_example()
         return source_info
 

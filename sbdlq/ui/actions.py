@@ -137,7 +137,7 @@ class Outcome:
     selected: int = 0
     ok: bool = True
     summary: str = ""
-    #: A dry run with edits: one message and its copy (the operation's `example`).
+    #: A resubmit's dry run: one message and its copy as it will be sent (the operation's `example`).
     example: dict[str, Any] | None = None
     #: A resubmit refused for its fan-out: what the dialog offers instead.
     fan_out: FanOutChoices | None = None
@@ -232,6 +232,7 @@ async def _call(
             dry_run=dry_run,
             note=note,
             progress=progress,
+            example=dry_run,  # the plan shows the copy as it will be sent, edited or not
             **opts.operation_kwargs(),
         )
     elif isinstance(opts, PurgeOptions):

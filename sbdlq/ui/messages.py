@@ -39,13 +39,15 @@ def _short_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-#: The Messages table, left to right after the mark: a new column is one line here.
+#: The Messages table, left to right after the mark: a new column is one line here. The
+#: identifiers come first, whole (at 80 columns a last column is cut at the edge: ids were
+#: `ord-p`); the free text after them gives way.
 MESSAGE_COLUMNS: tuple[Column[Message], ...] = (
     field_column("sequence_number"),
     field_column("enqueued_time", _short_time),
+    field_column("message_id", lambda value: value or ""),
     field_column("dead_letter_reason", _cut(28)),
     field_column("subject", _cut(20)),
-    field_column("message_id", lambda value: value or ""),
 )
 
 

@@ -48,24 +48,84 @@ ROUTING_CHOSEN = {
 }
 SYSTEM_FIELDS = ("subject", "content_type", "time_to_live_s", "session_id", "correlation_id")
 
-HELP = """\
-sbdlq ui — keys
+#: The help's width inside its box at 80 columns (`#help` is 78 wide, its border takes 2).
+HELP_WIDTH = 76
+#: The keys, by where they act: each group of phrases starts a line; phrases join with " · " and a
+#: line breaks between phrases (inside one only when it is longer than a line), under its label.
+HELP_ENTRIES: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
+    (
+        "Anywhere",
+        (
+            ("1 entities", "2 messages", "3 detail", "4 reasons", "? help"),
+            ("q or Ctrl+Q quit (in a text field q is typed: Esc leaves it)",),
+        ),
+    ),
+    ("Entities", (("/ filter (Enter or Esc: back)", "Enter open DLQ", "t transfer DLQ", "s sort"),)),
+    (
+        "Messages",
+        (
+            ("/ filter line (--reason, --where, ...)", "Enter detail"),
+            ("space mark", "a all that match", "c clear marks", "n next", "p previous page"),
+        ),
+    ),
+    (
+        "Actions",
+        (
+            ("r resubmit", "d purge (exporting first if asked)", "e export to JSONL"),
+            ("on the marked messages, or all that match: plan, then Confirm",),
+        ),
+    ),
+    (
+        "Resubmit",
+        (
+            (
+                "edit: set property K=V, K2=V2",
+                "remove property K, K2",
+                "subject",
+                "content type",
+                "ttl",
+                "session id",
+                "correlation id ('' clears)",
+                "Enter plans, showing a copy as it will be sent",
+            ),
+            (
+                "copies that would reach other subscriptions are refused: choose Only this "
+                "subscription (targeted routing) or Accept fan-out",
+            ),
+        ),
+    ),
+    ("Detail", (("b binary body as hex or base64",),)),
+    ("Reasons", (("Enter filters the messages to that reason",),)),
+)
 
-Anywhere      1 entities · 2 messages · 3 detail · 4 reasons · ? help · q or Ctrl+Q quit
-              (in a text field q is typed: Esc leaves the field, Ctrl+Q quits)
-Entities      / filter (Enter or Esc: back) · Enter open DLQ · t transfer DLQ · s sort
-Messages      / filter line (the selection options: --reason, --where, ...) · Enter detail
-              space mark · a all that match · c clear marks · n next page · p previous page
-Actions       r resubmit · d purge (optionally exporting first) · e export to JSONL
-              (on the marked messages, or all that match; each shows its plan and asks first)
-              resubmit's edit fields: set property K=V, K2=V2 · remove property K, K2 ·
-              subject, content type, ttl, session id, correlation id ('' clears) · Enter plans
-              a subscription's copies that would reach other subscriptions are refused:
-              choose Only this subscription (targeted routing) or Accept fan-out
-Detail        b binary body as hex or base64
-Reasons       Enter filters the messages to that reason
 
---read-only hides every action.  Esc closes this help."""
+def help_text(width: int = HELP_WIDTH) -> str:
+    """The help laid out for `width` columns: a label column, continuation lines under the text."""
+    import textwrap
+
+    indent = max(len(label) for label, _ in HELP_ENTRIES) + 3
+    room = width - indent
+    lines = ["sbdlq ui — keys", ""]
+    for label, groups in HELP_ENTRIES:
+        body: list[str] = []
+        for phrases in groups:
+            line = ""
+            for phrase in phrases:
+                joined = f"{line} · {phrase}" if line else phrase
+                if len(joined) <= room:
+                    line = joined
+                    continue
+                if line:
+                    body.append(line)
+                *whole, line = textwrap.wrap(phrase, room) or [""]
+                body.extend(whole)
+            body.append(line)
+        lines.extend(f"{label if n == 0 else '':<{indent}}{text}" for n, text in enumerate(body))
+    lines += ["", "--read-only hides every action.  Esc closes this help."]
+    return "\n".join(lines)
+
+
+HELP = help_text()
 
 
 class HelpScreen(ModalScreen[None]):
@@ -135,7 +195,10 @@ class ActionScreen(ModalScreen[bool]):
                 if self.kind == "purge":
                     name_prompt = f"type {self.entity_name} to delete with no export"
                     yield KeyOrderInput(placeholder=name_prompt, id="confirm-name")
-                yield ProgressBar(id="progress", show_eta=False)
+                # Hidden until the work starts: waiting for Confirm, it would animate at --%.
+                progress = ProgressBar(id="progress", show_eta=False)
+                progress.display = False
+                yield progress
                 yield Static("", id="result")
             with Horizontal(id="buttons"):
                 yield Button("Confirm", id="confirm", variant="error", disabled=True)
@@ -389,6 +452,7 @@ class ActionScreen(ModalScreen[bool]):
 
     def _progress(self, total: int | None) -> Callable[[int], None]:
         bar = self.query_one("#progress", ProgressBar)
+        bar.display = True
         bar.update(total=total, progress=0)
         return lambda n: bar.advance(n)
 

@@ -262,7 +262,7 @@ def test_a_column_is_one_declaration(store: Path, dlqs: Seeder, monkeypatch: pyt
     async def script(app: DlqApp, pilot: Any) -> None:
         await open_orders(app, pilot)
         table = app.query_one("#messages", DataTable)
-        assert [str(c.label) for c in table.columns.values()][-2:] == ["message id", "deliveries"]
+        assert [str(c.label) for c in table.columns.values()][-2:] == ["subject", "deliveries"]
         shown = rows(app, "#messages")
         assert [(r["message_id"], r["delivery_count"]) for r in shown][:2] == [("t0", 1), ("t1", 1)]
         assert shown[0]["dead_letter_reason"] == "Timeout"
@@ -728,3 +728,72 @@ def test_a_key_pressed_while_a_filtered_page_loads_goes_to_the_table(store: Path
             assert app.query_one("#filter", Input).value == "--reason Timeout"
 
     asyncio.run(go())
+
+
+# ------------------------------------------------------------- at 80 columns (issue 38 item 7)
+
+
+def test_message_ids_are_shown_whole_at_80_columns(store: Path, seed: Seeder) -> None:
+    """Ids come before the free text, so the 80-column screen shows them whole (they were `ord-p`)."""
+    seed.queue("orders")
+    ids = [f"ord-paymentdeclined-{i:07d}" for i in range(3)]
+    seed.dead_letter(
+        "orders", messages=[OutboundMessage(body=b"{}", message_id=m, subject="order.created") for m in ids]
+    )
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        table = app.query_one("#messages", DataTable)
+        keys = [str(key.value) for key in table.columns]
+        widths = [column.get_render_width(table) for column in table.columns.values()]
+        id_ends_at = sum(widths[: keys.index("message_id") + 1])
+        assert id_ends_at <= table.scrollable_content_region.width, (keys, widths)
+        assert [r["message_id"] for r in rows(app, "#messages")] == ids
+
+    drive(store, script)
+
+
+def test_a_dialogs_progress_bar_shows_only_once_the_work_starts(store: Path, tenants: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        screen = await open_action(app, pilot, "a", "r")
+        bar = screen.query_one("#progress")
+        assert "plan: resubmit 2" in text(screen, "#plan")
+        assert not bar.display  # waiting for Confirm: no bar animating at --%
+        await pilot.click("#confirm")
+        await until(app, pilot, lambda: "resubmitted 2 of 2" in text(screen, "#result"), "resubmitted 2 of 2")
+        assert bar.display
+
+    drive(store, script)
+
+
+def test_the_plan_shows_the_copy_as_it_will_be_sent_before_any_edit(store: Path, tenants: Seeder) -> None:
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        await press(app, pilot, "space")  # m0
+        screen = await open_action(app, pilot, "r")
+        shown = text(screen, "#plan")
+        assert "example: the copy of sequence number" in shown
+        assert "property sbdlq-attempt: (absent) → 1" in shown  # what every copy carries, unedited
+
+    drive(store, script)
+    assert tenants.counts("orders").dead_letter == 2  # a plan moves nothing
+
+
+def test_the_help_is_laid_out_for_80_by_24(store: Path, dlqs: Seeder) -> None:
+    """Every line of `?` fits its box without wrapping, the box fits 24 lines, continuation lines
+    sit under their text (never a ragged wrap back to the left edge)."""
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        app.query_one("#entities", DataTable).focus()
+        await press(app, pilot, "question_mark")
+        help_text = app.screen.query_one(Static)
+        shown = str(help_text.render()).splitlines()
+        assert help_text.size.height == len(shown)  # no line wrapped
+        assert max(len(line) for line in shown) <= help_text.size.width
+        assert app.screen.query_one("#help").outer_size.height <= SIZE[1]
+        column = shown[2].index("1 entities")  # where the text after the labels starts
+        continued = [line for line in shown[2:-2] if line.startswith(" ")]
+        assert continued and all(line[:column].isspace() and line[column] != " " for line in continued)
+
+    drive(store, script)
