@@ -58,10 +58,10 @@ def confirm(question: str, *, declined: str) -> None:
         with _ctrl_c_raises():
             answer = typer.confirm(question, default=False, err=True)
     except click.exceptions.Abort as exc:
+        sys.stderr.write("\n")  # the line after the question (and the ^C a terminal echoed)
         if isinstance(exc.__context__, KeyboardInterrupt):
             # Nothing is done before the answer (click names a Ctrl-C here "Abort").
             raise Interrupted(f"interrupted; {declined.split('; ', 1)[-1]}") from None
-        sys.stderr.write("\n")
         answer = False  # the end of input: no answer is no
     if not answer:
         raise Declined(declined)

@@ -110,5 +110,6 @@ def test_a_ctrl_c_during_start_up_says_nothing_was_done_and_exits_130(store: Pat
 def test_a_ctrl_c_at_the_question_deletes_nothing_and_exits_130(store: Path) -> None:
     code, out, err = _sbdlq(store, "question", "purge", "orders")
     assert (code, out) == (130, "")
-    assert err == "sbdlq: interrupted; nothing was deleted\n"  # (the question went to the hooked prompt)
+    # The question went to the hooked prompt; the line after it is sbdlq's one line.
+    assert err == "\nsbdlq: interrupted; nothing was deleted\n"
     assert len(stored_ids(store, "orders/$DeadLetterQueue")) == N
