@@ -143,15 +143,35 @@ class RecordFile:
         if not raw.strip():
             return None
         try:
-            return Record(n, message_from_record(json.loads(raw)))
-        except (ValueError, TypeError) as exc:
+            return Record(n, message_from_record(parse_line(raw)))
+        except (ValueError, TypeError, RecursionError) as exc:
             raise BadInput(f"{self.name} line {n}: {_reason(exc)}", hint=_HINT) from None
 
 
 _HINT = "each line must be one message as `purge --export` or `peek -o jsonl` writes it"
 
 
+#: the most digits a whole number in a record has: every one of them fits 64 bits (19 digits and a sign)
+_INT_MAX_DIGITS = 20
+
+
+def _parse_int(text: str) -> int:
+    """A JSON whole number, refused past what any record field holds (before Python's own digit limit
+    raises its error, or a 4,000-digit number is converted at all)."""
+    if len(text.lstrip("-")) > _INT_MAX_DIGITS:
+        raise ValueError(f"a number of {len(text.lstrip('-')):,} digits, past the 64 bits any record field holds")
+    return int(text)
+
+
+def parse_line(raw: bytes) -> Any:
+    """One line's JSON: ValueError for what is not JSON or holds a number no record holds;
+    RecursionError for nesting deeper than Python's stack (no record nests past two levels)."""
+    return json.loads(raw, parse_int=_parse_int)
+
+
 def _reason(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to be a record (objects and arrays inside each other)"
     if isinstance(exc, json.JSONDecodeError):
         return f"not JSON ({exc.msg} at column {exc.colno})"
     if isinstance(exc, UnicodeDecodeError):
@@ -170,8 +190,8 @@ def message_from_record(doc: Any) -> Message:
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
     seq = doc.get("sequence_number")
-    if type(seq) is not int or seq < 0:
-        raise ValueError("sequence_number: expected a whole number")
+    if type(seq) is not int or not 0 <= seq < 2**63:
+        raise ValueError("sequence_number: expected a whole number (64 bits, not negative)")
     props = doc.get("application_properties") or {}
     if not isinstance(props, dict):
         raise ValueError("application_properties: expected an object")
@@ -187,13 +207,16 @@ def message_from_record(doc: Any) -> Message:
         raise ValueError("time_to_live_s: expected a positive number of seconds (at most 10675199 days)")
     for key, value in props.items():
         _utf8("application_properties", key)
+        if isinstance(value, (list, dict)):
+            # An export writes every property as a plain value: a list or object is not one it wrote.
+            raise ValueError(f"application_properties.{key}: expected a string, number, boolean or null")
         if isinstance(value, str):
             _utf8(f"application_properties.{key}", value)
         elif type(value) is int and not fits_int64(value):
             raise ValueError(f"application_properties.{key}: {value} is past the 64-bit range a property holds")
     deliveries = doc.get("delivery_count", 0)
-    if type(deliveries) is not int:
-        raise ValueError("delivery_count: expected a whole number")
+    if type(deliveries) is not int or not 0 <= deliveries < 2**32:
+        raise ValueError("delivery_count: expected a whole number (32 bits, not negative)")
     texts: dict[str, Any] = {name: _text(doc, name) for name in _TEXT_FIELDS}
     for name in ("message_id", "session_id"):
         if texts.get(name) is not None and len(texts[name]) > _MAX_ID_CHARS:

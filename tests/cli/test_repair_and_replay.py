@@ -289,6 +289,41 @@ def test_replay_reads_stdin_and_a_base64_body(cli: Cli, orders: Seeder) -> None:
             '{"sequence_number": 1, "body": "x", "application_properties": {"n": 9223372036854775808}}',
             "application_properties.n: 9223372036854775808 is past the 64-bit range a property holds",
         ),
+        # Pathological lines (issue 34, item 8): each one line naming it, never an unexpected error.
+        *(
+            (deep, "nested too deeply to be a record (objects and arrays inside each other)")
+            for deep in (
+                "[" * 100_000 + "]" * 100_000,
+                '{"sequence_number": 1, "body": "x", "application_properties": {"a": '
+                + "[" * 50_000
+                + "]" * 50_000
+                + "}}",
+            )
+        ),
+        (
+            '{"sequence_number": 1, "body": "x", "application_properties": {"a": [[1]]}}',
+            "application_properties.a: expected a string, number, boolean or null",
+        ),
+        (
+            '{"sequence_number": ' + "9" * 5000 + ', "body": "x"}',
+            "a number of 5,000 digits, past the 64 bits any record field holds",
+        ),
+        (
+            '{"sequence_number": 9223372036854775808, "body": "x"}',
+            "sequence_number: expected a whole number (64 bits, not negative)",
+        ),
+        (
+            '{"sequence_number": 1, "delivery_count": -1, "body": "x"}',
+            "delivery_count: expected a whole number (32 bits, not negative)",
+        ),
+        (
+            '{"sequence_number": 1e999, "body": "x"}',
+            "sequence_number: expected a whole number (64 bits, not negative)",
+        ),
+        (
+            '{"sequence_number": NaN, "body": "x"}',
+            "sequence_number: expected a whole number (64 bits, not negative)",
+        ),
     ],
 )
 def test_a_bad_line_refuses_the_whole_replay_naming_its_number(
