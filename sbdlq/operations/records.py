@@ -31,12 +31,63 @@ _TEXT_FIELDS = tuple(f.name for f in MESSAGE_FIELDS if f.kind == "text" and not 
 _EPOCH = datetime.fromtimestamp(0, UTC)
 
 
+#: How every record line starts: `json.dumps(Message.to_json())` puts the sequence number first.
+RECORD_PREFIX = b'{"sequence_number": '
+
+#: The key `purge --export` adds last to each record: 0 when written (before the delete), set to 1
+#: in place once the delete is confirmed. A record at 0 may still be in the DLQ (a kill between
+#: export and delete, a lock lost): replay does not send it unless asked. Other files lack the key.
+DELETED_KEY = "sbdlq_deleted"
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One line of the file: its number (from 1) and the message it holds."""
+    """One line of the file: its number (from 1), the message it holds, and whether its purge confirmed
+    the delete (None: a record without the mark, as `peek -o jsonl` and older exports write)."""
 
     line: int
     message: Message
+    deleted: bool | None = None
+
+    @property
+    def identity(self) -> tuple[int, str | None, datetime]:
+        """What tells one message from another in an export: a second export of it repeats all three."""
+        m = self.message
+        return (m.sequence_number, m.message_id, m.enqueued_time)
+
+
+class DeleteMarks:
+    """Which records of a file `replay` holds back, read off their delete marks (see DELETED_KEY).
+
+    A record marked 0 whose message the file holds again further on (the same sequence number,
+    message id and enqueued time: a rerun of the purge exported it again) is `repeated`: the later
+    record is sent instead. One marked 0 that nothing repeats is `unconfirmed`: it may still be in
+    the DLQ. Only records marked 0 are remembered: a kill leaves at most one batch of them.
+    """
+
+    def __init__(self) -> None:
+        # identity → line (bodies are not kept: a batch of large messages would be held whole)
+        self._pending: dict[tuple[int, str | None, datetime], int] = {}
+        #: lines of records marked 0 whose message the file holds again further on
+        self.repeated: set[int] = set()
+
+    def see(self, record: Record) -> None:
+        """Read the next record, in file order."""
+        earlier = self._pending.pop(record.identity, None)
+        if earlier is not None:
+            self.repeated.add(earlier)
+        if record.deleted is False:
+            self._pending[record.identity] = record.line
+
+    @property
+    def any(self) -> bool:
+        """Whether any record is held back."""
+        return bool(self._pending or self.repeated)
+
+    @property
+    def unconfirmed(self) -> dict[int, int]:
+        """Line → sequence number of the records marked 0 that nothing further on repeats."""
+        return {line: seq for (seq, _, _), line in self._pending.items()}
 
 
 #: the longest record line: a 100 MB body (Premium's largest message) base64-encoded, and its fields
@@ -59,6 +110,9 @@ class RecordFile:
         self.digest = ""
         #: the file as the first pass left it (device, inode, size, mtime): the second checks it
         self.identity: tuple[int, ...] = ()
+        #: the number of a last line cut short inside a record (a purge --export killed while writing
+        #: it, before its sync, so before its delete: that message is still in the DLQ), or None
+        self.torn: int | None = None
 
     def first_pass(self) -> Iterator[Record | None]:
         """Every line as a Record (None for a blank line), checking each; sets `digest` at the end."""
@@ -142,10 +196,26 @@ class RecordFile:
     def _record(self, n: int, raw: bytes) -> Record | None:
         if not raw.strip():
             return None
+        if _torn(raw):
+            self.torn = n
+            return None
         try:
-            return Record(n, message_from_record(parse_line(raw)))
+            doc = parse_line(raw)
+            return Record(n, message_from_record(doc), _deleted(doc))
         except (ValueError, TypeError, RecursionError) as exc:
             raise BadInput(f"{self.name} line {n}: {_reason(exc)}", hint=_HINT) from None
+
+
+def _torn(raw: bytes) -> bool:
+    """Whether a line is the start of a record that a kill cut short: the last line (no newline),
+    starting like a record, and not JSON. Anything else that is not a record is a bad line."""
+    if raw.endswith(b"\n") or not (raw.startswith(RECORD_PREFIX) or RECORD_PREFIX.startswith(raw)):
+        return False
+    try:
+        json.loads(raw)
+    except (ValueError, RecursionError):
+        return True
+    return False
 
 
 _HINT = "each line must be one message as `purge --export` or `peek -o jsonl` writes it"
@@ -231,6 +301,16 @@ def message_from_record(doc: Any) -> Message:
         application_properties=props,
         **texts,
     )
+
+
+def _deleted(doc: dict[str, Any]) -> bool | None:
+    """The record's delete mark (see DELETED_KEY); ValueError for a value no export writes."""
+    mark = doc.get(DELETED_KEY)
+    if mark is None:
+        return None
+    if type(mark) is not int or mark not in (0, 1):
+        raise ValueError(f"{DELETED_KEY}: expected 0 or 1")
+    return mark == 1
 
 
 def _text(doc: dict[str, Any], name: str) -> str | None:

@@ -300,3 +300,20 @@ def test_a_symlink_to_a_running_policy_is_the_same_policy(
     assert Path(export).parent == real_dir / "exports"
     assert not (link_dir / "exports").exists()
     assert [json.loads(line)["message_id"] for line in Path(export).read_text().splitlines()] == ["p0", "p1"]
+
+
+def test_a_purge_step_whose_matches_another_receiver_holds_makes_no_file(
+    cli: Cli, ns: Seeder, policy: Path, tmp_path: Path
+) -> None:
+    """Issue 34 item 7: the plan found 2 to delete, the purge received none of them: no export file."""
+    from sbdlq.addresses import parse_address
+
+    held = ns.engine.receive(parse_address("orders/$DeadLetterQueue"), 10)  # another receiver's locks
+    assert len(held) == 5
+    code, out, _ = cli("apply", str(policy), "--yes", "-o", "json")
+    (drop,) = [s for s in json.loads(out) if s["rule"] == "drop poison" and s["entity"] == "orders"]
+    assert (drop["matched"], drop["result"]["purged"], drop["result"]["not_received"]) == (2, 0, 2)
+    assert drop["export"] == []
+    exports = tmp_path / "exports"
+    assert not exports.exists() or list(exports.iterdir()) == []
+    assert code == 3  # the alert on payments still fires; nothing failed

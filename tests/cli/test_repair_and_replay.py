@@ -234,6 +234,8 @@ def test_replay_a_peek_jsonl_file_with_a_selection_as_json(cli: Cli, orders: See
             "not_matching": 1,
             "skipped": 1,
             "unroutable": 0,
+            "unconfirmed": 0,
+            "repeated": 0,
             "dry_run": False,
             "sdk_fallbacks": [],
         },
@@ -546,3 +548,53 @@ def test_the_resubmitted_from_property_can_be_left_off(cli: Cli, orders: Seeder)
     copies = orders.active("retry")
     assert len(copies) == 3 and all(RESUBMITTED_FROM not in m.application_properties for m in copies)
     assert all(m.application_properties == {"tenant": "eu", "v": 1, ATTEMPT: 1} for m in copies)
+
+
+def _rewrite(path: Path, docs: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+
+
+def test_a_record_never_marked_deleted_is_held_back_until_asked(cli: Cli, orders: Seeder, export: Path) -> None:
+    """Issue 34 item 5: a purge stopped between export and delete leaves its records marked 0; replay
+    sends the others, names the held-back ones, exits 1, and sends them only when asked."""
+    docs = [json.loads(line) for line in export.read_text().splitlines()]
+    assert [d["sbdlq_deleted"] for d in docs] == [1, 1, 1]
+    docs[1]["sbdlq_deleted"] = 0
+    _rewrite(export, docs)
+    code, out, err = cli("replay", str(export), "--to", "retry")
+    assert (code, out) == (1, "replayed 2 of 2 selected message(s) in 0.00s (1 held back: delete not confirmed)\n")
+    assert err.splitlines()[1:] == [
+        "sbdlq: 1 record(s) were not sent: the purge that exported them did not confirm their delete, so they "
+        f"may still be in the DLQ (sequence numbers {docs[1]['sequence_number']}); check it (`sbdlq peek ENTITY "
+        "--sequence ...`); to send them, rerun with --resume --include-unconfirmed"
+    ]
+    assert [m.message_id for m in orders.active("retry")] == ["m0", "m2"]
+    code, out, _ = cli("replay", str(export), "--to", "retry", "--resume", "--include-unconfirmed")
+    assert (code, out) == (0, "replayed 1 of 1 selected message(s) in 0.00s\n")
+    assert sorted(m.message_id for m in orders.active("retry")) == ["m0", "m1", "m2"]
+
+
+def test_a_record_exported_again_later_is_sent_once(cli: Cli, orders: Seeder, export: Path) -> None:
+    """A rerun of a stopped purge exports again what stayed: the earlier record (marked 0) is dropped,
+    the later one sent; a record marked 0 that nothing repeats is held back."""
+    m0, m1, m2 = (json.loads(line) for line in export.read_text().splitlines())
+    _rewrite(export, [{**m0, "sbdlq_deleted": 0}, {**m1, "sbdlq_deleted": 0}, m0, m2])
+    code, out, _ = cli("replay", str(export), "--to", "retry", "-o", "json")
+    doc = json.loads(out)
+    assert code == 1
+    assert {k: doc[k] for k in ("selected", "replayed", "unconfirmed", "repeated", "failed")} == {
+        "selected": 2,
+        "replayed": 2,
+        "unconfirmed": 1,
+        "repeated": 1,
+        "failed": 0,
+    }
+    assert [m.message_id for m in orders.active("retry")] == ["m0", "m2"]
+
+
+def test_a_delete_mark_no_export_writes_is_a_bad_line(cli: Cli, orders: Seeder, export: Path) -> None:
+    with export.open("a") as f:
+        f.write('{"sequence_number": 9, "body": "x", "sbdlq_deleted": 2}\n')
+    code, _, err = cli("replay", str(export), "--to", "retry")
+    assert code == 2
+    assert err.startswith(f"sbdlq: {export} line 4: sbdlq_deleted: expected 0 or 1 ")
