@@ -559,7 +559,10 @@ class PurgeResult(RunResult):
         return f"{self.left_beside_copy} message(s) were exported but stayed in the queue{self._listed()}"
 
     def beside_advice(self) -> str:
-        return "they are in the export file; purging them again exports them again"
+        return (
+            "they are in the export file, marked not deleted (replay holds them back); purging them again "
+            "exports them again (replay sends the later record)"
+        )
 
     def retry_beside_advice(self) -> str:
         return "run the command again to retry (the ones already exported are exported again)"

@@ -598,3 +598,26 @@ def test_a_delete_mark_no_export_writes_is_a_bad_line(cli: Cli, orders: Seeder, 
     code, _, err = cli("replay", str(export), "--to", "retry")
     assert code == 2
     assert err.startswith(f"sbdlq: {export} line 4: sbdlq_deleted: expected 0 or 1 ")
+
+
+def test_a_last_record_a_killed_purge_cut_short_is_noted_not_sent(cli: Cli, orders: Seeder, export: Path) -> None:
+    """A kill inside the export's write leaves a torn last line; that message was never deleted."""
+    torn = b'{"sequence_number": 9, "message_id": "m9", "enq'
+    with export.open("ab") as f:
+        f.write(torn)
+    code, out, err = cli("replay", str(export), "--to", "retry")
+    assert (code, out) == (0, "replayed 3 of 3 selected message(s) in 0.00s\n")
+    assert (
+        f"sbdlq: note: {export} line 4 is a record cut short (a purge --export killed while writing it, before "
+        "its delete: that message is still in the DLQ); not sent"
+    ) in err.splitlines()
+    assert [m.message_id for m in orders.active("retry")] == ["m0", "m1", "m2"]
+
+
+@pytest.mark.parametrize("tail", [b"garbage", b'{"sequence_number": 9, "body": "x"}\n{"a'])
+def test_a_cut_line_that_is_no_record_is_still_a_bad_line(cli: Cli, orders: Seeder, export: Path, tail: bytes) -> None:
+    with export.open("ab") as f:
+        f.write(tail)
+    code, _, err = cli("replay", str(export), "--to", "retry")
+    assert code == 2
+    assert err.startswith(f"sbdlq: {export} line ")
