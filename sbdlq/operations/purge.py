@@ -84,12 +84,13 @@ class Purge(MovingRun[PurgeResult]):
     async def check(self) -> EntityInfo:
         if self.options.batch_size < 1:
             raise BadInput("--batch-size must be at least 1")
-        if self.export is not None and self.file is not None:
-            if self.file.new and os.path.lexists(self.export):
-                raise OperationFailed(f"cannot create export file {self.export}: it exists; nothing was deleted")
+        if self.file is not None:
+            path = self.file.path
+            if self.file.new and os.path.lexists(path):
+                raise OperationFailed(f"cannot create export file {path}: it exists; nothing was deleted")
             if not self.file.new:
-                check_export_target(self.export, follow_symlinks=self.follow_symlinks)
-            if not self.options.dry_run and os.path.lexists(self.export):
+                check_export_target(path, follow_symlinks=self.follow_symlinks)
+            if not self.options.dry_run and os.path.lexists(path):
                 # Locked before the plan: a second run onto an existing file refuses up front. A
                 # new file is created (and locked) only when its first record is written.
                 self.file.open()

@@ -85,9 +85,9 @@ class DeleteMarks:
         return bool(self._pending or self.repeated)
 
     @property
-    def unconfirmed(self) -> dict[int, int]:
-        """Line → sequence number of the records marked 0 that nothing further on repeats."""
-        return {line: seq for (seq, _, _), line in self._pending.items()}
+    def unconfirmed(self) -> set[int]:
+        """The lines of the records marked 0 that nothing further on repeats."""
+        return set(self._pending.values())
 
 
 #: the longest record line: a 100 MB body (Premium's largest message) base64-encoded, and its fields
@@ -213,8 +213,10 @@ def _torn(raw: bytes) -> bool:
         return False
     try:
         json.loads(raw)
-    except (ValueError, RecursionError):
+    except ValueError:
         return True
+    except RecursionError:
+        return False  # whole, and nested past any record: a bad line
     return False
 
 

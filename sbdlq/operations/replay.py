@@ -256,8 +256,8 @@ class Replay:
             )
         if self.marks.any:
             # Known only at the end (a later record repeats an earlier one): count again with them.
-            unconfirmed = self.marks.unconfirmed
-            self.held = self.marks.repeated | (set() if self.options.include_unconfirmed else set(unconfirmed))
+            unconfirmed = set() if self.options.include_unconfirmed else self.marks.unconfirmed
+            self.held = self.marks.repeated | unconfirmed
             first = self._recount()
         await self.check_takers(kind)
         self.open_state()

@@ -614,7 +614,15 @@ def test_a_last_record_a_killed_purge_cut_short_is_noted_not_sent(cli: Cli, orde
     assert [m.message_id for m in orders.active("retry")] == ["m0", "m1", "m2"]
 
 
-@pytest.mark.parametrize("tail", [b"garbage", b'{"sequence_number": 9, "body": "x"}\n{"a'])
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"garbage",
+        b'{"sequence_number": 9, "body": "x"}\n{"a',
+        b'{"sequence_number": 9, "body": "x", "application_properties": {"a": ' + b"[" * 50_000 + b"]" * 50_000 + b"}}",
+    ],
+    ids=["not a record", "a cut line that is not the start of a record", "nested too deep, no newline"],
+)
 def test_a_cut_line_that_is_no_record_is_still_a_bad_line(cli: Cli, orders: Seeder, export: Path, tail: bytes) -> None:
     with export.open("ab") as f:
         f.write(tail)
