@@ -1,13 +1,13 @@
 """Run a policy's planned steps in file order, each through the same operation its command uses.
 
 A resubmit rule is `operations.resubmit` (send, then complete), a purge rule `operations.purge`
-(export and fsync, then delete), an alert rule the plan's count: there is no second moving
-loop here, so every rule keeps the commands' guarantees (kill -9, signals, duplicates bounded
-by --concurrency). A step that fails is recorded and the next one runs, unless its rule (or the
-file) says `stop_on_error: true`. Export files are named here, one per rule, entity and run,
-and created with O_EXCL by the purge when its first record is written: a name that exists is
-never written to, and a step that deletes nothing (its matches taken by another receiver)
-leaves no file.
+(export and fsync, then delete, then mark deleted), an alert rule the plan's count: there is no
+second moving loop here, so every rule keeps the commands' guarantees (kill -9, signals,
+duplicates bounded by concurrency, or for a purge's export by batch_size). A step that fails is
+recorded and the next one runs, unless its rule (or the file) says `stop_on_error: true`.
+Export files are named here, one per rule, entity and run, and created with O_EXCL by the
+purge when its first record is written: a name that exists is never written to, and a step
+that deletes nothing (its matches taken by another receiver) leaves no file.
 """
 
 from __future__ import annotations
