@@ -559,7 +559,10 @@ class PurgeResult(RunResult):
         return f"{self.left_beside_copy} message(s) were exported but stayed in the queue{self._listed()}"
 
     def beside_advice(self) -> str:
-        return "they are in the export file; purging them again exports them again"
+        return (
+            "they are in the export file, marked not deleted (replay holds them back); purging them again "
+            "exports them again (replay sends the later record)"
+        )
 
     def retry_beside_advice(self) -> str:
         return "run the command again to retry (the ones already exported are exported again)"
@@ -579,15 +582,51 @@ class ReplayResult(CopyingResult):
         "not_matching",
         "skipped",
         "unroutable",
+        "unconfirmed",
+        "repeated",
     )
-    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "not_tried", "not_matching", "unroutable", "retries")
+    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = (
+        "failed",
+        "not_tried",
+        "not_matching",
+        "unroutable",
+        "unconfirmed",
+        "repeated",
+        "retries",
+    )
+    LABELS: ClassVar[dict[str, str]] = {
+        "unconfirmed": "held back: delete not confirmed",
+        "repeated": "exported again later in the file",
+    }
 
     replayed: int = 0
+    #: Matching records a `purge --export` wrote but never marked deleted (a kill between export and
+    #: delete, a lock lost): they may still be in the DLQ, so they are not sent (not in `selected`)
+    #: unless --include-unconfirmed.
+    unconfirmed: int = 0
+    #: Matching records never marked deleted whose message the file holds again further on (a rerun
+    #: exported it again): the later record is the one sent.
+    repeated: int = 0
+    #: The sequence numbers of the unconfirmed records, for the advice line.
+    unconfirmed_sequences: list[int] = field(default_factory=list)
 
     def left_over(self) -> str | None:
-        """Records not sent (no originals: a file is never changed): fix the cause, resume."""
-        if self.dry_run or not (self.failed or self.not_tried or self.unroutable):
+        """Records not sent (no originals: a file is never changed): fix the cause, resume; records held
+        back because their delete was never confirmed: check the DLQ first."""
+        if self.dry_run or not (self.failed or self.not_tried or self.unroutable or self.unconfirmed):
             return None
         cause = f"{self.errors[0]}; " if self.errors else ""
-        left = self.failed + self.not_tried + self.unroutable
-        return f"{cause}{left} record(s) were not replayed; fix the cause and rerun with --resume to send only those"
+        parts = []
+        if left := self.failed + self.not_tried + self.unroutable:
+            parts.append(
+                f"{left} record(s) were not replayed; fix the cause and rerun with --resume to send only those"
+            )
+        if self.unconfirmed:
+            ranges = sequence_ranges(self.unconfirmed_sequences)
+            shown = ", ".join(ranges[:SHOWN_RANGES]) + (", ..." if len(ranges) > SHOWN_RANGES else "")
+            parts.append(
+                f"{self.unconfirmed} record(s) were not sent: the purge that exported them did not confirm their "
+                f"delete, so they may still be in the DLQ (sequence numbers {shown}); check it "
+                "(`sbdlq peek ENTITY --sequence ...`); to send them, rerun with --resume --include-unconfirmed"
+            )
+        return cause + "; ".join(parts)

@@ -20,3 +20,5 @@ MESSAGE_KEYS = [
     "body",
     "body_encoding",
 ]
+#: A `purge --export` record: the Message shape, then its delete mark (0 until the delete is confirmed, then 1).
+EXPORT_KEYS = [*MESSAGE_KEYS, "sbdlq_deleted"]

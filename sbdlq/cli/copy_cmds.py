@@ -171,6 +171,13 @@ def replay(
     ] = False,
     fan_out: ReplayFanOut = False,
     only_subscription: OnlySubscription = None,
+    include_unconfirmed: Annotated[
+        bool,
+        typer.Option(
+            "--include-unconfirmed",
+            help="Also send records a stopped purge --export never marked deleted (may still be in the DLQ).",
+        ),
+    ] = False,
     edits: EditOptions = NO_EDITS,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
@@ -204,6 +211,7 @@ def replay(
             target_subscription=only_subscription,
             state=state or (None if source is None else source.with_name(source.name + STATE_SUFFIX)),
             resume=resume,
+            include_unconfirmed=include_unconfirmed,
         )
         async with open_target(s) as backend:
             with progress(f"replay {file}") as bars:

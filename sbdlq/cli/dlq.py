@@ -282,14 +282,20 @@ def purge(
     max_count: Annotated[int | None, count_option("--max", "Delete at most N messages.")] = None,
     export: Annotated[
         Path | None,
-        typer.Option("--export", help="Append each message to this JSONL file (synced) before deleting it."),
+        typer.Option(
+            "--export",
+            help="Append each message to this JSONL file (synced) before deleting it, and mark it deleted "
+            "after; a stopped run leaves at most --batch-size unmarked (replay holds those back).",
+        ),
     ] = None,
     export_follow_symlinks: Annotated[
         bool, typer.Option("--export-follow-symlinks", help="Let --export write through a symlink.")
     ] = False,
-    batch_size: Annotated[int, count_option("--batch-size", "Messages per batch.")] = 500,
+    batch_size: Annotated[
+        int, count_option("--batch-size", "Messages per batch (--export: written, then deleted, a batch at a time).")
+    ] = 500,
     concurrency: Annotated[
-        int, count_option("--concurrency", "Messages in flight at most (--export: bodies held).")
+        int, count_option("--concurrency", "Messages in flight at most (--export: one batch, --batch-size).")
     ] = 32,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
     yes: Yes = False,

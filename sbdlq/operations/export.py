@@ -1,7 +1,10 @@
 """JSONL export that survives a kill -9: whole lines, flushed and synced before deletes.
 
-`Exporter` writes the file (purge --export writes each message before deleting it);
+`Exporter` writes the file (purge --export writes each message before deleting it, marked
+`"sbdlq_deleted": 0`, and sets the mark to 1 once the delete is confirmed: after a kill the
+file alone tells which records may still be in the DLQ, and `replay` holds those back);
 `export_messages` browses a selection into one and deletes nothing (the console's export).
+Both make the file only when the first record is about to be written (`LazyExporter`).
 
 The export file is the only copy of a purged message, so the exporter treats it as someone
 else's data until proven otherwise: it refuses a symlink (unless asked to follow it), refuses
@@ -27,14 +30,14 @@ from typing import TYPE_CHECKING, ClassVar
 from sbdlq.addresses import Address
 from sbdlq.errors import BadInput, OperationFailed
 from sbdlq.models import Message, RunResult
+from sbdlq.operations.records import DELETED_KEY, RECORD_PREFIX
 from sbdlq.selection import Selection
 
 if TYPE_CHECKING:
     from sbdlq.backends.base import Backend
     from sbdlq.operations.run import Progress
 
-# Every line starts so: `json.dumps(Message.to_json())` puts the sequence number first.
-_RECORD_PREFIX = b'{"sequence_number": '
+_RECORD_PREFIX = RECORD_PREFIX
 _RECORD_START = re.compile(re.escape(_RECORD_PREFIX) + rb"\d")
 # How much of the first line is read to tell whether the file is an export.
 _HEAD_BYTES = 4096
@@ -105,16 +108,24 @@ def _starts_record(data: bytes) -> bool:
 
 
 class Exporter:
-    """Appends messages to a JSONL file it holds an exclusive lock on for its whole life."""
+    """Appends messages to a JSONL file it holds an exclusive lock on for its whole life.
 
-    def __init__(self, path: Path, *, follow_symlinks: bool = False) -> None:
+    `new=True`: the file must not exist (O_EXCL), as `apply` names a new file per step.
+    """
+
+    def __init__(self, path: Path, *, follow_symlinks: bool = False, new: bool = False) -> None:
         self.path = path
-        check_export_target(path, follow_symlinks=follow_symlinks)
-        created = not path.exists()
-        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | (0 if follow_symlinks else os.O_NOFOLLOW)
+        if not new:
+            check_export_target(path, follow_symlinks=follow_symlinks)
+        created = new or not path.exists()
+        # No O_APPEND: `confirm` writes a byte inside a record, and Linux's pwrite on an O_APPEND
+        # descriptor appends instead. Every write is at an offset this run chose under its lock.
+        flags = os.O_RDWR | os.O_CREAT | (os.O_EXCL if new else 0) | (0 if follow_symlinks else os.O_NOFOLLOW)
         try:
             self.fd = os.open(path, flags, 0o600)
         except OSError as exc:
+            if new:  # apply's own name for the file: a failure there is the run's, not the user's input
+                raise OperationFailed(f"cannot create export file {path}: {exc.strerror or exc}") from None
             raise BadInput(f"cannot write export file {path}: {exc.strerror or exc}") from None
         try:
             _check_regular(path, os.fstat(self.fd))
@@ -183,14 +194,44 @@ class Exporter:
         return 0
 
     def write(self, messages: list[Message]) -> None:
-        """Write whole lines, then fsync: after this the messages are safe to delete."""
-        data = "".join(json.dumps(m.to_json(), ensure_ascii=False) + "\n" for m in messages).encode("utf-8")
+        """Write whole lines, then fsync (the console's export: nothing is deleted after it)."""
+        self._append("".join(json.dumps(m.to_json(), ensure_ascii=False) + "\n" for m in messages).encode("utf-8"))
+
+    def write_pending(self, messages: list[Message]) -> list[int]:
+        """Write whole lines marked `"sbdlq_deleted": 0`, then fsync: after this the messages are safe
+        to delete. Returns where each one's mark is, for `confirm`."""
+        lines = [
+            (json.dumps({**m.to_json(), DELETED_KEY: 0}, ensure_ascii=False) + "\n").encode("utf-8") for m in messages
+        ]
+        at = self._append(b"".join(lines))
+        marks = []
+        for line in lines:
+            at += len(line)
+            marks.append(at - 3)  # the 0 of `0}\n`: the key is the record's last
+        return marks
+
+    def confirm(self, marks: list[int]) -> None:
+        """Set the marks of records whose delete went through to 1, in place (one byte each: a kill
+        leaves each one 0 or 1, never a torn line). Not synced: kill -9 keeps the page cache, and a
+        mark an OS crash loses only makes replay hold that record back (the next write syncs them)."""
+        try:
+            size = os.fstat(self.fd).st_size
+            for at in marks:
+                if at < size:  # never past the end: a file cut by someone else is not extended
+                    os.pwrite(self.fd, b"1", at)
+        except OSError as exc:
+            raise OperationFailed(
+                f"cannot mark deleted records in export file {self.path}: {exc.strerror or exc}"
+            ) from None
+
+    def _append(self, data: bytes) -> int:
+        """Write `data` at the end and fsync; where it starts. On failure nothing of it is left."""
         start = os.fstat(self.fd).st_size
         try:
-            view = memoryview(data)
+            view, at = memoryview(data), start
             while view:
-                n = os.write(self.fd, view)
-                view = view[n:]
+                n = os.pwrite(self.fd, view, at)
+                view, at = view[n:], at + n
             os.fsync(self.fd)
         except OSError as exc:
             # Cut what reached the file so it stays whole lines (everything past `start` is
@@ -198,9 +239,12 @@ class Exporter:
             with contextlib.suppress(OSError):
                 os.ftruncate(self.fd, start)
             raise OperationFailed(f"cannot write export file {self.path}: {exc.strerror or exc}") from None
+        return start
 
     def close(self) -> None:
-        """Close the file, which releases the lock (everything written is already synced)."""
+        """Sync the last marks, then close the file, which releases the lock."""
+        with contextlib.suppress(OSError):
+            os.fsync(self.fd)
         os.close(self.fd)
 
 
@@ -244,27 +288,47 @@ async def export_messages(
     if dry_run or result.selected == 0:
         return result
     tick = progress(result.selected) if progress else None
-    exporter = Exporter(path, follow_symlinks=follow_symlinks)
+    file = LazyExporter(path, follow_symlinks=follow_symlinks)
     try:
         batch: list[Message] = []
         async for m in iter_messages(backend, source, selection=selection):
             batch.append(m)
             if len(batch) >= EXPORT_BATCH:
-                result.exported += _write_batch(exporter, batch, tick)
-        result.exported += _write_batch(exporter, batch, tick)
+                result.exported += _write_batch(file, batch, tick)
+        result.exported += _write_batch(file, batch, tick)
     finally:
-        exporter.close()
+        file.close()
     result.elapsed_s = time.monotonic() - started
     return result
 
 
-def _write_batch(exporter: Exporter, batch: list[Message], tick: Callable[[int], None] | None) -> int:
+def _write_batch(file: LazyExporter, batch: list[Message], tick: Callable[[int], None] | None) -> int:
     """Write (synced) and empty the batch; how many went."""
     if not batch:
         return 0
-    exporter.write(batch)
+    file.open().write(batch)
     n = len(batch)
     batch.clear()
     if tick:
         tick(n)
     return n
+
+
+class LazyExporter:
+    """An Exporter made when the first record is about to be written: a run that writes nothing
+    makes no file (an existing one is opened, and locked, at once by whoever wants that)."""
+
+    def __init__(self, path: Path, *, follow_symlinks: bool = False, new: bool = False) -> None:
+        self.path, self.follow_symlinks, self.new = path, follow_symlinks, new
+        self.exporter: Exporter | None = None
+
+    def open(self) -> Exporter:
+        """The Exporter, made (created, locked, repaired) on the first call."""
+        if self.exporter is None:
+            self.exporter = Exporter(self.path, follow_symlinks=self.follow_symlinks, new=self.new)
+        return self.exporter
+
+    def close(self) -> None:
+        if self.exporter is not None:
+            self.exporter.close()
+            self.exporter = None

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from sbdlq.addresses import Address
 from sbdlq.backends.base import Backend, ReceiveMode
-from sbdlq.errors import BadInput, SbdlqError, TransientError
+from sbdlq.errors import BadInput, OperationFailed, SbdlqError, TransientError
 from sbdlq.models import EntityInfo, Message, PurgeResult
 from sbdlq.operations.browse import queue_word
-from sbdlq.operations.export import Exporter, check_export_target
+from sbdlq.operations.export import LazyExporter, check_export_target
 from sbdlq.operations.move import EMPTY_RETRIES
 from sbdlq.operations.planning import Plan, dlq_left
 from sbdlq.operations.retries import retrying
@@ -30,6 +30,7 @@ async def purge(
     max_count: int | None = None,
     export: Path | None = None,
     export_follow_symlinks: bool = False,
+    export_new: bool = False,
     batch_size: int = 500,
     concurrency: int = 32,
     dry_run: bool = False,
@@ -40,16 +41,23 @@ async def purge(
     """Delete matching messages of a DLQ (or transfer DLQ).
 
     `confirm(n)` is called once the plan is known and before anything is deleted; it
-    raises to cancel.
+    raises to cancel. `export_new`: the export file must not exist (apply's one file per step).
     """
     # In RunOptions' field order.
     options = RunOptions(selection or Selection(), max_count, batch_size, concurrency, dry_run, note, progress)
-    run = Purge(backend, source, options, export=export, follow_symlinks=export_follow_symlinks, confirm=confirm)
+    run = Purge(
+        backend, source, options, export=export, follow_symlinks=export_follow_symlinks, new=export_new, confirm=confirm
+    )
     return await run.run()
 
 
 class Purge(MovingRun[PurgeResult]):
-    """Export each message (when asked), then complete it."""
+    """Export each message (when asked), then complete it, then mark its record deleted.
+
+    With --export a chunk is a whole batch (one fsync and one delete per batch), so a kill
+    between the export and the delete leaves at most --batch-size messages both in the file and
+    in the DLQ; their records stay marked `"sbdlq_deleted": 0`, and replay holds them back.
+    """
 
     def __init__(
         self,
@@ -59,13 +67,15 @@ class Purge(MovingRun[PurgeResult]):
         *,
         export: Path | None,
         follow_symlinks: bool = False,
+        new: bool = False,
         confirm: Callable[[int], None] | None,
     ) -> None:
         super().__init__(backend, source, PurgeResult(dry_run=options.dry_run), options)
         self.export = export
         self.follow_symlinks = follow_symlinks
         self.confirm = confirm
-        self.exporter: Exporter | None = None
+        #: The export file, made when the first record is written: a run that deletes nothing makes none.
+        self.file = None if export is None else LazyExporter(export, follow_symlinks=follow_symlinks, new=new)
         if export is not None:
             # One writer takes whole batches: one fsync per batch, lines in order. Without an
             # export, deletes overlap like resubmit's sends.
@@ -74,27 +84,25 @@ class Purge(MovingRun[PurgeResult]):
     async def check(self) -> EntityInfo:
         if self.options.batch_size < 1:
             raise BadInput("--batch-size must be at least 1")
-        if self.export is not None:
-            check_export_target(self.export, follow_symlinks=self.follow_symlinks)
-            if not self.options.dry_run and os.path.lexists(self.export):
+        if self.file is not None:
+            path = self.file.path
+            if self.file.new and os.path.lexists(path):
+                raise OperationFailed(f"cannot create export file {path}: it exists; nothing was deleted")
+            if not self.file.new:
+                check_export_target(path, follow_symlinks=self.follow_symlinks)
+            if not self.options.dry_run and os.path.lexists(path):
                 # Locked before the plan: a second run onto an existing file refuses up front. A
-                # new file is created (and locked) only when there is something to write.
-                self.exporter = Exporter(self.export, follow_symlinks=self.follow_symlinks)
+                # new file is created (and locked) only when its first record is written.
+                self.file.open()
         return await self.backend.get_entity(self.source.entity)
 
     async def run(self) -> PurgeResult:
-        """The run, with the export file locked from the check to the end."""
+        """The run, with the export file locked from the check (or its first record) to the end."""
         try:
-            result = await super().run()
-            if self.export is not None and self.exporter is None and not result.dry_run:
-                # Nothing to purge: the file exists all the same (empty), so the next step of a
-                # pipeline (`replay FILE`, `wc -l FILE`) finds it.
-                self.exporter = Exporter(self.export, follow_symlinks=self.follow_symlinks)
-            return result
+            return await super().run()
         finally:
-            if self.exporter is not None:
-                self.exporter.close()
-                self.exporter = None
+            if self.file is not None:
+                self.file.close()
 
     def plan_line(self) -> str:
         verb = "export and delete" if self.export else "delete"
@@ -116,8 +124,6 @@ class Purge(MovingRun[PurgeResult]):
             and await self.delete_on_broker(plan.selected, cutoff, plan.counted, tick)
         ):
             return
-        if self.export is not None and self.exporter is None:
-            self.exporter = Exporter(self.export, follow_symlinks=self.follow_symlinks)
         # What a batch delete took before it was given up counts against --max.
         await super().move(dataclasses.replace(plan, selected=plan.selected - self.stats.handled), info, tick)
 
@@ -202,11 +208,12 @@ class Purge(MovingRun[PurgeResult]):
         return await retrying(the_rest, stats, before_retry=count_what_went)
 
     async def settle(self, chunk: list[Message]) -> list[Message]:
-        """Export (when asked) then complete; returns what it left in the DLQ."""
+        """Export (when asked) then complete, then mark what went; returns what it left in the DLQ."""
         stats = self.stats
-        if self.exporter is not None:
+        marks: list[int] = []
+        if self.file is not None:
             try:
-                self.exporter.write(chunk)
+                marks = self.file.open().write_pending(chunk)
             except SbdlqError as exc:
                 # Not exported, so not deleted; a full disk won't get better for the next chunk.
                 stats.failed += len(chunk)
@@ -215,7 +222,9 @@ class Purge(MovingRun[PurgeResult]):
             self.result.exported += len(chunk)
         left, error = await complete_or_left(self.backend, self.source, chunk, stats)
         stats.handled += len(chunk) - len(left)
-        if left and self.exporter is not None:
+        if self.file is not None:
+            self.mark_deleted(chunk, marks, left)
+        if left and self.file is not None:
             # In the export file and still in the DLQ: a second purge would export them again.
             stats.left_beside(left)
         else:
@@ -225,6 +234,17 @@ class Purge(MovingRun[PurgeResult]):
         elif left:
             stats.error(f"{len(left)} message(s) stayed in the {queue_word(self.source)} (lock lost before delete)")
         return left
+
+    def mark_deleted(self, chunk: list[Message], marks: list[int], left: list[Message]) -> None:
+        """Set the records of the messages that left the DLQ to deleted (those `left` stay 0)."""
+        assert self.file is not None
+        stayed = {m.sequence_number for m in left}
+        gone = [at for m, at in zip(chunk, marks, strict=True) if m.sequence_number not in stayed]
+        try:
+            self.file.open().confirm(gone)
+        except SbdlqError as exc:
+            # Deleted all the same: the records stay marked 0, which only makes replay hold them back.
+            self.stats.error(f"{exc.message} (replay holds them back as possibly still in the DLQ)")
 
 
 def _only_older_than(selection: Selection) -> datetime | None:

@@ -31,12 +31,63 @@ _TEXT_FIELDS = tuple(f.name for f in MESSAGE_FIELDS if f.kind == "text" and not 
 _EPOCH = datetime.fromtimestamp(0, UTC)
 
 
+#: How every record line starts: `json.dumps(Message.to_json())` puts the sequence number first.
+RECORD_PREFIX = b'{"sequence_number": '
+
+#: The key `purge --export` adds last to each record: 0 when written (before the delete), set to 1
+#: in place once the delete is confirmed. A record at 0 may still be in the DLQ (a kill between
+#: export and delete, a lock lost): replay does not send it unless asked. Other files lack the key.
+DELETED_KEY = "sbdlq_deleted"
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One line of the file: its number (from 1) and the message it holds."""
+    """One line of the file: its number (from 1), the message it holds, and whether its purge confirmed
+    the delete (None: a record without the mark, as `peek -o jsonl` and older exports write)."""
 
     line: int
     message: Message
+    deleted: bool | None = None
+
+    @property
+    def identity(self) -> tuple[int, str | None, datetime]:
+        """What tells one message from another in an export: a second export of it repeats all three."""
+        m = self.message
+        return (m.sequence_number, m.message_id, m.enqueued_time)
+
+
+class DeleteMarks:
+    """Which records of a file `replay` holds back, read off their delete marks (see DELETED_KEY).
+
+    A record marked 0 whose message the file holds again further on (the same sequence number,
+    message id and enqueued time: a rerun of the purge exported it again) is `repeated`: the later
+    record is sent instead. One marked 0 that nothing repeats is `unconfirmed`: it may still be in
+    the DLQ. Only records marked 0 are remembered: a kill leaves at most one batch of them.
+    """
+
+    def __init__(self) -> None:
+        # identity → line (bodies are not kept: a batch of large messages would be held whole)
+        self._pending: dict[tuple[int, str | None, datetime], int] = {}
+        #: lines of records marked 0 whose message the file holds again further on
+        self.repeated: set[int] = set()
+
+    def see(self, record: Record) -> None:
+        """Read the next record, in file order."""
+        earlier = self._pending.pop(record.identity, None)
+        if earlier is not None:
+            self.repeated.add(earlier)
+        if record.deleted is False:
+            self._pending[record.identity] = record.line
+
+    @property
+    def any(self) -> bool:
+        """Whether any record is held back."""
+        return bool(self._pending or self.repeated)
+
+    @property
+    def unconfirmed(self) -> set[int]:
+        """The lines of the records marked 0 that nothing further on repeats."""
+        return set(self._pending.values())
 
 
 #: the longest record line: a 100 MB body (Premium's largest message) base64-encoded, and its fields
@@ -59,6 +110,9 @@ class RecordFile:
         self.digest = ""
         #: the file as the first pass left it (device, inode, size, mtime): the second checks it
         self.identity: tuple[int, ...] = ()
+        #: the number of a last line cut short inside a record (a purge --export killed while writing
+        #: it, before its sync, so before its delete: that message is still in the DLQ), or None
+        self.torn: int | None = None
 
     def first_pass(self) -> Iterator[Record | None]:
         """Every line as a Record (None for a blank line), checking each; sets `digest` at the end."""
@@ -142,16 +196,54 @@ class RecordFile:
     def _record(self, n: int, raw: bytes) -> Record | None:
         if not raw.strip():
             return None
+        if _torn(raw):
+            self.torn = n
+            return None
         try:
-            return Record(n, message_from_record(json.loads(raw)))
-        except (ValueError, TypeError) as exc:
+            doc = parse_line(raw)
+            return Record(n, message_from_record(doc), _deleted(doc))
+        except (ValueError, TypeError, RecursionError) as exc:
             raise BadInput(f"{self.name} line {n}: {_reason(exc)}", hint=_HINT) from None
+
+
+def _torn(raw: bytes) -> bool:
+    """Whether a line is the start of a record that a kill cut short: the last line (no newline),
+    starting like a record, and not JSON. Anything else that is not a record is a bad line."""
+    if raw.endswith(b"\n") or not (raw.startswith(RECORD_PREFIX) or RECORD_PREFIX.startswith(raw)):
+        return False
+    try:
+        json.loads(raw)
+    except ValueError:
+        return True
+    except RecursionError:
+        return False  # whole, and nested past any record: a bad line
+    return False
 
 
 _HINT = "each line must be one message as `purge --export` or `peek -o jsonl` writes it"
 
 
+#: the most digits a whole number in a record has: every one of them fits 64 bits (19 digits and a sign)
+_INT_MAX_DIGITS = 20
+
+
+def _parse_int(text: str) -> int:
+    """A JSON whole number, refused past what any record field holds (before Python's own digit limit
+    raises its error, or a 4,000-digit number is converted at all)."""
+    if len(text.lstrip("-")) > _INT_MAX_DIGITS:
+        raise ValueError(f"a number of {len(text.lstrip('-')):,} digits, past the 64 bits any record field holds")
+    return int(text)
+
+
+def parse_line(raw: bytes) -> Any:
+    """One line's JSON: ValueError for what is not JSON or holds a number no record holds;
+    RecursionError for nesting deeper than Python's stack (no record nests past two levels)."""
+    return json.loads(raw, parse_int=_parse_int)
+
+
 def _reason(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to be a record (objects and arrays inside each other)"
     if isinstance(exc, json.JSONDecodeError):
         return f"not JSON ({exc.msg} at column {exc.colno})"
     if isinstance(exc, UnicodeDecodeError):
@@ -170,8 +262,8 @@ def message_from_record(doc: Any) -> Message:
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
     seq = doc.get("sequence_number")
-    if type(seq) is not int or seq < 0:
-        raise ValueError("sequence_number: expected a whole number")
+    if type(seq) is not int or not 0 <= seq < 2**63:
+        raise ValueError("sequence_number: expected a whole number (64 bits, not negative)")
     props = doc.get("application_properties") or {}
     if not isinstance(props, dict):
         raise ValueError("application_properties: expected an object")
@@ -187,13 +279,16 @@ def message_from_record(doc: Any) -> Message:
         raise ValueError("time_to_live_s: expected a positive number of seconds (at most 10675199 days)")
     for key, value in props.items():
         _utf8("application_properties", key)
+        if isinstance(value, (list, dict)):
+            # An export writes every property as a plain value: a list or object is not one it wrote.
+            raise ValueError(f"application_properties.{key}: expected a string, number, boolean or null")
         if isinstance(value, str):
             _utf8(f"application_properties.{key}", value)
         elif type(value) is int and not fits_int64(value):
             raise ValueError(f"application_properties.{key}: {value} is past the 64-bit range a property holds")
     deliveries = doc.get("delivery_count", 0)
-    if type(deliveries) is not int:
-        raise ValueError("delivery_count: expected a whole number")
+    if type(deliveries) is not int or not 0 <= deliveries < 2**32:
+        raise ValueError("delivery_count: expected a whole number (32 bits, not negative)")
     texts: dict[str, Any] = {name: _text(doc, name) for name in _TEXT_FIELDS}
     for name in ("message_id", "session_id"):
         if texts.get(name) is not None and len(texts[name]) > _MAX_ID_CHARS:
@@ -208,6 +303,16 @@ def message_from_record(doc: Any) -> Message:
         application_properties=props,
         **texts,
     )
+
+
+def _deleted(doc: dict[str, Any]) -> bool | None:
+    """The record's delete mark (see DELETED_KEY); ValueError for a value no export writes."""
+    mark = doc.get(DELETED_KEY)
+    if mark is None:
+        return None
+    if type(mark) is not int or mark not in (0, 1):
+        raise ValueError(f"{DELETED_KEY}: expected 0 or 1")
+    return mark == 1
 
 
 def _text(doc: dict[str, Any], name: str) -> str | None:

@@ -5,7 +5,8 @@ Two passes over the input and never the whole of it in memory: the first checks 
 sends copies, at most --concurrency records between reading and the broker's answer. With a
 state file (operations/replay_state.py) each accepted chunk's line numbers are synced before
 the next are counted as done, so a killed replay resumed with --resume sends again at most
---concurrency lines.
+--concurrency lines. Records a `purge --export` never marked deleted are held back
+(records.DeleteMarks): a second copy of a message still in the DLQ is never sent unasked.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sbdlq.models import OutboundMessage, ReplayResult
 from sbdlq.operations.edits import copy_example
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.ratelimit import RateLimiter
-from sbdlq.operations.records import Record, RecordFile
+from sbdlq.operations.records import DeleteMarks, Record, RecordFile
 from sbdlq.operations.replay_state import ReplayState, finished_replay
 from sbdlq.operations.resubmit import CopyOptions
 from sbdlq.operations.routing import RoutingCheck
@@ -47,6 +48,8 @@ class ReplayOptions(CopyOptions):
     #: The sidecar recording accepted lines (None: stdin without --state, not resumable).
     state: Path | None = None
     resume: bool = False
+    #: Send the records a purge never marked deleted too (they may still be in the DLQ).
+    include_unconfirmed: bool = False
 
 
 async def replay(
@@ -78,6 +81,10 @@ class Replay:
     #: --only-subscription: targeted routing read again before chunks are sent
     targeted: StillTargeted | None = field(init=False, default=None)
     done: set[int] = field(init=False, default_factory=set)
+    #: what the delete marks hold back (read by the first pass)
+    marks: DeleteMarks = field(init=False, default_factory=DeleteMarks)
+    #: lines not sent because of their marks (repeated; unconfirmed unless --include-unconfirmed)
+    held: set[int] = field(init=False, default_factory=set)
     state: ReplayState | None = field(init=False, default=None)
     source_label: str = field(init=False)
     sender: CopySender[Record] = field(init=False)
@@ -238,18 +245,30 @@ class Replay:
         for record in self.records.first_pass():
             if record is None:
                 continue
+            self.marks.see(record)
             chosen = self.choose(record)
             if chosen and first is None:
                 first = record
+        if self.records.torn is not None:
+            self.note(
+                f"note: {self.records.name} line {self.records.torn} is a record cut short (a purge --export "
+                "killed while writing it, before its delete: that message is still in the DLQ); not sent"
+            )
+        if self.marks.any:
+            # Known only at the end (a later record repeats an earlier one): count again with them.
+            unconfirmed = set() if self.options.include_unconfirmed else self.marks.unconfirmed
+            self.held = self.marks.repeated | unconfirmed
+            first = self._recount()
         await self.check_takers(kind)
         self.open_state()
         if self.done or self._state_finished():
-            self.result = ReplayResult(dry_run=self.options.dry_run)
             first = self._recount()
         return first
 
     def _recount(self) -> Record | None:
-        """Count the selection again, now that the lines done before are known (second pass, no I/O risk)."""
+        """Count the selection again, now that the lines held back or done before are known (second
+        pass, no I/O risk)."""
+        self.result = ReplayResult(dry_run=self.options.dry_run)
         first: Record | None = None
         for record in self.records.second_pass():
             if record is not None and self.choose(record) and first is None:
@@ -257,7 +276,7 @@ class Replay:
         return first
 
     def choose(self, record: Record) -> bool:
-        """Whether this run sends the record; counts it as selected or not matching."""
+        """Whether this run sends the record; counts it as selected, not matching or held back."""
         if record.line in self.done or self._state_finished():
             return False
         o, r = self.options, self.result
@@ -265,6 +284,13 @@ class Replay:
             return False
         if not o.selection.matches(record.message):
             r.not_matching += 1
+            return False
+        if record.line in self.held:
+            if record.line in self.marks.repeated:
+                r.repeated += 1
+            else:
+                r.unconfirmed += 1
+                r.unconfirmed_sequences.append(record.message.sequence_number)
             return False
         r.selected += 1
         return True
@@ -276,7 +302,9 @@ class Replay:
         for record in self.records.second_pass():
             if taken >= limit:
                 return
-            if record is None or record.line in self.done or not self.options.selection.matches(record.message):
+            if record is None or record.line in self.done or record.line in self.held:
+                continue
+            if not self.options.selection.matches(record.message):
                 continue
             taken += 1
             yield record
@@ -375,4 +403,10 @@ class Replay:
 
     def _finished(self) -> bool:
         r = self.result
-        return not r.dry_run and r.replayed == r.selected and not (r.failed or r.unroutable or self.stats.aborted)
+        # Records held back are not done: `--resume --include-unconfirmed` sends them later.
+        held_back = r.unconfirmed
+        return (
+            not r.dry_run
+            and r.replayed == r.selected
+            and not (r.failed or r.unroutable or held_back or self.stats.aborted)
+        )

@@ -50,7 +50,8 @@ def load_policy(path: str) -> Policy:
     text = _read(path)
     try:
         root = _compose(text)
-        rules = _policy(root, Path(path).parent)
+        # Relative `export:` folders are beside the file itself, not beside a symlink to it.
+        rules = _policy(root, Path(os.path.realpath(path)).parent)
     except _At as at:
         raise PolicyError(f"{path}:{at.mark.line + 1}:{at.mark.column + 1}: {at.text}") from None
     except yaml.MarkedYAMLError as exc:

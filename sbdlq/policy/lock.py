@@ -1,9 +1,10 @@
 """One lock per policy file, so a second cron run of the same policy exits at once (exit 1).
 
 The lock is an exclusive `flock` on a file in the user state dir named after the policy's
-absolute path (`.../sbdlq/locks/<name>-<sha256 prefix>.lock`), held for the whole run and
-released by the kernel when the process ends, however it ends (kill -9 included): no stale
-lock is ever left to clean up. The holder's pid is written in it for the refusal's line.
+real path, symlinks resolved (`.../sbdlq/locks/<name>-<sha256 prefix>.lock`): a symlink to the
+policy is the same policy (a run through it exits 1 while the file runs). It is held for the
+whole run and released by the kernel when the process ends, however it ends (kill -9 included):
+no stale lock is ever left to clean up. The holder's pid is written in it for the refusal's line.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from sbdlq.statedir import state_dir
 
 
 def lock_path(policy: str) -> Path:
-    """The lock file of a policy: one per absolute path."""
-    absolute = os.path.abspath(policy)
+    """The lock file of a policy: one per real path (a symlink to it, or a `..` around, locks the same file)."""
+    absolute = os.path.realpath(policy)
     digest = hashlib.sha256(absolute.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(absolute).name)[:64]
     return state_dir("locks") / f"{stem}-{digest}.lock"

@@ -1,11 +1,13 @@
 """Run a policy's planned steps in file order, each through the same operation its command uses.
 
 A resubmit rule is `operations.resubmit` (send, then complete), a purge rule `operations.purge`
-(export and fsync, then delete), an alert rule the plan's count: there is no second moving
-loop here, so every rule keeps the commands' guarantees (kill -9, signals, duplicates bounded
-by --concurrency). A step that fails is recorded and the next one runs, unless its rule (or the
-file) says `stop_on_error: true`. Export files are created here, one per rule, entity and run,
-with O_EXCL: a name that exists is never written to.
+(export and fsync, then delete, then mark deleted), an alert rule the plan's count: there is no
+second moving loop here, so every rule keeps the commands' guarantees (kill -9, signals,
+duplicates bounded by concurrency, or for a purge's export by batch_size). A step that fails is
+recorded and the next one runs, unless its rule (or the file) says `stop_on_error: true`.
+Export files are named here, one per rule, entity and run, and created with O_EXCL by the
+purge when its first record is written: a name that exists is never written to, and a step
+that deletes nothing (its matches taken by another receiver) leaves no file.
 """
 
 from __future__ import annotations
@@ -162,16 +164,22 @@ async def _purge(
     from sbdlq.operations.purge import purge
 
     rule = step.rule
-    result = await purge(
-        backend,
-        step.address,
-        selection=selection,
-        max_count=rule.option("max") if rule.action == "purge" else None,
-        export=export,
-        batch_size=rule.option("batch_size", 500),
-        concurrency=rule.option("concurrency", 32),
-        note=note,
-    )
+    try:
+        result = await purge(
+            backend,
+            step.address,
+            selection=selection,
+            max_count=rule.option("max") if rule.action == "purge" else None,
+            export=export,
+            export_new=True,
+            batch_size=rule.option("batch_size", 500),
+            concurrency=rule.option("concurrency", 32),
+            note=note,
+        )
+    finally:
+        # Listed when the purge made it (a signal or failure mid-run too): it holds what was deleted.
+        if export is not None and os.path.lexists(export):
+            step.export.append(str(export))
     return _check(step, result)
 
 
@@ -189,10 +197,11 @@ async def _then(
 
 
 def _export_file(rule: Rule, step: Step, now: datetime, run_id: str, rule_index: int) -> Path | None:
-    """A new export file for this rule, entity and run (none when nothing will be deleted).
+    """The name of a new export file for this rule, entity and run (none when nothing will be deleted).
 
-    Named `<entity>-<UTC time>-<run id>-r<rule>.jsonl` and created with O_EXCL: an existing
-    file is never appended to or replaced, even by a run that reuses a name.
+    Named `<entity>-<UTC time>-<run id>-r<rule>.jsonl`; the purge creates it with O_EXCL when its
+    first record is written: an existing file is never appended to or replaced, even by a run that
+    reuses a name, and a purge that deletes nothing makes none.
     """
     directory = rule.option("export")
     deleting = step.matched if rule.action == "purge" else step.at_max if rule.option("then") == THEN_PURGE else 0
@@ -204,11 +213,4 @@ def _export_file(rule: Rule, step: Step, now: datetime, run_id: str, rule_index:
     except OSError as exc:
         raise OperationFailed(f"cannot create export directory {folder}: {exc.strerror or exc}") from None
     stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = folder / f"{_UNSAFE.sub('_', step.entity)}-{stamp}-{run_id}-r{rule_index}.jsonl"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except OSError as exc:
-        raise OperationFailed(f"cannot create export file {path}: {exc.strerror or exc}") from None
-    os.close(fd)
-    step.export.append(str(path))
-    return path
+    return folder / f"{_UNSAFE.sub('_', step.entity)}-{stamp}-{run_id}-r{rule_index}.jsonl"

@@ -269,3 +269,51 @@ def test_only_this_subscription_needs_targeted_routing_then_reaches_that_subscri
     assert seed.dlq_ids("t/Subscriptions/a") == []
     assert sorted(m.message_id or "" for m in seed.active("t/Subscriptions/a")) == ["x0", "x1"]
     assert len(seed.active("t/Subscriptions/b")) == 2  # no copy reached b
+
+
+def test_a_symlink_to_a_running_policy_is_the_same_policy(
+    cli: Cli, ns: Seeder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34 item 6: the lock and a relative `export:` folder go by the file's real path, not the link's."""
+    from sbdlq.policy.lock import policy_lock
+
+    real_dir, link_dir = tmp_path / "policies", tmp_path / "cron"
+    real_dir.mkdir()
+    link_dir.mkdir()
+    real = real_dir / "policy.yaml"
+    real.write_text(GOOD.replace("EXPORTS", "exports"))
+    link = link_dir / "orders.yaml"
+    link.symlink_to(real)
+    state_home = cli.env["XDG_STATE_HOME"]
+    assert state_home is not None
+    monkeypatch.setenv("XDG_STATE_HOME", state_home)
+    before = state(ns)
+    with policy_lock(str(real)):
+        code, out, err = cli("apply", str(link), "--yes")
+    assert (code, out) == (1, "")
+    assert f"another sbdlq apply of {link} is running" in err
+    assert state(ns) == before
+    code, out, _ = cli("apply", str(link), "--yes", "-o", "json")
+    assert code == 3
+    (drop,) = [s for s in json.loads(out) if s["rule"] == "drop poison" and s["entity"] == "orders"]
+    (export,) = drop["export"]
+    assert Path(export).parent == real_dir / "exports"
+    assert not (link_dir / "exports").exists()
+    assert [json.loads(line)["message_id"] for line in Path(export).read_text().splitlines()] == ["p0", "p1"]
+
+
+def test_a_purge_step_whose_matches_another_receiver_holds_makes_no_file(
+    cli: Cli, ns: Seeder, policy: Path, tmp_path: Path
+) -> None:
+    """Issue 34 item 7: the plan found 2 to delete, the purge received none of them: no export file."""
+    from sbdlq.addresses import parse_address
+
+    held = ns.engine.receive(parse_address("orders/$DeadLetterQueue"), 10)  # another receiver's locks
+    assert len(held) == 5
+    code, out, _ = cli("apply", str(policy), "--yes", "-o", "json")
+    (drop,) = [s for s in json.loads(out) if s["rule"] == "drop poison" and s["entity"] == "orders"]
+    assert (drop["matched"], drop["result"]["purged"], drop["result"]["not_received"]) == (2, 0, 2)
+    assert drop["export"] == []
+    exports = tmp_path / "exports"
+    assert not exports.exists() or list(exports.iterdir()) == []
+    assert code == 3  # the alert on payments still fires; nothing failed

@@ -19,15 +19,16 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import Result
-from json_shapes import MESSAGE_KEYS
+from json_shapes import EXPORT_KEYS, MESSAGE_KEYS
 from support import APPLICATION_PROPERTIES, Cli, Clock, full_message, producer_fields
 from support import Seeder as Store
 from support.faults import disk_full_after_exports
 from typer.testing import CliRunner
 
-from sbdlq.addresses import Address, EntityPath, SubQueue
+from sbdlq.addresses import Address, EntityPath, SubQueue, parse_address
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.cli.main import app
+from sbdlq.emulator.engine import Engine
 from sbdlq.models import Message, OutboundMessage
 
 T0 = 1_735_689_600.0  # 2025-01-01T00:00:00Z
@@ -634,6 +635,25 @@ def test_purge_dry_run_changes_nothing(orders: Store, sbdlq: Any, tmp_path: Path
     assert not (tmp_path / "x.jsonl").exists()
 
 
+def test_purge_export_that_deletes_nothing_makes_no_file(orders: Store, sbdlq: Any, tmp_path: Path) -> None:
+    """Issue 34 item 7: a selection that matches nothing, or matches only what another receiver
+    holds, deletes nothing and leaves no export file."""
+    out = tmp_path / "x.jsonl"
+    r = sbdlq("purge", "orders", "--yes", "--reason", "NoSuchReason", "--export", str(out))
+    assert (r.exit_code, elapsed(r.stdout)) == (0, "purged 0 of 0 selected message(s) in X.XXs (5 not matching)\n")
+    assert not out.exists()
+    assert orders.path is not None
+    other = Engine(orders.path)  # another receiver, on the real clock the command reads
+    held = other.receive(parse_address("orders/$DeadLetterQueue"), 10)
+    other.close()
+    assert len(held) == 5
+    r = sbdlq("purge", "orders", "--yes", "--reason", "Timeout", "--export", str(out))
+    assert r.exit_code == 0, r.stderr
+    assert "not received" in r.stdout
+    assert not out.exists()
+    assert len(orders.dlq("orders")) == 5
+
+
 def test_purge_with_yes(orders: Store, sbdlq: Any) -> None:
     r = sbdlq("purge", "orders", "--yes", "--reason", "Timeout")
     assert r.exit_code == 0
@@ -673,7 +693,8 @@ def test_export_then_purge_loses_nothing(orders: Store, sbdlq: Any, tmp_path: Pa
     assert elapsed(r.stdout) == "purged 6 of 6 selected message(s) in X.XXs (6 exported)\n"
     docs = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [d["message_id"] for d in docs] == expected
-    assert all(list(d) == MESSAGE_KEYS for d in docs)
+    # The Message shape, each marked deleted once its delete was confirmed.
+    assert all(list(d) == EXPORT_KEYS and d["sbdlq_deleted"] == 1 for d in docs)
     assert orders.dlq("orders") == []
 
 

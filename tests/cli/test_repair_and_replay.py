@@ -234,6 +234,8 @@ def test_replay_a_peek_jsonl_file_with_a_selection_as_json(cli: Cli, orders: See
             "not_matching": 1,
             "skipped": 1,
             "unroutable": 0,
+            "unconfirmed": 0,
+            "repeated": 0,
             "dry_run": False,
             "sdk_fallbacks": [],
         },
@@ -288,6 +290,41 @@ def test_replay_reads_stdin_and_a_base64_body(cli: Cli, orders: Seeder) -> None:
         (
             '{"sequence_number": 1, "body": "x", "application_properties": {"n": 9223372036854775808}}',
             "application_properties.n: 9223372036854775808 is past the 64-bit range a property holds",
+        ),
+        # Pathological lines (issue 34, item 8): each one line naming it, never an unexpected error.
+        *(
+            (deep, "nested too deeply to be a record (objects and arrays inside each other)")
+            for deep in (
+                "[" * 100_000 + "]" * 100_000,
+                '{"sequence_number": 1, "body": "x", "application_properties": {"a": '
+                + "[" * 50_000
+                + "]" * 50_000
+                + "}}",
+            )
+        ),
+        (
+            '{"sequence_number": 1, "body": "x", "application_properties": {"a": [[1]]}}',
+            "application_properties.a: expected a string, number, boolean or null",
+        ),
+        (
+            '{"sequence_number": ' + "9" * 5000 + ', "body": "x"}',
+            "a number of 5,000 digits, past the 64 bits any record field holds",
+        ),
+        (
+            '{"sequence_number": 9223372036854775808, "body": "x"}',
+            "sequence_number: expected a whole number (64 bits, not negative)",
+        ),
+        (
+            '{"sequence_number": 1, "delivery_count": -1, "body": "x"}',
+            "delivery_count: expected a whole number (32 bits, not negative)",
+        ),
+        (
+            '{"sequence_number": 1e999, "body": "x"}',
+            "sequence_number: expected a whole number (64 bits, not negative)",
+        ),
+        (
+            '{"sequence_number": NaN, "body": "x"}',
+            "sequence_number: expected a whole number (64 bits, not negative)",
         ),
     ],
 )
@@ -511,3 +548,84 @@ def test_the_resubmitted_from_property_can_be_left_off(cli: Cli, orders: Seeder)
     copies = orders.active("retry")
     assert len(copies) == 3 and all(RESUBMITTED_FROM not in m.application_properties for m in copies)
     assert all(m.application_properties == {"tenant": "eu", "v": 1, ATTEMPT: 1} for m in copies)
+
+
+def _rewrite(path: Path, docs: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+
+
+def test_a_record_never_marked_deleted_is_held_back_until_asked(cli: Cli, orders: Seeder, export: Path) -> None:
+    """Issue 34 item 5: a purge stopped between export and delete leaves its records marked 0; replay
+    sends the others, names the held-back ones, exits 1, and sends them only when asked."""
+    docs = [json.loads(line) for line in export.read_text().splitlines()]
+    assert [d["sbdlq_deleted"] for d in docs] == [1, 1, 1]
+    docs[1]["sbdlq_deleted"] = 0
+    _rewrite(export, docs)
+    code, out, err = cli("replay", str(export), "--to", "retry")
+    assert (code, out) == (1, "replayed 2 of 2 selected message(s) in 0.00s (1 held back: delete not confirmed)\n")
+    assert err.splitlines()[1:] == [
+        "sbdlq: 1 record(s) were not sent: the purge that exported them did not confirm their delete, so they "
+        f"may still be in the DLQ (sequence numbers {docs[1]['sequence_number']}); check it (`sbdlq peek ENTITY "
+        "--sequence ...`); to send them, rerun with --resume --include-unconfirmed"
+    ]
+    assert [m.message_id for m in orders.active("retry")] == ["m0", "m2"]
+    code, out, _ = cli("replay", str(export), "--to", "retry", "--resume", "--include-unconfirmed")
+    assert (code, out) == (0, "replayed 1 of 1 selected message(s) in 0.00s\n")
+    assert sorted(m.message_id for m in orders.active("retry")) == ["m0", "m1", "m2"]
+
+
+def test_a_record_exported_again_later_is_sent_once(cli: Cli, orders: Seeder, export: Path) -> None:
+    """A rerun of a stopped purge exports again what stayed: the earlier record (marked 0) is dropped,
+    the later one sent; a record marked 0 that nothing repeats is held back."""
+    m0, m1, m2 = (json.loads(line) for line in export.read_text().splitlines())
+    _rewrite(export, [{**m0, "sbdlq_deleted": 0}, {**m1, "sbdlq_deleted": 0}, m0, m2])
+    code, out, _ = cli("replay", str(export), "--to", "retry", "-o", "json")
+    doc = json.loads(out)
+    assert code == 1
+    assert {k: doc[k] for k in ("selected", "replayed", "unconfirmed", "repeated", "failed")} == {
+        "selected": 2,
+        "replayed": 2,
+        "unconfirmed": 1,
+        "repeated": 1,
+        "failed": 0,
+    }
+    assert [m.message_id for m in orders.active("retry")] == ["m0", "m2"]
+
+
+def test_a_delete_mark_no_export_writes_is_a_bad_line(cli: Cli, orders: Seeder, export: Path) -> None:
+    with export.open("a") as f:
+        f.write('{"sequence_number": 9, "body": "x", "sbdlq_deleted": 2}\n')
+    code, _, err = cli("replay", str(export), "--to", "retry")
+    assert code == 2
+    assert err.startswith(f"sbdlq: {export} line 4: sbdlq_deleted: expected 0 or 1 ")
+
+
+def test_a_last_record_a_killed_purge_cut_short_is_noted_not_sent(cli: Cli, orders: Seeder, export: Path) -> None:
+    """A kill inside the export's write leaves a torn last line; that message was never deleted."""
+    torn = b'{"sequence_number": 9, "message_id": "m9", "enq'
+    with export.open("ab") as f:
+        f.write(torn)
+    code, out, err = cli("replay", str(export), "--to", "retry")
+    assert (code, out) == (0, "replayed 3 of 3 selected message(s) in 0.00s\n")
+    assert (
+        f"sbdlq: note: {export} line 4 is a record cut short (a purge --export killed while writing it, before "
+        "its delete: that message is still in the DLQ); not sent"
+    ) in err.splitlines()
+    assert [m.message_id for m in orders.active("retry")] == ["m0", "m1", "m2"]
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"garbage",
+        b'{"sequence_number": 9, "body": "x"}\n{"a',
+        b'{"sequence_number": 9, "body": "x", "application_properties": {"a": ' + b"[" * 50_000 + b"]" * 50_000 + b"}}",
+    ],
+    ids=["not a record", "a cut line that is not the start of a record", "nested too deep, no newline"],
+)
+def test_a_cut_line_that_is_no_record_is_still_a_bad_line(cli: Cli, orders: Seeder, export: Path, tail: bytes) -> None:
+    with export.open("ab") as f:
+        f.write(tail)
+    code, _, err = cli("replay", str(export), "--to", "retry")
+    assert code == 2
+    assert err.startswith(f"sbdlq: {export} line ")

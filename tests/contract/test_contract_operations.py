@@ -238,19 +238,20 @@ def test_purge_with_export_writes_each_message_before_deleting(
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [d["message_id"] for d in lines] == ["a0", "a1", "a2", "a3", "c0", "c1"]
     for d in lines:
-        # What a peek showed, bar the delivery the purge itself made.
+        # What a peek showed, bar the delivery the purge itself made, then marked deleted.
+        assert d.pop("sbdlq_deleted") == 1
         assert {**d, "delivery_count": 0} == {**before[d["message_id"]], "delivery_count": 0}
     assert ids(seed.dlq("q")) == ["b0", "b1", "b2"]
 
 
-def test_purge_of_an_empty_dlq_writes_an_empty_export(backend: Backend, seed: Seeder, aio: Any, tmp_path: Path) -> None:
-    """The next step of a pipeline (`replay x.jsonl`, `wc -l`) finds the file, empty (a dry run writes none)."""
+def test_purge_of_an_empty_dlq_makes_no_export_file(backend: Backend, seed: Seeder, aio: Any, tmp_path: Path) -> None:
+    """Nothing deleted, no file (issue 34 item 7); a dry run makes none either."""
     seed.queue("q")
     assert aio(purge(backend, DLQ, export=tmp_path / "dry.jsonl", dry_run=True)).selected == 0
     assert not (tmp_path / "dry.jsonl").exists()
     r = aio(purge(backend, DLQ, export=tmp_path / "x.jsonl"))
     assert (r.selected, r.purged) == (0, 0)
-    assert (tmp_path / "x.jsonl").read_bytes() == b""
+    assert not (tmp_path / "x.jsonl").exists()
 
 
 def test_purge_of_the_transfer_dlq_leaves_the_dlq(backend: Backend, seed: Seeder, aio: Any, engine: Any) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from json_shapes import MESSAGE_KEYS
+from json_shapes import EXPORT_KEYS
 from support import APPLICATION_PROPERTIES, full_message, ids, producer_fields
 from support.faults import disk_full_after_exports
 
@@ -112,7 +112,7 @@ def test_export_then_purge_loses_nothing(backend: Backend, seed: Seeder, aio: An
     assert (r.selected, r.purged, r.exported, r.failed) == (33, 33, 33, 0)
     lines = out.read_text(encoding="utf-8").splitlines()
     docs = [json.loads(line) for line in lines]
-    assert all(list(d) == MESSAGE_KEYS for d in docs)
+    assert all(list(d) == EXPORT_KEYS and d["sbdlq_deleted"] == 1 for d in docs)
     assert {d["message_id"] for d in docs} == expected and len(docs) == 33
     assert {d["body_encoding"] for d in docs if d["message_id"].startswith("bin")} == {"base64"}
     assert seed.dlq("q") == []

@@ -89,6 +89,14 @@ def _export_ids(path: Path, *, finished: bool = False) -> list[str]:
     return [json.loads(line)["message_id"] for line in whole.decode().splitlines()]
 
 
+def _marked_deleted(path: Path) -> set[str]:
+    """The message ids of the export's whole records marked deleted (`"sbdlq_deleted": 1`)."""
+    if not path.exists():
+        return set()
+    whole = path.read_bytes().rpartition(b"\n")[0].decode()
+    return {d["message_id"] for d in map(json.loads, whole.splitlines()) if d["sbdlq_deleted"] == 1}
+
+
 def _run(argv: list[str], store: Path, skew: float, kill_after: float | None, latency: str) -> int | None:
     env = sbdlq_env(store, SBDLQ_EMULATOR_CLOCK_SKEW=f"{skew}s")
     if latency:
@@ -161,7 +169,10 @@ def test_sigkill_never_loses_a_message(tmp_path: Path, scenario: str) -> None:
         skew = k * (LOCK_S + 1)
         rc = _run(argv, store, skew, kill_after=rng.uniform(*window), latency=latency)
         killed += rc is None
-        seen = Counter(_ids(store, source, skew + LOCK_S + 1))
+        in_source = _ids(store, source, skew + LOCK_S + 1)
+        # A record marked deleted is never of a message still in the DLQ: replay sends it safely.
+        assert not _marked_deleted(export) & set(in_source), f"kill {k}: a record marked deleted is in the DLQ"
+        seen = Counter(in_source)
         seen.update(_ids(store, "retry", skew + LOCK_S + 1))
         seen.update(_export_ids(export))
         missing = all_ids - set(seen)
@@ -176,3 +187,10 @@ def test_sigkill_never_loses_a_message(tmp_path: Path, scenario: str) -> None:
     assert _ids(store, source, 10**6) == []
     finished = Counter(_ids(store, "retry", 10**6)) + Counter(_export_ids(export, finished=True))
     assert set(finished) == all_ids
+    if export.exists():
+        # The export replayed (the records never marked deleted too: the DLQ is empty now) gives
+        # each message one copy, however many times the kills made it export one.
+        replay = ["replay", str(export), "--to", "retry", "--include-unconfirmed", "--state", str(tmp_path / "s")]
+        _run(replay, store, (KILLS + 2) * (LOCK_S + 1), kill_after=None, latency="")
+        copies = Counter(_ids(store, "retry", 10**6))
+        assert set(copies) == all_ids and max(copies.values()) == 1

@@ -13,19 +13,23 @@ EXPORT_RECORD = b'{"sequence_number"'
 
 
 def disk_full_after_exports(monkeypatch: pytest.MonkeyPatch, records: int) -> None:
-    """Let `records` export records reach the disk, then fail every further one with ENOSPC."""
-    real_write = os.write
+    """Let `records` export writes of records reach the disk, then fail every further one with ENOSPC.
+
+    The exporter writes at offsets it chose (`os.pwrite`): a batch's records in one call, and
+    a byte per record once its delete is confirmed.
+    """
+    real_pwrite = os.pwrite
     written = 0
 
-    def write(fd: int, data: Any) -> int:
+    def pwrite(fd: int, data: Any, offset: int) -> int:
         nonlocal written
         if bytes(data[: len(EXPORT_RECORD)]) == EXPORT_RECORD:
             written += 1
             if written > records:
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real_write(fd, data)
+        return real_pwrite(fd, data, offset)
 
-    monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "pwrite", pwrite)
 
 
 def disk_full_for_replay_state(monkeypatch: pytest.MonkeyPatch, after: int) -> None:

@@ -384,14 +384,14 @@ def test_a_failed_write_leaves_only_whole_lines(tmp_path: Path, monkeypatch: pyt
     path = tmp_path / "x.jsonl"
     ex = Exporter(path)
     ex.write([msg(1)])
-    real_write = os.write
+    real_pwrite = os.pwrite
 
-    def half_then_full(fd: int, data: Any) -> int:
+    def half_then_full(fd: int, data: Any, offset: int) -> int:
         if len(data) > 20:
-            return real_write(fd, bytes(data[: len(data) // 2]))
+            return real_pwrite(fd, bytes(data[: len(data) // 2]), offset)
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(os, "write", half_then_full)
+    monkeypatch.setattr(os, "pwrite", half_then_full)
     with pytest.raises(OperationFailed) as info:
         ex.write([msg(2), msg(3)])
     monkeypatch.undo()
