@@ -34,16 +34,20 @@ def _topic(text: str) -> EntityPath:
 @app.command("status")
 def status_cmd(ctx: typer.Context, topic: Topic, output: Output = None) -> None:
     """Whether targeted routing is enabled, disabled or half done, subscription by subscription."""
+    from sbdlq.operations.lease import leases_in, now_utc
     from sbdlq.operations.targeted import read_rules, topic_state
 
-    async def work(s: Settings) -> tuple[str, Any]:
+    async def work(s: Settings) -> tuple[str, Any, list[Any]]:
         fmt = output_format(s, output)
         path = _topic(topic)
         async with open_target(s) as backend:
-            return fmt, topic_state(path, await read_rules(backend, path))
+            rules = await read_rules(backend, path)
+            return fmt, topic_state(path, rules), leases_in(rules)
 
-    fmt, state = run(ctx, work)
+    fmt, state, leases = run(ctx, work)
     doc = state.to_json()
+    now = now_utc()
+    doc["leases"] = [{**x.to_json(), "live": x.live(now)} for x in leases]
     if fmt != "table":
         from sbdlq.output_formats import write_document
 
@@ -54,6 +58,8 @@ def status_cmd(ctx: typer.Context, topic: Topic, output: Output = None) -> None:
     typer.echo(f"topic {state.topic}: targeted routing {state.state}")
     if doc["subscriptions"]:
         auto_table(doc["subscriptions"])
+    for x in leases:
+        typer.echo(f"lease: {x.line()} ({'live' if x.live(now) else 'expired'})")
     if state.state == "partial":
         err(f"sbdlq: half done: rerun `sbdlq routing enable-targeted {state.topic}` (or disable-targeted) to finish")
 
@@ -76,16 +82,44 @@ def enable_cmd(
     _change(ctx, topic, enable=True, yes=yes, dry_run=dry_run, accept_case=accept_case)
 
 
+Force = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Take over the leases of targeted runs (a run whose holder died); a run still alive stops "
+        "before its next chunk and reports the copies that may have reached other subscriptions.",
+    ),
+]
+
+
 @app.command("disable-targeted")
-def disable_cmd(ctx: typer.Context, topic: Topic, yes: Yes = False, dry_run: DryRun = False) -> None:
-    """Restore the original rules exactly and remove the sbdlq-target rules."""
-    _change(ctx, topic, enable=False, yes=yes, dry_run=dry_run)
+def disable_cmd(
+    ctx: typer.Context, topic: Topic, yes: Yes = False, dry_run: DryRun = False, force: Force = False
+) -> None:
+    """Restore the original rules exactly and remove the sbdlq-target rules (not while a targeted run holds a lease)."""
+    _change(ctx, topic, enable=False, yes=yes, dry_run=dry_run, force=force)
 
 
 def _change(
-    ctx: typer.Context, topic: str, *, enable: bool, yes: bool, dry_run: bool, accept_case: bool = False
+    ctx: typer.Context,
+    topic: str,
+    *,
+    enable: bool,
+    yes: bool,
+    dry_run: bool,
+    accept_case: bool = False,
+    force: bool = False,
 ) -> None:
-    from sbdlq.operations.targeted import apply_steps, disable_steps, enable_steps, read_rules
+    from sbdlq.operations.lease import now_utc
+    from sbdlq.operations.targeted import (
+        RoutingPlan,
+        Step,
+        apply_steps,
+        disable_leased,
+        disable_plan,
+        enable_steps,
+        read_rules,
+    )
 
     verb = "enable" if enable else "disable"
 
@@ -94,18 +128,26 @@ def _change(
         async with open_target(s) as backend:
             subscriptions = await read_rules(backend, path)
             if enable:
-                steps = enable_steps(subscriptions, accept_case_insensitive_names=accept_case)
+                plan = RoutingPlan(enable_steps(subscriptions, accept_case_insensitive_names=accept_case))
             else:
-                steps = disable_steps(subscriptions)
-            if not steps:
+                plan = disable_plan(path, subscriptions, now_utc(), force=force)
+            steps = plan.steps
+            if not steps and not plan.leases:
                 return f"targeted routing is already {verb}d on topic {path}: nothing to change"
             typer.echo(f"plan: {len(steps)} rule change(s) on topic {path}:")
-            for step in steps:
-                typer.echo(f"  {step.line()}")
+            for line in [*plan.lines(), *(step.line() for step in steps)]:
+                typer.echo(f"  {line}")
             if dry_run:
                 return "dry run: nothing changed"
             _confirm(yes, f"{verb.capitalize()} targeted routing on topic {path} ({len(steps)} change(s))?")
-            await apply_steps(backend, path, steps, done=lambda step: err(f"sbdlq: done: {step.line()}"))
+
+            def done(step: Step) -> None:
+                err(f"sbdlq: done: {step.line()}")
+
+            if enable:
+                await apply_steps(backend, path, steps, done=done)
+            else:
+                await disable_leased(backend, path, plan, force=force, done=done)
         kept = (
             "; each rewritten rule keeps its original in its filter: "
             f"`sbdlq routing disable-targeted {path}` restores them"

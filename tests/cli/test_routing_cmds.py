@@ -185,30 +185,39 @@ def test_resubmit_only_this_subscription_stops_when_targeting_goes(
     topic: Engine, cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Targeted routing turned half off during the run (read again before each batch): exit 1,
-    an honest summary, and the originals not sent stay in the DLQ."""
+    an honest summary naming the subscription that may hold a copy, and the originals not sent
+    stay in the DLQ."""
     from support import Clock
 
-    from sbdlq.operations import targeted
+    from sbdlq.operations import target_watch
 
     _dead_letter_billing(topic, 3)
     assert cli("routing", "enable-targeted", "t", "--yes").exit_code == 0
-    monkeypatch.setattr(targeted, "monotonic", Clock(0.0))  # reads take no time: one per batch
-    read, reads = targeted.read_rules, []
+    monkeypatch.setattr(target_watch, "monotonic", Clock(0.0))  # reads take no time: one per batch
+    read, reads = target_watch.read_rules, []
 
     async def read_then_disable(backend: object, path: EntityPath) -> object:
         reads.append(path)
-        if len(reads) == 3:  # the start, the first batch, then: someone disables audit's target rule
+        if len(reads) == 2:  # the first batch's read, then: someone disables audit's target rule
             topic.remove_rule("t/Subscriptions/audit", "sbdlq-target")
         return await read(backend, path)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(targeted, "read_rules", read_then_disable)
+    monkeypatch.setattr(target_watch, "read_rules", read_then_disable)
     r = cli("resubmit", "t/Subscriptions/billing", "--only-this-subscription", "--batch-size", "1", "-o", "json")
     assert r.exit_code == 1, r.stderr
     doc = json.loads(r.stdout)
     assert (doc["selected"], doc["resubmitted"], doc["failed"], doc["not_tried"]) == (3, 1, 0, 2)
-    assert "targeted routing is partial on topic t now: stopped before sending more copies" in r.stderr
+    # The one copy sent before the change was seen: audit may hold it (it does not: the copy went first).
+    assert doc["stray_copies"] == [{"subscription": "audit", "at_most": 1, "cause": "changed"}]
+    assert r.stderr.splitlines()[-1] == (
+        "sbdlq: targeted routing is partial on topic t now: stopped before sending more copies (the rest stay in "
+        "the DLQ); 2 message(s) were not resubmitted and remain in the queue; copies meant only for "
+        "t/Subscriptions/billing may also be in subscription(s) audit (at most 1: its targeted routing changed "
+        "during the run); they carry sbdlq-target=billing; run the command again to retry"
+    )
     assert topic.counts("t/Subscriptions/billing").dead_letter == 2
     assert topic.counts("t/Subscriptions/audit").active == 0
+    assert [r.name for r in topic.rules("t/Subscriptions/billing")] == ["big", "sbdlq-target"]  # lease given back
 
 
 def test_replay_fan_out_refused_then_fan_out(topic: Engine, cli: Cli, tmp_path: Path) -> None:

@@ -303,7 +303,7 @@ def test_only_this_subscription_stops_when_targeting_is_turned_off_mid_run(
 ) -> None:
     from support import Clock
 
-    from sbdlq.operations import targeted
+    from sbdlq.operations import target_watch as targeted
 
     # A clock that never moves: every read takes no time, so every batch reads the rules again.
     monkeypatch.setattr(targeted, "monotonic", Clock(0.0))
@@ -338,7 +338,7 @@ def test_replay_only_subscription_stops_when_targeting_is_turned_off_mid_run(
 
     from support import Clock
 
-    from sbdlq.operations import targeted
+    from sbdlq.operations import target_watch as targeted
 
     monkeypatch.setattr(targeted, "monotonic", Clock(0.0))  # every chunk reads the rules again
     seed.topic("t", "billing", "audit")
