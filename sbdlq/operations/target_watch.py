@@ -95,6 +95,7 @@ class TargetWatch:
         self.own_changed = False
         self.unverified = False
         self._lock = asyncio.Lock()
+        self._ahead: asyncio.Task[str | None] | None = None  # the next chunk's check, begun early
 
     @property
     def path(self) -> EntityPath:
@@ -140,33 +141,48 @@ class TargetWatch:
         self.tried += copies
 
     def sent(self, copies: int) -> None:
-        """Copies whose send has ended, one way or the other."""
+        """Copies whose send has ended, one way or the other. With none left in flight, the next
+        chunk's check begins now, while the run completes these originals: it waits on no send."""
         self.done += copies
+        if self.done == self.tried and self.failure is None and self._ahead is None and not self._lock.locked():
+            self._ahead = asyncio.get_running_loop().create_task(self._locked_check(False))
 
     async def lost(self, *, whole: bool = False) -> str | None:
         """Before a chunk: None when copies may go; else the line the run stops on (and stays on)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            stop = await ahead  # begun after the last send ended: it checks for this chunk
+            if stop is not None or not whole:
+                return stop
+        return await self._locked_check(whole)
+
+    async def _locked_check(self, whole: bool) -> str | None:
         async with self._lock:
             if self.failure is not None:
                 return self.failure
-            checked, began = self.done, self.clock()
-            read_whole = False
-            try:
-                problem = await self._check_chunk()
-                if problem is None and (whole or began - self.read_at >= self.every_s):
-                    read_whole = True
-                    problem = await self._check_whole(began, checked)
-            except SbdlqError as exc:
-                self.unverified = True
-                problem = f"cannot read topic {self.topic}'s rules to check targeted routing ({exc.message})"
-            if problem is None:
-                self.chunk_confirmed = checked
-                return None
-            if not self.unverified and not read_whole:
-                # Which subscriptions the unconfirmed copies may have reached: the whole topic, now.
-                with contextlib.suppress(SbdlqError):
-                    await self._check_whole(self.clock(), None)
-            self.failure = f"{problem}: stopped before sending more copies"
-            return self.failure
+            return await self._check(whole)
+
+    async def _check(self, whole: bool) -> str | None:
+        """One check: the cheap one, and the whole topic when due (or `whole`); a failure stays."""
+        checked, began = self.done, self.clock()
+        read_whole = False
+        try:
+            problem = await self._check_chunk()
+            if problem is None and (whole or began - self.read_at >= self.every_s):
+                read_whole = True
+                problem = await self._check_whole(began, checked)
+        except SbdlqError as exc:
+            self.unverified = True
+            problem = f"cannot read topic {self.topic}'s rules to check targeted routing ({exc.message})"
+        if problem is None:
+            self.chunk_confirmed = checked
+            return None
+        if not self.unverified and not read_whole:
+            # Which subscriptions the unconfirmed copies may have reached: the whole topic, now.
+            with contextlib.suppress(SbdlqError):
+                await self._check_whole(self.clock(), None)
+        self.failure = f"{problem}: stopped before sending more copies"
+        return self.failure
 
     async def _check_chunk(self) -> str | None:
         """The cheap check: the subscriptions listed, the run's own subscription's rules and lease."""
@@ -247,10 +263,10 @@ class TargetWatch:
         """After the last chunk: one more check, with the whole topic, for copies not yet confirmed;
         then the lease is given back."""
         try:
-            if self.failure is None and self.tried > self.whole_confirmed:
+            if self.tried > self.whole_confirmed:
                 await self.lost(whole=True)
         finally:
-            await self._release()
+            await self.close()
 
     async def _release(self) -> None:
         """Remove the lease (only while it is still this run's own)."""
@@ -261,6 +277,11 @@ class TargetWatch:
 
     async def close(self) -> None:
         """Give the lease back however the run ended (idempotent)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.cancel()
+            with contextlib.suppress(BaseException):
+                await ahead
         await self._release()
 
     def strays(self) -> list[Stray]:

@@ -239,3 +239,91 @@ def test_replay_fan_out_refused_then_fan_out(topic: Engine, cli: Cli, tmp_path: 
     assert r.exit_code == 0, r.stderr
     assert topic.counts("t/Subscriptions/audit").active == 2
     assert topic.counts("t/Subscriptions/billing").active == 2
+
+
+def _lease(engine: Engine, sub: str, until: str, kind: str = "run") -> str:
+    """A lease rule as a targeted run on another machine writes it (issue 34)."""
+    from datetime import datetime
+
+    from sbdlq.operations.lease import lease_rule
+
+    rule = lease_rule("0123456789abcdef", kind, "ops-box pid 42", datetime.fromisoformat(until))
+    engine.add_rule(f"t/Subscriptions/{sub}", Rule(rule.name, sql=rule.sql))
+    return rule.name
+
+
+def test_disable_targeted_refuses_while_a_run_holds_its_lease(topic: Engine, cli: Cli) -> None:
+    """A live lease: refused with one line and exit 1 (dry run too), nothing changed; status shows
+    it; --force takes it over, in the plan, then disables."""
+    assert cli("routing", "enable-targeted", "t", "--yes").exit_code == 0
+    name = _lease(topic, "billing", "2999-01-01T00:00:00+00:00")
+    rules = _rules(topic)
+    refusal = (
+        "sbdlq: targeted routing on topic t is in use by a targeted run (ops-box pid 42) on subscription billing, "
+        "until 2999-01-01T00:00:00Z: disabling it now would let that run's copies reach every subscription "
+        "(wait for the run to end, or add --force if its holder died (a run still alive then stops before its "
+        "next chunk and reports what may have strayed))\n"
+    )
+    for dry in ([], ["--dry-run"]):
+        r = cli("routing", "disable-targeted", "t", "--yes", *dry)
+        assert (r.exit_code, r.stdout, r.stderr) == (1, "", refusal)
+    assert _rules(topic) == rules
+    r = cli("routing", "status", "t")
+    assert r.exit_code == 0
+    assert r.stdout.splitlines()[0] == "topic t: targeted routing enabled"  # the lease is no rule of the routing
+    assert r.stdout.splitlines()[-1] == (
+        "lease: a targeted run (ops-box pid 42) on subscription billing, until 2999-01-01T00:00:00Z (live)"
+    )
+    doc = cli("routing", "status", "t", "-o", "json").json()
+    assert doc["leases"] == [
+        {
+            "subscription": "billing",
+            "kind": "run",
+            "holder": "ops-box pid 42",
+            "until": "2999-01-01T00:00:00Z",
+            "live": True,
+        }
+    ]
+    assert [s["rules"] for s in doc["subscriptions"]] == [1, 1]
+    r = cli("routing", "disable-targeted", "t", "--yes", "--force")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines()[:2] == [
+        "plan: 4 rule change(s) on topic t:",
+        f"  billing: rule {name}: delete (the lease of a targeted run (ops-box pid 42) on subscription billing, "
+        "until 2999-01-01T00:00:00Z, taken over: --force)",
+    ]
+    assert [r.name for r in topic.rules("t/Subscriptions/billing")] == ["big"]
+    assert [r.name for r in topic.rules("t/Subscriptions/audit")] == ["$Default"]
+
+
+def test_an_expired_lease_is_removed_by_the_disable(topic: Engine, cli: Cli) -> None:
+    """A holder that died long ago: its lease is past its end (and the clock skew allowed)."""
+    assert cli("routing", "enable-targeted", "t", "--yes").exit_code == 0
+    name = _lease(topic, "audit", "2000-01-01T00:00:00+00:00")
+    r = cli("routing", "disable-targeted", "t", "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert f"  audit: rule {name}: delete (the lease of a targeted run (ops-box pid 42) on subscription audit, " in (
+        r.stdout
+    )
+    assert [r.name for r in topic.rules("t/Subscriptions/audit")] == ["$Default"]
+    # Already disabled, with only a stale lease left: the disable removes it and changes nothing else.
+    _lease(topic, "audit", "2000-01-01T00:00:00+00:00")
+    r = cli("routing", "disable-targeted", "t", "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "plan: 0 rule change(s) on topic t:"
+    assert [r.name for r in topic.rules("t/Subscriptions/audit")] == ["$Default"]
+
+
+def test_a_targeted_run_refuses_while_a_disable_holds_its_lease(topic: Engine, cli: Cli) -> None:
+    _dead_letter_billing(topic, 2)
+    assert cli("routing", "enable-targeted", "t", "--yes").exit_code == 0
+    _lease(topic, "audit", "2999-01-01T00:00:00+00:00", kind="disable")
+    r = cli("resubmit", "t/Subscriptions/billing", "--only-this-subscription")
+    assert (r.exit_code, r.stdout) == (1, "")
+    assert r.stderr == (
+        "sbdlq: targeted routing on topic t is being disabled by a disable-targeted (ops-box pid 42) on "
+        "subscription audit, until 2999-01-01T00:00:00Z (nothing was sent; enable it again once that is done, "
+        "then run again)\n"
+    )
+    assert topic.counts("t/Subscriptions/billing").dead_letter == 2
+    assert [r.name for r in topic.rules("t/Subscriptions/billing")] == ["big", "sbdlq-target"]  # its lease given back

@@ -112,3 +112,68 @@ def test_kill_during_enable_targeted_leaves_untagged_routing_unchanged(
     assert _routing(store) == before
     assert cli("routing", "disable-targeted", "t", "--yes").exit_code == 0
     assert _rules(store) == originals
+
+
+# A targeted resubmit, one message per chunk, SIGKILLed right after its Nth chunk moved.
+_KILLED_RESUBMIT = """
+import os, signal, sys
+from sbdlq.backends.emulator import EmulatorBackend
+
+limit, moved = int(sys.argv[1]), [0]
+real = EmulatorBackend.send_and_complete
+
+async def send_and_complete(self, *args, **kwargs):
+    left = await real(self, *args, **kwargs)
+    moved[0] += 1
+    if moved[0] >= limit:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return left
+
+EmulatorBackend.send_and_complete = send_and_complete
+sys.argv = ["sbdlq", "resubmit", "t/Subscriptions/sql", "--only-this-subscription", "--batch-size", "1",
+            "--concurrency", "1"]
+from sbdlq.cli.main import run
+run()
+"""
+
+
+def test_a_killed_targeted_run_leaves_a_lease_that_force_takes_over(store: Path, tmp_path: Path, cli: Cli) -> None:
+    """kill -9 during `resubmit --only-this-subscription` (issue 34): its lease stays on the broker, so
+    `disable-targeted` refuses (exit 1) until it expires or `--force` takes it over; nothing is lost."""
+    _topic(store)
+    with Engine(store) as eng:
+        eng.send(
+            "t",
+            [OutboundMessage(body=b"x", message_id=f"m{i}", application_properties={"region": "eu"}) for i in range(5)],
+        )
+        for sub in ("corr", "act", "all"):
+            address = parse_address(f"t/Subscriptions/{sub}")
+            eng.complete(address, [m.lock_token or "" for m in eng.receive(address, 10)])
+        sql = parse_address("t/Subscriptions/sql")
+        eng.dead_letter(sql, [m.lock_token or "" for m in eng.receive(sql, 10)], "Bad", "broken")
+    assert cli("routing", "enable-targeted", "t", "--yes", "--accept-case-insensitive-names").exit_code == 0
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_RESUBMIT, "2"],
+        env=sbdlq_env(store, SBDLQ_CONFIG=str(tmp_path / "none.yaml")),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -9, killed.stderr
+    status = cli("routing", "status", "t", "-o", "json").json()
+    assert status["state"] == "enabled"
+    [lease] = status["leases"]
+    assert (lease["subscription"], lease["kind"], lease["live"]) == ("sql", "run", True)
+    r = cli("routing", "disable-targeted", "t", "--yes")
+    assert r.exit_code == 1
+    assert r.stderr.startswith("sbdlq: targeted routing on topic t is in use by a targeted run (")
+    assert cli("routing", "status", "t", "-o", "json").json()["state"] == "enabled"
+    r = cli("routing", "disable-targeted", "t", "--yes", "--force")
+    assert r.exit_code == 0, r.stderr
+    status = cli("routing", "status", "t", "-o", "json").json()
+    assert (status["state"], status["leases"]) == ("disabled", [])
+    with Engine(store) as eng:
+        counts = eng.counts("t/Subscriptions/sql")
+        assert (counts.active, counts.dead_letter) == (2, 3)  # two moved before the kill, nothing lost
+        assert all(eng.counts(f"t/Subscriptions/{s}").active == 0 for s in ("corr", "act", "all"))
