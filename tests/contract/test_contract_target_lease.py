@@ -238,3 +238,51 @@ def test_a_run_refuses_while_a_disable_holds_its_lease(backend: Backend, seed: S
         _run(backend, aio)
     assert len(seed.dlq("t/Subscriptions/billing")) == MESSAGES
     assert _leases(seed) == [marker.name]  # the run's own lease given back, the disable's kept
+
+
+def test_the_lease_is_renewed_while_the_run_sends_and_lost_when_taken(backend: Backend, seed: Seeder, aio: Any) -> None:
+    """Every RENEW_S the check renews the lease (its end moves on, on the broker); removed by
+    someone else, the next check stops the run and the chunk before it is unconfirmed."""
+    from datetime import timedelta
+
+    from sbdlq.operations.lease import RENEW_S, leases_in
+
+    _topic(seed, backend, aio)
+    now = [now_utc()]
+    watch = target_watch.TargetWatch(backend, TOPIC, "billing", hold_lease=True, wall=lambda: now[0])
+
+    async def lease_until() -> Any:
+        [lease] = leases_in(await read_rules(backend, TOPIC))
+        return lease.until
+
+    async def chunk() -> None:
+        watch.sending(2)
+        watch.sent(2)  # the next check begins now
+
+    async def run() -> list[Any]:
+        out: list[Any] = []
+        await watch.start()
+        first = await lease_until()
+        out.append(await watch.lost())
+        out.append(await lease_until() == first)  # not due yet
+        now[0] += timedelta(seconds=RENEW_S + 1)
+        await chunk()
+        out.append(await watch.lost())
+        out.append(await lease_until() - first)  # renewed at that check
+        await chunk()
+        [name] = _leases(seed)
+        await watch.lost()  # the check begun after that chunk passed
+        seed.engine.remove_rule("t/Subscriptions/billing", name)  # disable-targeted --force, elsewhere
+        await chunk()
+        out.append(await watch.lost())
+        out.append(await watch.lost())  # stays stopped
+        await watch.finish()
+        return out
+
+    stop = (
+        "this run's lease on topic t's targeted routing was taken over or removed: stopped before sending more copies"
+    )
+    assert aio(run()) == [None, True, None, timedelta(seconds=RENEW_S + 1), stop, stop]
+    assert watch.strays() == []  # every other subscription still targeted when read after it
+    assert (watch.tried, watch.chunk_confirmed) == (6, 4)  # the last chunk unconfirmed
+    assert _leases(seed) == []

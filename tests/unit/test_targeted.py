@@ -176,3 +176,48 @@ def test_the_whole_topic_is_read_again_after_ten_times_a_read_at_most_30_s() -> 
     off = "targeted routing is partial on topic t now"
     assert asyncio.run(run()) == [None, None, off, None, None, off]
     assert reads == [0.0, 22.0, 44.0, 79.0]
+
+
+def test_copies_the_last_check_could_not_confirm_are_strays_of_every_other_subscription() -> None:
+    """The topic unreadable after the last chunk: nothing proves where its copies went, so every
+    other subscription may hold them, up to the copies since the last whole read."""
+    import asyncio
+
+    from support import Clock
+
+    from sbdlq.addresses import EntityPath
+    from sbdlq.errors import ServiceUnavailable
+    from sbdlq.operations.target_watch import Stray, TargetWatch
+
+    rules = {n: (SubscriptionRule("sbdlq-target", sql=f"[sbdlq-target] = '{n}'"),) for n in ("s", "a", "b")}
+    up = [True]
+
+    class Rules:
+        async def subscription_rules(self, topic: EntityPath) -> list[SubscriptionRules]:
+            if not up[0]:
+                raise ServiceUnavailable("admin endpoint unreachable")
+            return [SubscriptionRules(n, "Active", r) for n, r in rules.items()]
+
+        async def subscription_names(self, topic: EntityPath) -> list[str]:
+            return list(rules)
+
+        async def rules_of(self, subscription: EntityPath) -> tuple[SubscriptionRule, ...]:
+            return rules[subscription.subscription or ""]
+
+    watch = TargetWatch(Rules(), EntityPath("t"), "s", hold_lease=False, clock=Clock(0.0))  # type: ignore[arg-type]
+
+    async def run() -> str | None:
+        await watch.start()
+        for _ in range(3):  # three chunks of 4, each checked (a whole read each: reads take no time)
+            assert await watch.lost() is None
+            watch.sending(4)
+            watch.sent(4)
+        up[0] = False
+        await watch.finish()
+        return watch.failure
+
+    assert asyncio.run(run()) == (
+        "cannot read topic t's rules to check targeted routing (admin endpoint unreachable): "
+        "stopped before sending more copies"
+    )
+    assert watch.strays() == [Stray("a", 4, "unverified"), Stray("b", 4, "unverified")]
