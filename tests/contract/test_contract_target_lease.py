@@ -11,10 +11,10 @@ bound that covers what it holds.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.targeting import after_check
 
 from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
@@ -51,22 +51,6 @@ def _topic(seed: Seeder, backend: Backend, aio: Any) -> None:
     aio(apply_steps(backend, TOPIC, enable_steps(aio(read_rules(backend, TOPIC)))))
 
 
-def _after_check(monkeypatch: pytest.MonkeyPatch, n: int, inject: Callable[[], Awaitable[None]]) -> list[Any]:
-    """Run `inject` right after the Nth pre-chunk check passed (so chunk N goes out after it)."""
-    real = target_watch.TargetWatch.lost
-    calls: list[Any] = []
-
-    async def lost(self: target_watch.TargetWatch, **kwargs: Any) -> str | None:
-        stop = await real(self, **kwargs)
-        calls.append(stop)
-        if len(calls) == n and stop is None:
-            await inject()
-        return stop
-
-    monkeypatch.setattr(target_watch.TargetWatch, "lost", lost)
-    return calls
-
-
 def _run(backend: Backend, aio: Any) -> ResubmitResult:
     return aio(resubmit(backend, DLQ, TOPIC, only_this_subscription=True, batch_size=CHUNK, concurrency=CHUNK))
 
@@ -94,7 +78,7 @@ def test_disable_targeted_during_a_run_is_refused_and_nothing_strays(
         except RoutingLeased as exc:
             refused.append(exc)
 
-    _after_check(monkeypatch, 2, disable)
+    after_check(monkeypatch, 2, disable)
     r = _run(backend, aio)
     [refusal] = refused
     assert refusal.exit_status == 1
@@ -123,7 +107,7 @@ def test_a_race_with_the_disable_after_its_plan_is_refused_too(
         except RoutingLeased as exc:
             refused.append(exc)
 
-    _after_check(monkeypatch, 1, disable)
+    after_check(monkeypatch, 1, disable)
     r = _run(backend, aio)
     assert len(refused) == 1
     assert (r.resubmitted, r.stray_copies) == (MESSAGES, [])
@@ -142,7 +126,7 @@ def test_force_takes_the_lease_over_and_the_run_reports_the_chunk_that_strayed(
         assert len(plan.forced) == 1
         await disable_leased(backend, TOPIC, plan, force=True)
 
-    _after_check(monkeypatch, 3, force)
+    after_check(monkeypatch, 3, force)
     r = _run(backend, aio)
     # Two chunks went under targeted routing, the third after the disable: then the run stopped.
     assert (r.selected, r.resubmitted, r.not_tried) == (MESSAGES, 3 * CHUNK, MESSAGES - 3 * CHUNK)
@@ -167,7 +151,7 @@ def test_a_subscription_created_during_the_run_stops_it_and_is_named(
     async def create() -> None:
         seed.engine.create_subscription("t", "late")  # another team's `az`: the default rule, everything
 
-    _after_check(monkeypatch, 2, create)
+    after_check(monkeypatch, 2, create)
     r = _run(backend, aio)
     assert (r.selected, r.resubmitted, r.not_tried) == (MESSAGES, 2 * CHUNK, MESSAGES - 2 * CHUNK)
     assert r.errors[0] == (
@@ -189,7 +173,7 @@ def test_a_subscription_created_after_the_last_chunk_is_caught_by_the_last_check
     async def create() -> None:
         seed.engine.create_subscription("t", "late")
 
-    _after_check(monkeypatch, MESSAGES // CHUNK, create)  # the last chunk's check
+    after_check(monkeypatch, MESSAGES // CHUNK, create)  # the last chunk's check
     r = _run(backend, aio)
     assert (r.resubmitted, r.not_tried) == (MESSAGES, 0)
     assert len(seed.active("t/Subscriptions/late")) == CHUNK
@@ -214,7 +198,7 @@ def test_replay_only_subscription_stops_on_a_new_subscription(
     async def create() -> None:
         seed.engine.create_subscription("t", "late")
 
-    _after_check(monkeypatch, 2, create)
+    after_check(monkeypatch, 2, create)
     options = ReplayOptions(target_subscription="billing", concurrency=CHUNK, state=tmp_path / "s")
     r = aio(replay(backend, export, TOPIC, options))
     assert (r.selected, r.replayed, r.not_tried) == (6, 2 * CHUNK, 6 - 2 * CHUNK)
