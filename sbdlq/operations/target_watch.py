@@ -29,9 +29,10 @@ from time import monotonic
 
 from sbdlq.addresses import EntityPath
 from sbdlq.backends.base import Backend
-from sbdlq.errors import RuleChanged, SbdlqError
+from sbdlq.errors import BadInput, RuleChanged, SbdlqError
 from sbdlq.models import SubscriptionRule, SubscriptionRules
 from sbdlq.operations import lease as leases
+from sbdlq.operations.routing import RoutingCheck
 from sbdlq.operations.targeted import read_rules, require_targeted, topic_state
 
 #: The longest a run sends on a whole read saying targeted routing is enabled (on a namespace).
@@ -193,9 +194,9 @@ class TargetWatch:
             return problem
         if self.lease is not None and (problem := await self._keep_lease(rules)):
             return problem
-        own = topic_state(self.topic, [SubscriptionRules(self.subscription, "Active", rules)])
-        if own.state != "enabled":
-            self.own_changed = True
+        own = SubscriptionRules(self.subscription, "Active", rules)
+        if topic_state(self.topic, [own]).state != "enabled":
+            self.own_changed = _may_miss(self.topic, own)
             return f"targeted routing on subscription {self.subscription} of topic {self.topic} changed"
         return None
 
@@ -244,9 +245,9 @@ class TargetWatch:
             for s in state.subscriptions
             if s.state != "on" and s.subscription.lower() != own and s.subscription.lower() in self.known
         ]
-        self.own_changed = self.own_changed or any(
-            s.state != "on" for s in state.subscriptions if s.subscription.lower() == own
-        )
+        for sub, sub_state in zip(subscriptions, state.subscriptions, strict=True):
+            if sub.subscription.lower() == own and sub_state.state != "on":
+                self.own_changed = _may_miss(self.topic, sub)
         if problem := self._appeared([s.subscription for s in subscriptions]):
             return problem
         if state.state != "enabled":
@@ -298,3 +299,13 @@ class TargetWatch:
             # Its own rules are read before every chunk: a change is seen within one.
             found.append(Stray(self.subscription, since_check, MISSED))
         return [s for s in found if s.at_most > 0]
+
+
+def _may_miss(topic: EntityPath, own: SubscriptionRules) -> bool:
+    """Whether copies may have missed the run's subscription, its targeting changed: unless its
+    rules as read now take every message (a disable's steps restore its rules before they remove
+    its target rule, so it took every copy all along)."""
+    try:
+        return not RoutingCheck(topic, [own]).takes_everything(own.subscription)
+    except BadInput:
+        return True  # rules sbdlq cannot read: nothing proves the copies reached it

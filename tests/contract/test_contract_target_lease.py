@@ -135,7 +135,7 @@ def test_force_takes_the_lease_over_and_the_run_reports_the_chunk_that_strayed(
     assert len(audit) == CHUNK  # the third chunk's copies, and only those
     strays = {s["subscription"]: s for s in r.stray_copies}
     assert strays["audit"]["cause"] == "changed" and CHUNK <= strays["audit"]["at_most"] <= 3 * CHUNK
-    assert strays["billing"] == {"subscription": "billing", "at_most": CHUNK, "cause": "missed"}
+    assert "billing" not in strays  # its own rule, restored, takes everything: no copy missed it
     assert len(seed.dlq("t/Subscriptions/billing")) == MESSAGES - 3 * CHUNK  # nothing lost
     assert len(seed.active("t/Subscriptions/billing")) == 3 * CHUNK
     assert r.left_over() is not None and "audit (at most" in (r.left_over() or "")
@@ -270,3 +270,39 @@ def test_the_lease_is_renewed_while_the_run_sends_and_lost_when_taken(backend: B
     assert watch.strays() == []  # every other subscription still targeted when read after it
     assert (watch.tried, watch.chunk_confirmed) == (6, 4)  # the last chunk unconfirmed
     assert _leases(seed) == []
+
+
+def test_force_on_a_subscription_whose_own_rule_is_selective_reports_copies_that_may_have_missed_it(
+    backend: Backend, seed: Seeder, aio: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """billing takes `amount > 100` only: once disabled under the run, a copy reaches it by that
+    rule alone, which nothing checked: the chunk sent then may have missed it (here it did not)."""
+    from sbdlq.emulator.engine import Rule
+    from sbdlq.models import OutboundMessage
+
+    seed.engine.create_topic("t")
+    seed.engine.create_subscription("t", "billing", rules=[Rule("big", sql="amount > 100")])
+    seed.engine.create_subscription("t", "audit")
+    seed.send(
+        "t", [OutboundMessage(body=b"x", message_id=f"m{i}", application_properties={"amount": 500}) for i in range(6)]
+    )
+    seed.drain("t/Subscriptions/audit")
+    billing = Address(EntityPath("t", "billing"))
+    got = seed.engine.receive(billing, 6)
+    seed.engine.dead_letter(billing, [m.lock_token or "" for m in got], "Bad", "broken")
+    aio(apply_steps(backend, TOPIC, enable_steps(aio(read_rules(backend, TOPIC)))))
+
+    async def force() -> None:
+        plan = disable_plan(TOPIC, await read_rules(backend, TOPIC), now_utc(), force=True)
+        await disable_leased(backend, TOPIC, plan, force=True)
+
+    after_check(monkeypatch, 2, force)
+    r = _run(backend, aio)
+    assert (r.resubmitted, r.not_tried) == (2 * CHUNK, 6 - 2 * CHUNK)
+    strays = {s["subscription"]: s for s in r.stray_copies}
+    assert strays["billing"] == {"subscription": "billing", "at_most": CHUNK, "cause": "missed"}
+    assert len(seed.active("t/Subscriptions/audit")) == CHUNK <= strays["audit"]["at_most"]
+    assert len(seed.active("t/Subscriptions/billing")) == 2 * CHUNK  # amount 500: its rule took them
+    assert "up to 2 copies may have missed t/Subscriptions/billing (its targeted routing changed during the run)" in (
+        r.left_over() or ""
+    )
