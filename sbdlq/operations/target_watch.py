@@ -100,6 +100,7 @@ class TargetWatch:
 
     @property
     def path(self) -> EntityPath:
+        """The run's subscription."""
         return EntityPath(self.topic.name, self.subscription)
 
     async def start(self) -> list[SubscriptionRules]:
@@ -129,12 +130,14 @@ class TargetWatch:
             return subscriptions
 
     async def _acquire(self) -> None:
+        """Write the run's lease (held from before the write: a create whose answer was lost is removed too)."""
         now = self.wall()
         rule = leases.lease_rule(leases.new_token(), leases.RUN, leases.holder_name(), self._until(now))
-        await self.backend.create_rule(self.path, rule)
         self.lease, self.lease_at = rule, now
+        await self.backend.create_rule(self.path, rule)
 
     def _until(self, now: datetime) -> datetime:
+        """A lease's end, written `now`."""
         return now + timedelta(seconds=leases.LEASE_S)
 
     def sending(self, copies: int) -> None:
@@ -158,6 +161,7 @@ class TargetWatch:
         return await self._locked_check(whole)
 
     async def _locked_check(self, whole: bool) -> str | None:
+        """One check at a time; once failed, the failure."""
         async with self._lock:
             if self.failure is not None:
                 return self.failure
@@ -214,6 +218,12 @@ class TargetWatch:
         assert lease is not None and at is not None
         taken = f"this run's lease on topic {self.topic}'s targeted routing was taken over or removed"
         held = [r for r in rules if r.name.lower() == lease.name.lower()]
+        if held and held[0].sql != lease.sql:
+            # Only this run writes its lease's name: a renewal whose answer was lost is still its own.
+            mine = leases.read_lease(self.subscription, held[0])
+            if mine is not None and mine.kind == leases.RUN and mine.holder == leases.holder_name():
+                lease, at = held[0], mine.until - timedelta(seconds=leases.LEASE_S)
+                self.lease, self.lease_at = lease, at
         if not held or held[0].sql != lease.sql:
             self.lease = None
             return taken

@@ -306,3 +306,37 @@ def test_force_on_a_subscription_whose_own_rule_is_selective_reports_copies_that
     assert "up to 2 copies may have missed t/Subscriptions/billing (its targeted routing changed during the run)" in (
         r.left_over() or ""
     )
+
+
+def test_a_renewal_whose_answer_was_lost_keeps_the_lease(
+    backend: Backend, seed: Seeder, aio: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The renewal reached the broker, its answer did not: the next check finds the lease renewed,
+    by this run (only it writes that name), and goes on; the run's lease is given back at the end."""
+    from datetime import timedelta
+
+    from sbdlq.errors import TransientError
+    from sbdlq.operations.lease import RENEW_S
+
+    _topic(seed, backend, aio)
+    now = [now_utc()]
+    watch = target_watch.TargetWatch(backend, TOPIC, "billing", hold_lease=True, wall=lambda: now[0])
+    real = backend.update_rule
+
+    async def answer_lost(*args: Any, **kwargs: Any) -> None:
+        await real(*args, **kwargs)
+        raise TransientError("connection reset while reading the answer")
+
+    async def run() -> list[Any]:
+        await watch.start()
+        now[0] += timedelta(seconds=RENEW_S + 1)
+        monkeypatch.setattr(backend, "update_rule", answer_lost)
+        out = [await watch.lost()]  # the renewal's answer lost: the lease lasts long enough for this chunk
+        monkeypatch.setattr(backend, "update_rule", real)
+        out.append(await watch.lost())  # the renewed lease found, and taken as the run's own
+        await watch.finish()
+        return out
+
+    assert aio(run()) == [None, None]
+    assert watch.failure is None
+    assert _leases(seed) == []
