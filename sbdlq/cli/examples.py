@@ -48,6 +48,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "routing disable-targeted": (
         "sbdlq routing disable-targeted events --dry-run",
         "sbdlq routing disable-targeted events --yes",
+        "sbdlq routing disable-targeted events --yes --force",
     ),
     "apply": (
         "sbdlq apply policy.yaml --explain",
