@@ -95,6 +95,7 @@ class TargetWatch:
         self.changed: list[str] = []  # others whose targeted routing is no longer on
         self.own_changed = False
         self.unverified = False
+        self.finished = False  # the last check made (finish)
         self._lock = asyncio.Lock()
         self._ahead: asyncio.Task[str | None] | None = None  # the next chunk's check, begun early
 
@@ -276,6 +277,7 @@ class TargetWatch:
         try:
             if self.tried > self.whole_confirmed:
                 await self.lost(whole=True)
+            self.finished = True
         finally:
             await self.close()
 
@@ -301,7 +303,8 @@ class TargetWatch:
         since_whole = self.tried - self.whole_confirmed
         found = [Stray(name, since_check, CREATED) for _, name in sorted(self.new.items())]
         found += [Stray(name, since_whole, CHANGED) for name in self.changed]
-        if self.unverified:
+        if self.unverified or (not self.finished and self.failure is None):
+            # Unread, or the run cut short (a second signal) before its last check: nothing proves where they went.
             listed = {s.subscription.lower() for s in found} | {self.subscription.lower()}
             unread = [name for key, name in sorted(self.known.items()) if key not in listed]
             found += [Stray(name, since_whole, UNVERIFIED) for name in unread]

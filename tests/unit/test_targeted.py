@@ -221,3 +221,37 @@ def test_copies_the_last_check_could_not_confirm_are_strays_of_every_other_subsc
         "stopped before sending more copies"
     )
     assert watch.strays() == [Stray("a", 4, "unverified"), Stray("b", 4, "unverified")]
+
+
+def test_a_run_cut_short_before_its_last_check_reports_its_last_chunk_as_unverified() -> None:
+    """A second Ctrl-C cancels the run at once: its last chunk went out and no check followed."""
+    import asyncio
+
+    from support import Clock
+
+    from sbdlq.addresses import EntityPath
+    from sbdlq.operations.target_watch import Stray, TargetWatch
+
+    rules = {n: (SubscriptionRule("sbdlq-target", sql=f"[sbdlq-target] = '{n}'"),) for n in ("s", "a")}
+
+    class Rules:
+        async def subscription_rules(self, topic: EntityPath) -> list[SubscriptionRules]:
+            return [SubscriptionRules(n, "Active", r) for n, r in rules.items()]
+
+        async def subscription_names(self, topic: EntityPath) -> list[str]:
+            return list(rules)
+
+        async def rules_of(self, subscription: EntityPath) -> tuple[SubscriptionRule, ...]:
+            return rules[subscription.subscription or ""]
+
+    watch = TargetWatch(Rules(), EntityPath("t"), "s", hold_lease=False, clock=Clock(0.0))  # type: ignore[arg-type]
+
+    async def run() -> None:
+        await watch.start()
+        assert await watch.lost() is None
+        watch.sending(4)
+        watch.sent(4)
+        await watch.close()  # cancelled: finish() never ran
+
+    asyncio.run(run())
+    assert watch.strays() == [Stray("a", 4, "unverified")]
