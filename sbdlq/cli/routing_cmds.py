@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from sbdlq.addresses import EntityPath, parse_entity
-from sbdlq.cli.common import Settings, err, open_target, output_format, run
+from sbdlq.cli.common import Settings, err, note, open_target, output_format, run
 from sbdlq.cli.options import Output, Yes
 from sbdlq.errors import BadInput
 
@@ -92,12 +92,29 @@ Force = Annotated[
 ]
 
 
+Wait = Annotated[
+    str | None,
+    typer.Option(
+        "--wait",
+        metavar="DURATION",
+        help="While a targeted run holds a lease, wait up to this long (30s, 10m) for it to end, "
+        "reading the leases again every 2 s; still held then: refused as without it.",
+        show_default=False,
+    ),
+]
+
+
 @app.command("disable-targeted")
 def disable_cmd(
-    ctx: typer.Context, topic: Topic, yes: Yes = False, dry_run: DryRun = False, force: Force = False
+    ctx: typer.Context,
+    topic: Topic,
+    yes: Yes = False,
+    dry_run: DryRun = False,
+    force: Force = False,
+    wait: Wait = None,
 ) -> None:
     """Restore the original rules exactly and remove the sbdlq-target rules (not while a targeted run holds a lease)."""
-    _change(ctx, topic, enable=False, yes=yes, dry_run=dry_run, force=force)
+    _change(ctx, topic, enable=False, yes=yes, dry_run=dry_run, force=force, wait=wait)
 
 
 def _change(
@@ -109,6 +126,7 @@ def _change(
     dry_run: bool,
     accept_case: bool = False,
     force: bool = False,
+    wait: str | None = None,
 ) -> None:
     from sbdlq.operations.lease import now_utc
     from sbdlq.operations.targeted import (
@@ -119,6 +137,7 @@ def _change(
         disable_plan,
         enable_steps,
         read_rules,
+        wait_for_leases,
     )
 
     verb = "enable" if enable else "disable"
@@ -126,7 +145,11 @@ def _change(
     async def work(s: Settings) -> str:
         path = _topic(topic)
         async with open_target(s) as backend:
-            subscriptions = await read_rules(backend, path)
+            wait_s = _wait_s(wait, force=force)
+            if wait_s is None:
+                subscriptions = await read_rules(backend, path)
+            else:
+                subscriptions = await wait_for_leases(backend, path, wait_s, note=note)
             if enable:
                 plan = RoutingPlan(enable_steps(subscriptions, accept_case_insensitive_names=accept_case))
             else:
@@ -157,6 +180,17 @@ def _change(
         return f"targeted routing {verb}d on topic {path}: {len(steps)} rule change(s){kept}"
 
     typer.echo(run(ctx, work))
+
+
+def _wait_s(wait: str | None, *, force: bool) -> float | None:
+    """--wait in seconds (None: not given)."""
+    if wait is None:
+        return None
+    from sbdlq.timeparse import parse_duration
+
+    if force:
+        raise BadInput("--wait and --force contradict each other: choose one")
+    return parse_duration(wait, what="--wait")
 
 
 def _confirm(yes: bool, question: str) -> None:

@@ -465,6 +465,41 @@ def leased_refusal(topic: EntityPath, live: list[Lease]) -> leases.RoutingLeased
     )
 
 
+#: How often `disable-targeted --wait` reads the leases again.
+WAIT_POLL_S = 2.0
+
+
+async def wait_for_leases(
+    backend: Backend,
+    topic: EntityPath,
+    wait_s: float,
+    *,
+    note: Callable[[str], None],
+    wall: Callable[[], datetime] = leases.now_utc,
+) -> list[SubscriptionRules]:
+    """The topic's rules once no targeted run holds a live lease (read again every WAIT_POLL_S);
+    RoutingLeased when one still does after `wait_s`."""
+    import asyncio
+    from time import monotonic
+
+    deadline = monotonic() + wait_s
+    said = False
+    while True:
+        subscriptions = await read_rules(backend, topic)
+        live = leases.live_runs(subscriptions, wall())
+        left = deadline - monotonic()
+        if not live:
+            return subscriptions
+        if left <= 0:
+            refusal = leased_refusal(topic, live)
+            refusal.message += f" (waited {wait_s:g}s)"
+            raise refusal
+        if not said:
+            note(f"waiting up to {wait_s:g}s for {live[0].line()} to end")
+            said = True
+        await asyncio.sleep(min(WAIT_POLL_S, left))
+
+
 def disable_plan(
     topic: EntityPath, subscriptions: list[SubscriptionRules], now: datetime, *, force: bool
 ) -> RoutingPlan:

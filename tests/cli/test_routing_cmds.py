@@ -327,3 +327,34 @@ def test_a_targeted_run_refuses_while_a_disable_holds_its_lease(topic: Engine, c
     )
     assert topic.counts("t/Subscriptions/billing").dead_letter == 2
     assert [r.name for r in topic.rules("t/Subscriptions/billing")] == ["big", "sbdlq-target"]  # its lease given back
+
+
+def test_disable_targeted_waits_for_a_lease_to_end(topic: Engine, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--wait: the leases read again until none is live (here one ends a second from now), then the
+    disable goes on; one still live when the wait is over is refused as without --wait."""
+    from datetime import timedelta
+
+    from sbdlq.operations import targeted
+    from sbdlq.operations.lease import SKEW_S, now_utc
+
+    monkeypatch.setattr(targeted, "WAIT_POLL_S", 0.1)
+    assert cli("routing", "enable-targeted", "t", "--yes").exit_code == 0
+    far = _lease(topic, "billing", "2999-01-01T00:00:00+00:00")
+    r = cli("routing", "disable-targeted", "t", "--yes", "--wait", "300ms")
+    assert (r.exit_code, r.stdout) == (1, "")
+    waiting, refusal = r.stderr.splitlines()
+    assert waiting == (
+        "waiting up to 0.3s for a targeted run (ops-box pid 42) on subscription billing, until 2999-01-01T00:00:00Z "
+        "to end"
+    )
+    assert refusal.startswith("sbdlq: targeted routing on topic t is in use by a targeted run (ops-box pid 42)")
+    assert "(waited 0.3s) (wait for the run to end" in refusal
+    topic.remove_rule("t/Subscriptions/billing", far)
+    ending = (now_utc() - timedelta(seconds=SKEW_S - 1)).isoformat()  # live for one more second
+    _lease(topic, "billing", ending)
+    r = cli("routing", "disable-targeted", "t", "--yes", "--wait", "1m")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "targeted routing disabled on topic t: 4 rule change(s)"
+    assert [r.name for r in topic.rules("t/Subscriptions/billing")] == ["big"]  # its expired lease removed too
+    r = cli("routing", "disable-targeted", "t", "--force", "--wait", "1m")
+    assert (r.exit_code, r.stderr) == (2, "sbdlq: --wait and --force contradict each other: choose one\n")
