@@ -11,6 +11,7 @@ from support.cli import Cli
 
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.emulator.engine import Engine, Rule
+from sbdlq.models import OutboundMessage
 
 
 @pytest.fixture
@@ -358,3 +359,22 @@ def test_disable_targeted_waits_for_a_lease_to_end(topic: Engine, cli: Cli, monk
     assert [r.name for r in topic.rules("t/Subscriptions/billing")] == ["big"]  # its expired lease removed too
     r = cli("routing", "disable-targeted", "t", "--force", "--wait", "1m")
     assert (r.exit_code, r.stderr) == (2, "sbdlq: --wait and --force contradict each other: choose one\n")
+
+
+def test_a_targeted_run_that_moves_nothing_gives_its_lease_back(engine: Engine, cli: Cli) -> None:
+    """Nothing selected (the run ends before its loop), or refused after its lease was written (a
+    topic with duplicate detection, copies keeping their ids): no lease is left behind."""
+    engine.create_topic("d", requires_duplicate_detection=True)
+    for sub in ("billing", "audit"):
+        engine.create_subscription("d", sub)
+    assert cli("routing", "enable-targeted", "d", "--yes").exit_code == 0
+    r = cli("resubmit", "d/Subscriptions/billing", "--only-this-subscription", "--new-message-id")
+    assert r.exit_code == 0, r.stderr  # an empty DLQ
+    billing = Address(EntityPath("d", "billing"))
+    engine.send("d", [OutboundMessage(body=b"x", message_id="m0")])
+    engine.dead_letter(billing, [m.lock_token or "" for m in engine.receive(billing, 1)], "Bad", "broken")
+    r = cli("resubmit", "d/Subscriptions/billing", "--only-this-subscription")
+    assert r.exit_code == 2 and "duplicate detection" in r.stderr
+    left = [rule.name for s in ("billing", "audit") for rule in engine.rules(f"d/Subscriptions/{s}")]
+    assert not [name for name in left if name.startswith("sbdlq-lease-")], left
+    assert cli("routing", "disable-targeted", "d", "--yes").exit_code == 0
