@@ -489,6 +489,11 @@ class CopyingResult(RunResult):
 
     #: Copies no subscription of the target topic would take: not sent (originals left in the DLQ).
     unroutable: int = 0
+    #: A targeted run (`--only-this-subscription`, `--only-subscription`): the subscriptions that may
+    #: hold copies meant for the targeted one, each `subscription`, `at_most`, `cause` (STRAY_CAUSES).
+    stray_copies: list[dict[str, Any]] = field(default_factory=list)
+    #: The targeted subscription (TOPIC/Subscriptions/SUB) the stray copies were meant for.
+    stray_target: str = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super(CopyingResult, cls).__init_subclass__(**kwargs)  # explicit: see EntityReasonGroup
@@ -506,15 +511,60 @@ class CopyingResult(RunResult):
             "unroutable",
         )
 
+    def to_json(self) -> dict[str, Any]:
+        doc = RunResult.to_json(self)
+        if self.stray_copies:
+            doc["stray_copies"] = [dict(s) for s in self.stray_copies]
+        return doc
+
+    def set_strays(self, strays: list[Any], target: str) -> None:
+        """Record what a targeted run's checks could not confirm (target_watch.Stray objects)."""
+        self.stray_copies = [s.to_json() for s in strays]
+        self.stray_target = target
+
     def extra_left_over(self, others: bool) -> str:
+        parts = [self.stray_line()] if self.stray_copies else []
         if not self.unroutable:
-            return ""
+            return "; ".join(parts)
         if others:
-            return f"{self.unroutable} more were not sent: no subscription of the target would receive their copy"
-        return (
-            f"{self.unroutable} {self.UNIT} were not {self.VERB} because no subscription of the target would "
-            "receive their copy; they remain in the queue (check the topic's subscription rules)"
-        )
+            parts.append(
+                f"{self.unroutable} more were not sent: no subscription of the target would receive their copy"
+            )
+        else:
+            parts.append(
+                f"{self.unroutable} {self.UNIT} were not {self.VERB} because no subscription of the target would "
+                "receive their copy; they remain in the queue (check the topic's subscription rules)"
+            )
+        return "; ".join(parts)
+
+    def stray_line(self) -> str:
+        """Where copies meant for one subscription may have gone instead, and at most how many."""
+        target = self.stray_target
+        sub = target.rsplit("/", 1)[-1]
+        elsewhere = [s for s in self.stray_copies if s["cause"] != "missed"]
+        parts = []
+        if elsewhere:
+            listed = ", ".join(
+                f"{s['subscription']} (at most {s['at_most']}: {STRAY_CAUSES[s['cause']]})" for s in elsewhere
+            )
+            parts.append(
+                f"copies meant only for {target} may also be in subscription(s) {listed}; they carry sbdlq-target={sub}"
+            )
+        parts += [
+            f"up to {s['at_most']} copies may have missed {target} ({STRAY_CAUSES[s['cause']]})"
+            for s in self.stray_copies
+            if s["cause"] == "missed"
+        ]
+        return "; ".join(parts)
+
+
+#: Why a targeted run's copies may be in another subscription (a stray's `cause`, DESIGN §4).
+STRAY_CAUSES = {
+    "created": "created during the run",
+    "changed": "its targeted routing changed during the run",
+    "unverified": "the topic's rules could not be read again after the copies were sent",
+    "missed": "its targeted routing changed during the run",
+}
 
 
 @dataclass(slots=True)
@@ -612,15 +662,20 @@ class ReplayResult(CopyingResult):
 
     def left_over(self) -> str | None:
         """Records not sent (no originals: a file is never changed): fix the cause, resume; records held
-        back because their delete was never confirmed: check the DLQ first."""
+        back because their delete was never confirmed: check the DLQ first; copies a targeted replay
+        may have put in another subscription."""
+        strays = self.stray_line() if self.stray_copies and not self.dry_run else ""
         if self.dry_run or not (self.failed or self.not_tried or self.unroutable or self.unconfirmed):
-            return None
+            return strays or None
         cause = f"{self.errors[0]}; " if self.errors else ""
         parts = []
         if left := self.failed + self.not_tried + self.unroutable:
+            also = f"; {strays}" if strays else ""
             parts.append(
-                f"{left} record(s) were not replayed; fix the cause and rerun with --resume to send only those"
+                f"{left} record(s) were not replayed{also}; fix the cause and rerun with --resume to send only those"
             )
+        elif strays:
+            parts.append(strays)
         if self.unconfirmed:
             ranges = sequence_ranges(self.unconfirmed_sequences)
             shown = ", ".join(ranges[:SHOWN_RANGES]) + (", ..." if len(ranges) > SHOWN_RANGES else "")

@@ -73,6 +73,21 @@ class Backend(ABC):
         """
         raise ServiceUnavailable(f"the {self.name} backend cannot read subscription rules")
 
+    async def subscription_names(self, topic: EntityPath) -> list[str]:
+        """The names of a topic's subscriptions (one admin call on a namespace; a targeted run
+        asks before each chunk whether one appeared)."""
+        return [s.subscription for s in await self.subscription_rules(topic)]
+
+    async def rules_of(self, subscription: EntityPath) -> tuple[SubscriptionRule, ...]:
+        """One subscription's rules (one admin call on a namespace); EntityNotFound when it is gone."""
+        from sbdlq.errors import EntityNotFound
+
+        wanted = (subscription.subscription or "").lower()
+        for s in await self.subscription_rules(EntityPath(subscription.name)):
+            if s.subscription.lower() == wanted:
+                return s.rules
+        raise EntityNotFound(f"subscription {subscription} not found")
+
     async def create_rule(self, subscription: EntityPath, rule: SubscriptionRule) -> None:
         """Add a rule to a subscription (an error when its name is taken); AuthError without Manage."""
         raise ServiceUnavailable(f"the {self.name} backend cannot change subscription rules")

@@ -91,6 +91,17 @@ class EmulatorBackend(Backend):
             if e.kind == "subscription" and e.path.lower().startswith(prefix)
         ]
 
+    async def subscription_names(self, topic: EntityPath) -> list[str]:
+        await self._round_trip()
+        return self.engine.subscription_names(topic)
+
+    async def rules_of(self, subscription: EntityPath) -> tuple[SubscriptionRule, ...]:
+        await self._round_trip()
+        return tuple(
+            SubscriptionRule(r.name, r.sql, r.correlation, r.action, r.parameters, r.action_parameters, r.constant)
+            for r in self.engine.rules(subscription)
+        )
+
     async def create_rule(self, subscription: EntityPath, rule: SubscriptionRule) -> None:
         await self._round_trip()
         self.engine.add_rule(subscription, _engine_rule(rule))

@@ -51,6 +51,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "routing disable-targeted": (
         "sbdlq routing disable-targeted checkout --dry-run",
         "sbdlq routing disable-targeted checkout --yes",
+        "sbdlq routing disable-targeted checkout --yes --force",
     ),
     "apply": (
         "sbdlq apply policy.yaml --explain",

@@ -33,7 +33,7 @@ from sbdlq.operations.routing import RoutingCheck
 from sbdlq.operations.run import Progress
 from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
-from sbdlq.operations.targeted import StillTargeted
+from sbdlq.operations.target_watch import TargetWatch
 from sbdlq.selection import Selection
 
 
@@ -78,8 +78,8 @@ class Replay:
     result: ReplayResult = field(init=False)
     stats: LoopStats = field(init=False, default_factory=LoopStats)
     routing: RoutingCheck | None = field(init=False, default=None)
-    #: --only-subscription: targeted routing read again before chunks are sent
-    targeted: StillTargeted | None = field(init=False, default=None)
+    #: --only-subscription: the lease held and the topic checked before chunks are sent
+    targeted: TargetWatch | None = field(init=False, default=None)
     done: set[int] = field(init=False, default_factory=set)
     #: what the delete marks hold back (read by the first pass)
     marks: DeleteMarks = field(init=False, default_factory=DeleteMarks)
@@ -114,6 +114,8 @@ class Replay:
         finally:
             self.result.elapsed_s = time.monotonic() - started
             self.records.close()
+            if self.targeted is not None:
+                await self.targeted.close()
             if self.state is not None:
                 if self._finished():
                     self.state.finish()
@@ -157,6 +159,9 @@ class Replay:
             await self.send_all(tick)
         except SbdlqError as exc:
             self.stats.abort(exc.message)
+        finally:
+            if self.targeted is not None:
+                await self.targeted.finish()  # the last chunk confirmed (or not), the lease given back
         self.account()
 
     async def check_takers(self, kind: str) -> None:
@@ -200,7 +205,7 @@ class Replay:
             raise BadInput("--only-subscription needs the routing check: drop --allow-unverified-routing")
         if kind != "topic":
             raise BadInput(f"--only-subscription needs a topic: {self.target} is a {kind}")
-        self.targeted = StillTargeted(self.backend, self.target)
+        self.targeted = TargetWatch(self.backend, self.target, sub, hold_lease=not o.dry_run)
         subscriptions = await self.targeted.start()
         for s in subscriptions:
             if s.subscription.lower() == sub.lower():
@@ -336,14 +341,12 @@ class Replay:
         """Send one chunk; record the lines the broker accepted."""
         going = items
         try:
-            if self.targeted is not None and (state := await self.targeted.lost()) is not None:
-                self.stats.abort(
-                    f"targeted routing is {state} on topic {self.target} now: stopped before sending more copies "
-                    "(--resume sends the rest)"
-                )
+            watch = self.targeted
+            if watch is not None and (stop := await watch.lost()) is not None:
+                self.stats.abort(f"{stop} (--resume sends the rest)")
                 return
             going = self.route(items)
-            refused = await self.sender.send(going) if going else []
+            refused = await self.send(going) if going else []
             refused_lines = {r.line for r in refused}
             accepted = [r.line for r in going if r.line not in refused_lines]
             # Counted as sent before the state is written: a full disk there does not make them failed.
@@ -360,6 +363,17 @@ class Replay:
             slots.release()
             if tick:
                 tick(len(items))
+
+    async def send(self, going: list[Record]) -> list[Record]:
+        """Send the copies (counted by the targeted run's watch, which confirms them later)."""
+        watch = self.targeted
+        if watch is None:
+            return await self.sender.send(going)
+        watch.sending(len(going))
+        try:
+            return await self.sender.send(going)
+        finally:
+            watch.sent(len(going))
 
     def record_state(self, accepted: list[int]) -> None:
         """Record accepted lines; a state that cannot be written stops the run and says what it means."""
@@ -396,6 +410,8 @@ class Replay:
         r.retries = stats.retries
         r.errors = stats.errors
         r.sdk_fallbacks = self.backend.sdk_fallbacks
+        if self.targeted is not None:
+            r.set_strays(self.targeted.strays(), str(self.targeted.path))
 
     def _state_finished(self) -> bool:
         """Whether the state file records that this input's replay finished (then nothing is sent)."""

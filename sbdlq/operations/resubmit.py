@@ -31,7 +31,8 @@ from sbdlq.operations.routing import Destination, RoutingCheck, check_destinatio
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.settle_recovery import complete_or_left
-from sbdlq.operations.targeted import TARGET_PROPERTY, StillTargeted, not_targeted
+from sbdlq.operations.target_watch import TargetWatch
+from sbdlq.operations.targeted import TARGET_PROPERTY, not_targeted
 from sbdlq.operations.unlocked import UnlockedMove
 from sbdlq.selection import Selection
 
@@ -235,8 +236,8 @@ class Resubmit(MovingRun[ResubmitResult]):
         self.unroutable = 0
         #: --only-this-subscription: copies carry `sbdlq-target` and must reach that subscription alone
         self.only_this_subscription = False
-        #: --only-this-subscription: targeted routing read again before batches are sent
-        self.targeted: StillTargeted | None = None
+        #: --only-this-subscription: the lease held and the topic checked before batches are sent
+        self.targeted: TargetWatch | None = None
 
     async def check(self) -> EntityInfo:
         if self.options.batch_size < 1 or self.options.concurrency < 1:
@@ -272,11 +273,21 @@ class Resubmit(MovingRun[ResubmitResult]):
             )
         if self.copying.allow_unverified_routing:
             raise BadInput("--only-this-subscription needs the routing check: drop --allow-unverified-routing")
-        self.targeted = StillTargeted(self.backend, target)
-        subscriptions = await self.targeted.start()
+        watch = self.targeted = TargetWatch(
+            self.backend, target, source.subscription or "", hold_lease=not self.options.dry_run
+        )
+        subscriptions = await watch.start()
         wanted = (source.subscription or "").lower()
         name = next((s.subscription for s in subscriptions if s.subscription.lower() == wanted), source.subscription)
         self.copying = replace(self.copying, target_subscription=name)
+
+    async def run(self) -> ResubmitResult:
+        """The run (MovingRun.run), its lease given back however it ends."""
+        try:
+            return await super().run()
+        finally:
+            if self.targeted is not None:
+                await self.targeted.close()  # a refusal after the lease was taken, a signal: given back
 
     async def show_example(self) -> None:
         """A dry run with edits shows the first selected message and its edited copy."""
@@ -357,6 +368,8 @@ class Resubmit(MovingRun[ResubmitResult]):
 
     def account(self, *, stopped: bool = False) -> None:
         self.result.unroutable = self.unroutable  # before the rest is shared out
+        if self.targeted is not None:
+            self.result.set_strays(self.targeted.strays(), str(self.targeted.path))
         super().account(stopped=stopped)
 
     def copy_of(self, m: Message) -> OutboundMessage:
@@ -366,6 +379,14 @@ class Resubmit(MovingRun[ResubmitResult]):
     async def move(self, plan: Plan, info: EntityInfo, tick: Callable[[int], None] | None) -> None:
         """Without locks where the backend moves in one transaction and nothing needs a chunk
         of its own (no --rate, every copy routable); else, or from a batch that failed on, locked."""
+        try:
+            await self._move(plan, info, tick)
+        finally:
+            if self.targeted is not None:
+                await self.targeted.finish()  # the last chunk confirmed (or not), the lease given back
+
+    async def _move(self, plan: Plan, info: EntityInfo, tick: Callable[[int], None] | None) -> None:
+        """The unlocked path where it applies, then the locked loop for the rest."""
         if self.atomic and self.copying.rate is None and self.routes_all():
             unlocked = UnlockedMove(
                 self.backend,
@@ -376,7 +397,7 @@ class Resubmit(MovingRun[ResubmitResult]):
                 stats=self.stats,
                 batch_size=self.options.batch_size,
                 large_bodies=self.options.concurrency,
-                on_done=tick,
+                on_done=self.moved_unlocked(tick),
                 before_batch=self.still_targeted,
             )
             if await unlocked.run(plan.selected, plan.last_sequence):
@@ -416,14 +437,25 @@ class Resubmit(MovingRun[ResubmitResult]):
             return True
         if self.stats.aborted is not None:
             return False  # stopped already (chunks in flight share the one reason)
-        state = await self.targeted.lost()
-        if state is None:
+        stop = await self.targeted.lost()
+        if stop is None:
             return True
-        self.stats.abort(
-            f"targeted routing is {state} on topic {self.target} now: stopped before sending more copies "
-            "(the rest stay in the DLQ)"
-        )
+        self.stats.abort(f"{stop} (the rest stay in the DLQ)")
         return False
+
+    def moved_unlocked(self, tick: Callable[[int], None] | None) -> Callable[[int], None] | None:
+        """The unlocked path's count of copies moved (each batch one transaction, checked before)."""
+        watch = self.targeted
+        if watch is None:
+            return tick
+
+        def moved(n: int) -> None:
+            watch.sending(n)
+            watch.sent(n)
+            if tick is not None:
+                tick(n)
+
+        return moved
 
     async def settle(self, chunk: list[Message]) -> list[Message]:
         """Send the copies, then complete the originals whose copy was accepted."""
@@ -462,4 +494,11 @@ class Resubmit(MovingRun[ResubmitResult]):
 
     async def send(self, chunk: list[Message]) -> list[Message]:
         """Send copies of the chunk; returns the messages whose copy was not accepted."""
-        return await self.sender.send(chunk)
+        watch = self.targeted
+        if watch is None:
+            return await self.sender.send(chunk)
+        watch.sending(len(chunk))
+        try:
+            return await self.sender.send(chunk)
+        finally:
+            watch.sent(len(chunk))

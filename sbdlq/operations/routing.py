@@ -17,6 +17,7 @@ from sbdlq.addresses import EntityPath, parse_entity
 from sbdlq.backends.base import Backend
 from sbdlq.errors import AuthError, BadInput, EntityNotFound, SbdlqError, ServiceUnavailable
 from sbdlq.models import EntityInfo, OutboundMessage, SubscriptionRule, SubscriptionRules
+from sbdlq.operations.lease import is_lease
 
 #: Statuses in which a subscription takes the messages sent to its topic. Conservative: a
 #: ReceiveDisabled subscription takes them on Service Bus, but not in the emulator engine.
@@ -124,6 +125,7 @@ class RoutingCheck:
         """Why a copy may miss the subscription it came from, and what to do."""
         sub = self.subscriptions.get(subscription.lower())
         rules: tuple[SubscriptionRule, ...] = sub.rules if sub is not None else ()
+        rules = tuple(r for r in rules if not is_lease(r))  # a lease takes nothing: no reason to name it
         filters = "; ".join(r.sql or _correlation_text(r) for r in rules) or "none"
         actions = [r.action for r in rules if r.action]
         why = f"its rules: {filters}"

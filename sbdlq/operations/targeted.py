@@ -18,18 +18,19 @@ FalseFilter is written as `1=1` or `1=0`; a SqlFilter of just that text opens wi
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from time import monotonic
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from sbdlq.addresses import EntityPath
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, RuleChanged, SbdlqError
 from sbdlq.models import SubscriptionRule, SubscriptionRules
+from sbdlq.operations import lease as leases
+from sbdlq.operations.lease import Lease, is_lease
 from sbdlq.sqlfilter.correlation import CORRELATION_KEYS, CORRELATION_PROPS, correlation_key
 
 #: The application property a targeted copy carries: the name of the one subscription to take it.
@@ -275,7 +276,7 @@ def topic_state(topic: EntityPath, subscriptions: list[SubscriptionRules]) -> To
     """The state the rules read say the topic is in."""
     states = []
     for sub in subscriptions:
-        own = [r for r in sub.rules if not _is_target_rule(sub, r)]
+        own = [r for r in sub.rules if not _is_target_rule(sub, r) and not is_lease(r)]
         states.append(
             SubscriptionState(
                 sub.subscription,
@@ -341,7 +342,7 @@ def enable_steps(subscriptions: list[SubscriptionRules], *, accept_case_insensit
         if not any(_is_target_rule(sub, r) for r in sub.rules):
             steps.append(Step(sub.subscription, "add", target_rule(sub.subscription)))
         for rule in sub.rules:
-            if _is_target_rule(sub, rule) or original_of(rule) is not None:
+            if _is_target_rule(sub, rule) or original_of(rule) is not None or is_lease(rule):
                 continue
             rewritten = rewrite(sub.subscription, rule, accept_case_insensitive_names=accept)
             steps.append(Step(sub.subscription, "update", rewritten, rule, tuple(case_sensitive_names(rule))))
@@ -429,49 +430,139 @@ def not_targeted(topic: EntityPath, subscriptions: list[SubscriptionRules]) -> B
     )
 
 
-#: The longest a run sends on a read saying targeted routing is enabled (on a namespace).
-RECHECK_MAX_S = 30.0
-#: A read is repeated once it is older than this many times what it took: the reads cost a
-#: run at most about a tenth of its time.
-RECHECK_COST_RATIO = 10
+#: The option by which `disable-targeted` takes over the leases of targeted runs whose holder died.
+FORCE_OPTION = "--force"
 
 
-class StillTargeted:
-    """Targeted routing read again while a run sends copies that rely on it.
+@dataclass(frozen=True, slots=True)
+class RoutingPlan:
+    """What `enable-targeted` or `disable-targeted` does: the rule changes, and (disable) the leases
+    it removes first."""
 
-    Before each batch is sent, the topic's rules are read again once the last read is older
-    than RECHECK_COST_RATIO times what it took, and at most RECHECK_MAX_S: locally (a read
-    costs about a millisecond) that is before nearly every batch; on a namespace (one admin
-    call per subscription, and one for the list) the reads stay a tenth of the run and a
-    `disable-targeted` is seen within 30 s. Chunks sent at once share one read.
-    """
+    steps: list[Step]
+    #: leases whose holder may be gone: expired, or (--force) taken over
+    leases: list[Lease] = field(default_factory=list)
+    #: of those, the live ones taken over with --force
+    forced: list[Lease] = field(default_factory=list)
 
-    def __init__(self, backend: Backend, topic: EntityPath, *, clock: Callable[[], float] | None = None) -> None:
-        self.backend = backend
-        self.topic = topic
-        self.clock = clock if clock is not None else monotonic  # looked up now: a test may set it
-        self.read_at = -math.inf
-        self.every_s = 0.0
-        self.state = "enabled"  # as last read
-        self._lock = asyncio.Lock()
+    def lines(self) -> list[str]:
+        """The lease removals as the plan prints them."""
+        return [
+            f"{x.subscription}: rule {x.rule.name}: delete (the lease of {x.line()}, "
+            + ("taken over: --force)" if x in self.forced else "expired)")
+            for x in self.leases
+        ]
 
-    async def start(self) -> list[SubscriptionRules]:
-        """The first read: require_targeted's, timed like the others."""
-        async with self._lock:
-            began = self.clock()
-            subscriptions = await require_targeted(self.backend, self.topic)
-            self._read(began)
+
+def leased_refusal(topic: EntityPath, live: list[Lease]) -> leases.RoutingLeased:
+    """The refusal of a disable while targeted runs hold leases (exit 1)."""
+    more = f" (and {len(live) - 1} more)" if len(live) > 1 else ""
+    return leases.RoutingLeased(
+        f"targeted routing on topic {topic} is in use by {live[0].line()}{more}: disabling it now would let that "
+        "run's copies reach every subscription",
+        hint=f"wait for the run to end, or add {FORCE_OPTION} if its holder died (a run still alive then stops "
+        "before its next chunk and reports what may have strayed)",
+    )
+
+
+#: How often `disable-targeted --wait` reads the leases again.
+WAIT_POLL_S = 2.0
+
+
+async def wait_for_leases(
+    backend: Backend,
+    topic: EntityPath,
+    wait_s: float,
+    *,
+    note: Callable[[str], None],
+    wall: Callable[[], datetime] = leases.now_utc,
+) -> list[SubscriptionRules]:
+    """The topic's rules once no targeted run holds a live lease (read again every WAIT_POLL_S);
+    RoutingLeased when one still does after `wait_s`."""
+    import asyncio
+    from time import monotonic
+
+    deadline = monotonic() + wait_s
+    said = False
+    while True:
+        subscriptions = await read_rules(backend, topic)
+        live = leases.live_runs(subscriptions, wall())
+        left = deadline - monotonic()
+        if not live:
             return subscriptions
+        if left <= 0:
+            refusal = leased_refusal(topic, live)
+            refusal.message += f" (waited {wait_s:g}s)"
+            raise refusal
+        if not said:
+            note(f"waiting up to {wait_s:g}s for {live[0].line()} to end")
+            said = True
+        await asyncio.sleep(min(WAIT_POLL_S, left))
 
-    async def lost(self) -> str | None:
-        """None while targeted routing is enabled, as last read (read again when due); else its state."""
-        async with self._lock:
-            began = self.clock()
-            if began - self.read_at >= self.every_s:
-                self.state = topic_state(self.topic, await read_rules(self.backend, self.topic)).state
-                self._read(began)
-            return None if self.state == "enabled" else self.state
 
-    def _read(self, began: float) -> None:
-        self.read_at = self.clock()
-        self.every_s = min(RECHECK_MAX_S, RECHECK_COST_RATIO * (self.read_at - began))
+def disable_plan(
+    topic: EntityPath, subscriptions: list[SubscriptionRules], now: datetime, *, force: bool
+) -> RoutingPlan:
+    """The disable's changes; RoutingLeased while a targeted run's lease is live, unless `force`."""
+    found = leases.leases_in(subscriptions)
+    live = [x for x in found if x.kind == leases.RUN and x.live(now)]
+    if live and not force:
+        raise leased_refusal(topic, live)
+    stale = [x for x in found if not x.live(now) or x in live]
+    return RoutingPlan(disable_steps(subscriptions), stale, live)
+
+
+async def disable_leased(
+    backend: Backend,
+    topic: EntityPath,
+    plan: RoutingPlan,
+    *,
+    force: bool,
+    wall: Callable[[], datetime] = leases.now_utc,
+    done: Callable[[Step], None] = lambda _: None,
+) -> None:
+    """Disable targeted routing without racing a run: write this disable's own lease, read the
+    leases again (a run that began since refuses the disable, or sees this lease and refuses
+    itself), remove the leases of the plan, then make the changes; this lease goes at the end."""
+    subscriptions = sorted(s.subscription for s in await read_rules(backend, topic))
+    if not subscriptions:
+        await apply_steps(backend, topic, plan.steps, done=done)
+        return
+    where = EntityPath(topic.name, subscriptions[0])
+    mine = leases.lease_rule(
+        leases.new_token(), leases.DISABLE, leases.holder_name(), wall() + timedelta(seconds=leases.LEASE_S)
+    )
+    await backend.create_rule(where, mine)
+    try:
+        current = await read_rules(backend, topic)
+        live = [x for x in leases.live_runs(current, wall()) if x.rule.name not in {y.rule.name for y in plan.leases}]
+        if live and not force:
+            raise leased_refusal(topic, live)
+        for lease in [*plan.leases, *live]:
+            await _remove_lease(backend, topic, lease, force=force)
+        await apply_steps(backend, topic, plan.steps, done=done)
+    finally:
+        with contextlib.suppress(SbdlqError):
+            await backend.delete_rule(where, mine.name, expected=mine)
+
+
+async def _remove_lease(backend: Backend, topic: EntityPath, lease: Lease, *, force: bool) -> None:
+    """Remove a lease as read; one renewed since (its holder is alive) only with --force."""
+    from sbdlq.errors import EntityNotFound
+
+    where = EntityPath(topic.name, lease.subscription)
+    try:
+        await backend.delete_rule(where, lease.rule.name, expected=lease.rule)
+        return
+    except (RuleChanged, EntityNotFound):
+        pass
+    try:
+        held = [r for r in await backend.rules_of(where) if r.name.lower() == lease.rule.name.lower()]
+    except EntityNotFound:
+        return  # the subscription went, and its lease with it
+    if not held:
+        return  # given back meanwhile
+    if not force:
+        raise leased_refusal(topic, [leases.read_lease(lease.subscription, held[0]) or lease])
+    with contextlib.suppress(EntityNotFound):
+        await backend.delete_rule(where, lease.rule.name)

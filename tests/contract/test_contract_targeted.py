@@ -302,33 +302,32 @@ def test_only_this_subscription_stops_when_targeting_is_turned_off_mid_run(
     backend: Backend, seed: Seeder, aio: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from support import Clock
+    from support.targeting import after_check
 
-    from sbdlq.operations import targeted
+    from sbdlq.operations import target_watch
 
     # A clock that never moves: every read takes no time, so every batch reads the rules again.
-    monkeypatch.setattr(targeted, "monotonic", Clock(0.0))
+    monkeypatch.setattr(target_watch, "monotonic", Clock(0.0))
     seed.topic("t", "billing", "audit")
     seed.dead_letter("t/Subscriptions/billing", 6)
     seed.drain("t/Subscriptions/audit")
     enable(backend, aio)
 
-    def progress(total: int | None) -> Any:
-        def tick(n: int) -> None:
-            # After the first copy, someone turns targeting half off: audit's target rule goes.
-            if any(rule.name == "sbdlq-target" for rule in seed.engine.rules("t/Subscriptions/audit")):
-                seed.engine.remove_rule("t/Subscriptions/audit", "sbdlq-target")
+    async def turn_half_off() -> None:
+        # Once the first copy may go, someone turns targeting half off: audit's target rule goes.
+        seed.engine.remove_rule("t/Subscriptions/audit", "sbdlq-target")
 
-        return tick
-
+    after_check(monkeypatch, 1, turn_half_off)
     dlq = Address(EntityPath("t", "billing"), SubQueue.DEAD_LETTER)
-    r = aio(resubmit(backend, dlq, TOPIC, only_this_subscription=True, batch_size=1, concurrency=1, progress=progress))
+    r = aio(resubmit(backend, dlq, TOPIC, only_this_subscription=True, batch_size=1, concurrency=1))
     assert (r.selected, r.resubmitted, r.failed, r.not_tried) == (6, 1, 0, 5)  # never tried: still in the DLQ
     assert r.errors[-1].startswith(
         "targeted routing is partial on topic t now: stopped before sending more copies (the rest stay in the DLQ)"
     )
     assert len(seed.active("t/Subscriptions/billing")) == 1
     assert len(seed.dlq("t/Subscriptions/billing")) == 5  # nothing lost
-    assert seed.active("t/Subscriptions/audit") == []
+    assert seed.active("t/Subscriptions/audit") == []  # its rewritten rule still left tagged copies alone
+    assert r.stray_copies == [{"subscription": "audit", "at_most": 1, "cause": "changed"}]
 
 
 def test_replay_only_subscription_stops_when_targeting_is_turned_off_mid_run(
@@ -337,27 +336,25 @@ def test_replay_only_subscription_stops_when_targeting_is_turned_off_mid_run(
     import json
 
     from support import Clock
+    from support.targeting import after_check
 
-    from sbdlq.operations import targeted
+    from sbdlq.operations import target_watch
 
-    monkeypatch.setattr(targeted, "monotonic", Clock(0.0))  # every chunk reads the rules again
+    monkeypatch.setattr(target_watch, "monotonic", Clock(0.0))  # every chunk reads the rules again
     seed.topic("t", "billing", "audit")
     export = tmp_path / "billing.jsonl"
     export.write_text("".join(json.dumps(m.to_json()) + "\n" for m in seed.dead_letter("t/Subscriptions/billing", 4)))
     seed.drain("t/Subscriptions/audit")
     enable(backend, aio)
 
-    def progress(total: int | None) -> Any:
-        def tick(n: int) -> None:
-            # After the first chunk, someone turns targeting half off: audit's target rule goes.
-            if any(rule.name == "sbdlq-target" for rule in seed.engine.rules("t/Subscriptions/audit")):
-                seed.engine.remove_rule("t/Subscriptions/audit", "sbdlq-target")
+    async def turn_half_off() -> None:
+        seed.engine.remove_rule("t/Subscriptions/audit", "sbdlq-target")
 
-        return tick
-
+    after_check(monkeypatch, 1, turn_half_off)
     options = ReplayOptions(target_subscription="billing", concurrency=1, state=tmp_path / "s")
-    r = aio(replay(backend, export, TOPIC, options, progress=progress))
+    r = aio(replay(backend, export, TOPIC, options))
     assert (r.selected, r.replayed, r.failed, r.not_tried) == (4, 1, 0, 3)
     assert r.errors[-1].startswith("targeted routing is partial on topic t now: stopped before sending more copies")
     assert len(seed.active("t/Subscriptions/billing")) == 1
     assert seed.active("t/Subscriptions/audit") == []
+    assert r.stray_copies == [{"subscription": "audit", "at_most": 1, "cause": "changed"}]

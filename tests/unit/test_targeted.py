@@ -118,17 +118,19 @@ def test_a_property_is_tested_for_text_before_it_is_compared() -> None:
     )
 
 
-def test_still_targeted_reads_again_after_ten_times_a_read_at_most_30_s() -> None:
+def test_the_whole_topic_is_read_again_after_ten_times_a_read_at_most_30_s() -> None:
     import asyncio
 
     from support import Clock
 
     from sbdlq.addresses import EntityPath
-    from sbdlq.operations.targeted import StillTargeted
+    from sbdlq.operations.target_watch import TargetWatch
 
     clock = Clock(0.0)
     reads: list[float] = []
-    state = {"rules": (SubscriptionRule("sbdlq-target", sql="[sbdlq-target] = 's'"),)}
+    target = SubscriptionRule("sbdlq-target", sql="[sbdlq-target] = 's'")
+    other = SubscriptionRule("sbdlq-target", sql="[sbdlq-target] = 'o'")
+    state = {"rules": (other,)}
 
     class Rules:
         cost_s = 2.0
@@ -136,29 +138,120 @@ def test_still_targeted_reads_again_after_ten_times_a_read_at_most_30_s() -> Non
         async def subscription_rules(self, topic: EntityPath) -> list[SubscriptionRules]:
             reads.append(clock())
             clock.advance(self.cost_s)
-            return [SubscriptionRules("s", "Active", state["rules"])]
+            return [SubscriptionRules("s", "Active", (target,)), SubscriptionRules("o", "Active", state["rules"])]
+
+        async def subscription_names(self, topic: EntityPath) -> list[str]:
+            return ["s", "o"]
+
+        async def rules_of(self, subscription: EntityPath) -> tuple[SubscriptionRule, ...]:
+            return (target,)
 
     backend = Rules()
-    guard = StillTargeted(backend, EntityPath("t"), clock=clock)  # type: ignore[arg-type]
+    watch = TargetWatch(backend, EntityPath("t"), "s", hold_lease=False, clock=clock)  # type: ignore[arg-type]
+
+    async def lost() -> str | None:
+        stop = await watch.lost()
+        watch.failure = None  # each step on its own: a watch stays stopped once stopped
+        return stop and stop.split(":")[0]
 
     async def run() -> list[str | None]:
-        await guard.start()  # read at 0, took 2 s: the next one 20 s after it ended, at 22
-        out = [await guard.lost()]
-        state["rules"] = ()  # the target rule gone: targeting off
+        await watch.start()  # read at 0, took 2 s: the next one 20 s after it ended, at 22
+        out = [await lost()]
+        state["rules"] = ()  # o's target rule gone: targeting off
         clock.advance(19.5)
-        out.append(await guard.lost())  # not read: still "enabled" as last read
+        out.append(await lost())  # not read: still "enabled" as last read
         clock.advance(0.5)
-        out.append(await guard.lost())  # read at 22
-        state["rules"] = (SubscriptionRule("sbdlq-target", sql="[sbdlq-target] = 's'"),)
+        out.append(await lost())  # read at 22
+        state["rules"] = (other,)
         backend.cost_s = 5.0  # a slow read: 50 s, but at most 30 s
         clock.advance(20.0)
-        out.append(await guard.lost())  # read at 44, ends at 49
+        out.append(await lost())  # read at 44, ends at 49
         state["rules"] = ()
         clock.advance(29.5)
-        out.append(await guard.lost())
+        out.append(await lost())
         clock.advance(0.5)
-        out.append(await guard.lost())  # read at 79
+        out.append(await lost())  # read at 79
         return out
 
-    assert asyncio.run(run()) == [None, None, "disabled", None, None, "disabled"]
+    off = "targeted routing is partial on topic t now"
+    assert asyncio.run(run()) == [None, None, off, None, None, off]
     assert reads == [0.0, 22.0, 44.0, 79.0]
+
+
+def test_copies_the_last_check_could_not_confirm_are_strays_of_every_other_subscription() -> None:
+    """The topic unreadable after the last chunk: nothing proves where its copies went, so every
+    other subscription may hold them, up to the copies since the last whole read."""
+    import asyncio
+
+    from support import Clock
+
+    from sbdlq.addresses import EntityPath
+    from sbdlq.errors import ServiceUnavailable
+    from sbdlq.operations.target_watch import Stray, TargetWatch
+
+    rules = {n: (SubscriptionRule("sbdlq-target", sql=f"[sbdlq-target] = '{n}'"),) for n in ("s", "a", "b")}
+    up = [True]
+
+    class Rules:
+        async def subscription_rules(self, topic: EntityPath) -> list[SubscriptionRules]:
+            if not up[0]:
+                raise ServiceUnavailable("admin endpoint unreachable")
+            return [SubscriptionRules(n, "Active", r) for n, r in rules.items()]
+
+        async def subscription_names(self, topic: EntityPath) -> list[str]:
+            return list(rules)
+
+        async def rules_of(self, subscription: EntityPath) -> tuple[SubscriptionRule, ...]:
+            return rules[subscription.subscription or ""]
+
+    watch = TargetWatch(Rules(), EntityPath("t"), "s", hold_lease=False, clock=Clock(0.0))  # type: ignore[arg-type]
+
+    async def run() -> str | None:
+        await watch.start()
+        for _ in range(3):  # three chunks of 4, each checked (a whole read each: reads take no time)
+            assert await watch.lost() is None
+            watch.sending(4)
+            watch.sent(4)
+        up[0] = False
+        await watch.finish()
+        return watch.failure
+
+    assert asyncio.run(run()) == (
+        "cannot read topic t's rules to check targeted routing (admin endpoint unreachable): "
+        "stopped before sending more copies"
+    )
+    assert watch.strays() == [Stray("a", 4, "unverified"), Stray("b", 4, "unverified")]
+
+
+def test_a_run_cut_short_before_its_last_check_reports_its_last_chunk_as_unverified() -> None:
+    """A second Ctrl-C cancels the run at once: its last chunk went out and no check followed."""
+    import asyncio
+
+    from support import Clock
+
+    from sbdlq.addresses import EntityPath
+    from sbdlq.operations.target_watch import Stray, TargetWatch
+
+    rules = {n: (SubscriptionRule("sbdlq-target", sql=f"[sbdlq-target] = '{n}'"),) for n in ("s", "a")}
+
+    class Rules:
+        async def subscription_rules(self, topic: EntityPath) -> list[SubscriptionRules]:
+            return [SubscriptionRules(n, "Active", r) for n, r in rules.items()]
+
+        async def subscription_names(self, topic: EntityPath) -> list[str]:
+            return list(rules)
+
+        async def rules_of(self, subscription: EntityPath) -> tuple[SubscriptionRule, ...]:
+            return rules[subscription.subscription or ""]
+
+    watch = TargetWatch(Rules(), EntityPath("t"), "s", hold_lease=False, clock=Clock(0.0))  # type: ignore[arg-type]
+
+    async def run() -> None:
+        await watch.start()
+        assert await watch.lost() is None
+        watch.sending(4)
+        watch.sent(4)
+        await watch.close()  # cancelled: finish() never ran
+
+    asyncio.run(run())
+    assert watch.strays() == [Stray("a", 4, "unverified")]

@@ -104,6 +104,27 @@ class AdminSide:
 
         return await self._call(work, f"the rules of topic {topic}'s subscriptions", timeout=math.inf)
 
+    async def subscription_names(self, topic: EntityPath) -> list[str]:
+        """The names of a topic's subscriptions: one listing (a targeted run asks before each chunk)."""
+        if not self.usable and self._error is not None:
+            raise self._error
+
+        def work(admin: Any) -> list[str]:
+            return [str(s.name) for s in admin.list_subscriptions(topic.name)]
+
+        return await self._call(work, f"the subscriptions of topic {topic}", timeout=math.inf)
+
+    async def rules_of(self, subscription: EntityPath) -> tuple[SubscriptionRule, ...]:
+        """One subscription's rules: one listing."""
+        if not self.usable and self._error is not None:
+            raise self._error
+
+        def work(admin: Any) -> tuple[SubscriptionRule, ...]:
+            rules = admin.list_rules(subscription.name, subscription.subscription or "")
+            return tuple(subscription_rule(r) for r in rules)
+
+        return await self._call(work, f"the rules of {subscription}", timeout=math.inf)
+
     async def change_rule(
         self,
         subscription: EntityPath,

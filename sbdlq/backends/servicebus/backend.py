@@ -151,6 +151,12 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
         """A topic's subscriptions and their rules, from the admin endpoint (AMQP cannot list them)."""
         return await self._admin.subscription_rules(topic)
 
+    async def subscription_names(self, topic: EntityPath) -> list[str]:
+        return await self._admin.subscription_names(topic)
+
+    async def rules_of(self, subscription: EntityPath) -> tuple[SubscriptionRule, ...]:
+        return await self._admin.rules_of(subscription)
+
     async def create_rule(self, subscription: EntityPath, rule: SubscriptionRule) -> None:
         await self._admin.change_rule(subscription, rule, "create")
 

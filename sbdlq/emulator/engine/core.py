@@ -161,6 +161,14 @@ class Engine:
                 ent = entities.entity_by_id(db, ent.topic_id) or ent
             return ent.max_message_bytes
 
+    def subscription_names(self, topic: EntityPath | str) -> list[str]:
+        """The names of a topic's subscriptions; EntityNotFound when there is no such topic."""
+        with self.store.read() as db:
+            ent = entities.entity_by_path(db, str(topic))
+            if ent.kind != EntityKind.TOPIC:
+                raise NotATopic(ent.path, ent.kind)
+            return [s.path.rsplit("/", 1)[-1] for s in entities.subscriptions(db, ent)]
+
     def rules(self, entity: EntityPath | str) -> list[Rule]:
         """A subscription's rules."""
         with self.store.read() as db:
