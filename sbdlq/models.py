@@ -312,6 +312,31 @@ class EntityReasonGroup(ReasonGroup):
 
 
 @dataclass(slots=True)
+class FingerprintGroup(ReasonGroup):
+    """A group of `inspect-reason --by fingerprint`: its key is the fingerprint id (sbdlq/fingerprint.py)."""
+
+    reason: str = ""
+    template: str = ""
+    #: namespace-wide: the entities whose DLQ holds the group (one name each, never the messages)
+    entities: set[str] | None = None
+    #: namespace-wide: the entity the sample sequence numbers are of (the first one found)
+    sample_entity: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "key": self.key,
+            "fingerprint": self.key,
+            "reason": self.reason,
+            "template": self.template,
+            **{k: v for k, v in ReasonGroup.to_json(self).items() if k != "key"},
+        }
+        if self.entities is not None:
+            doc["entities"] = len(self.entities)
+            doc["sample_entity"] = self.sample_entity
+        return doc
+
+
+@dataclass(slots=True)
 class RunResult:
     """What a moving run (resubmit, purge, replay) did: the fields they share, their JSON and summary.
 

@@ -83,6 +83,12 @@ _TIME_HELP = "ISO 8601 time, or a duration ago (2h, 3d)."
 SELECTION_OPTIONS: tuple[SelectionOption, ...] = (
     SelectionOption("--reason", "reasons", "Dead-letter reason (repeatable, case-insensitive).", repeatable=True),
     SelectionOption("--description-contains", "description_contains", "Text in the dead-letter description."),
+    SelectionOption(
+        "--fingerprint",
+        "fingerprints",
+        "Fingerprint id from inspect-reason --by fingerprint, or a prefix of 4+ of its hex digits (repeatable).",
+        repeatable=True,
+    ),
     SelectionOption("--subject", "subject", "Exact subject (label)."),
     SelectionOption("--property", "properties", "Application property K=V (repeatable).", repeatable=True),
     SelectionOption("--enqueued-before", "enqueued_before", _TIME_HELP),
@@ -112,6 +118,8 @@ class Selection:
 
     reasons: list[str] = field(default_factory=list)
     description_contains: str | None = None
+    #: fingerprint ids or prefixes (sbdlq/fingerprint.py), lower case: any one matches
+    fingerprints: list[str] = field(default_factory=list)
     subject: str | None = None
     properties: list[tuple[str, str]] = field(default_factory=list)
     enqueued_before: datetime | None = None
@@ -128,7 +136,7 @@ class Selection:
     @property
     def is_empty(self) -> bool:
         """True when nothing narrows the selection (`--subject ""` does: it means no subject)."""
-        return not (self.reasons or self.properties or self.sequences) and all(
+        return not (self.reasons or self.properties or self.sequences or self.fingerprints) and all(
             v is None
             for v in (
                 self.description_contains,
@@ -170,6 +178,11 @@ class Selection:
         if self.description_contains is not None:
             desc = (m.dead_letter_error_description or "").casefold()
             if self.description_contains.casefold() not in desc:
+                return False
+        if self.fingerprints:
+            from sbdlq.fingerprint import message_fingerprint
+
+            if not message_fingerprint(m).id.startswith(tuple(self.fingerprints)):
                 return False
         if self.subject is not None and (m.subject or "") != self.subject:
             return False
@@ -239,6 +252,7 @@ def build_selection(
     *,
     reasons: list[str] | None = None,
     description_contains: str | None = None,
+    fingerprints: list[str] | None = None,
     subject: str | None = None,
     properties: list[str] | None = None,
     enqueued_before: str | None = None,
@@ -252,7 +266,10 @@ def build_selection(
     now: datetime | None = None,
 ) -> Selection:
     """Compile CLI option values, each bad one rejected with a line naming the option."""
+    from sbdlq.fingerprint import parse_fingerprint_id
+
     sel = Selection(
+        fingerprints=[parse_fingerprint_id(f) for f in fingerprints or []],
         reasons=list(reasons or []),
         description_contains=description_contains,
         subject=subject,

@@ -196,7 +196,8 @@ ByOpt = Annotated[
     str,
     typer.Option(
         "--by",
-        help="reason, description, source, subject, property:NAME, hour, day or entity.",
+        help="reason, description, fingerprint (the description with its numbers, ids and times masked), "
+        "source, subject, property:NAME, hour, day or entity.",
         autocompletion=complete_group_by,
     ),
 ]
@@ -234,7 +235,7 @@ def inspect_reason(
         address = dlq_address(entity, sub_queue)
         group_key(by)  # reject a bad --by before any I/O
         sel = selection.compile()
-        fmt = output_format(s, output)
+        fmt = reporting.group_output(s, output)
         async with open_target(s) as backend:
             await backend.get_entity(address.entity)
             with progress(f"scan {address}") as bars:
@@ -251,8 +252,16 @@ def inspect_reason(
 
 
 def _reasons_table(groups: list[Any], by: str) -> None:
+    from sbdlq.operations.browse import is_fingerprint_grouping
     from sbdlq.render import Col, table
 
+    if is_fingerprint_grouping(by):
+        table(
+            [*reporting.fingerprint_columns(), *reporting.group_stat_columns()],
+            [(g.key, g.reason, g.template, *reporting.group_stats(g)) for g in groups],
+            title=f"{sum(g.count for g in groups)} message(s) in {len(groups)} fingerprint(s)",
+        )
+        return
     table(
         # The key (a reason, a description, ...) is what the operator came for: never cut.
         [Col("key", whole=True, min_width=12), *reporting.group_stat_columns()],

@@ -70,6 +70,32 @@ def emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str], q: Query
         write(rows, fmt, q)
 
 
+def group_output(s: Settings, given: str | None) -> str:
+    """inspect-reason's -o: prometheus refused in one line (its groups, fingerprints above all, are unbounded)."""
+    from sbdlq.errors import BadInput
+    from sbdlq.render_prometheus import FORMAT
+
+    if (given or "").strip().lower() == FORMAT:
+        raise BadInput(
+            "inspect-reason offers no -o prometheus: its groups (fingerprints, descriptions) are unbounded, "
+            "and a label per group would make an unbounded label set",
+            hint="use -o json, or count -o prometheus for gauges per entity",
+        )
+    return output_format(s, given)
+
+
+def fingerprint_columns() -> list[Any]:
+    """The columns a fingerprint group adds before its stats: its id, reason and template."""
+    from sbdlq.render import Col
+
+    return [
+        Col("fingerprint", whole=True, min_width=8),
+        Col("reason", min_width=8),
+        # The template is what the operator came for: never cut.
+        Col("template", whole=True, min_width=20),
+    ]
+
+
 def chart_wanted() -> bool:
     """Charts are for a person at a terminal, never for a pipe."""
     return sys.stdout.isatty()
