@@ -51,8 +51,8 @@ SYSTEM_FIELDS = ("subject", "content_type", "time_to_live_s", "session_id", "cor
 HELP = """\
 sbdlq ui — keys
 
-Anywhere      1 entities · 2 messages · 3 detail · 4 reasons · ? help · q or Ctrl+Q quit
-              (in a text field q is typed: Esc leaves the field, Ctrl+Q quits)
+Anywhere      1 entities · 2 messages · 3 detail · 4 reasons · 5 fingerprints
+              ? help · q or Ctrl+Q quit (in a text field q is typed: Esc leaves it)
 Entities      / filter (Enter or Esc: back) · Enter open DLQ · t transfer DLQ · s sort
 Messages      / filter line (the selection options: --reason, --where, ...) · Enter detail
               space mark · a all that match · c clear marks · n next page · p previous page
@@ -64,6 +64,7 @@ Actions       r resubmit · d purge (optionally exporting first) · e export to 
               choose Only this subscription (targeted routing) or Accept fan-out
 Detail        b binary body as hex or base64
 Reasons       Enter filters the messages to that reason
+Fingerprints  the failures by error text, ids and times masked · Enter filters to one
 
 --read-only hides every action.  Esc closes this help."""
 
