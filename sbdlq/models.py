@@ -378,6 +378,9 @@ class RunResult:
     elapsed_s: float = 0.0
     retries: int = 0
     errors: list[str] = field(default_factory=list)
+    #: the selection took nothing of a DLQ that was not empty: the values nearest it (not in the JSON;
+    #: the command says it on stderr, a policy run whose globs span many DLQs does not)
+    hint: str | None = None
     #: Sequence numbers of the originals counted in left_beside_copy (for the advice line).
     left_sequences: list[int] = field(default_factory=list)
     #: A dry run with edits: one message and its copy, before and after (see operations/edits.py).

@@ -128,6 +128,8 @@ class Selection:
     body_contains: str | None = None
     body_regex: BodyRegex | None = None
     where: Any = None  # sbdlq.sqlfilter.SqlFilter
+    #: --where's property names compared with another property (`tenant = eu`: a bare `eu` is a name)
+    where_bare_names: tuple[str, ...] = ()
     #: `apply`'s max_attempts: messages whose `sbdlq-attempt` is below this (to resubmit) ...
     attempts_below: int | None = None
     #: ... or at least this (reached it: for the rule's `then`). No command option sets these.
@@ -300,6 +302,9 @@ def build_selection(
             sel.where = compile_filter(where, parameters)
         except SqlFilterSyntaxError as exc:
             raise BadInput(f"invalid --where expression: {exc.message}", hint=_where_hint(exc.message))
+        from sbdlq.sqlfilter.names import compared_names
+
+        sel.where_bare_names = compared_names(where, parameters)
     return sel
 
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from types import TracebackType
 
 from sbdlq.addresses import Address, EntityPath
-from sbdlq.errors import ServiceUnavailable
+from sbdlq.errors import EntityNotFound, ServiceUnavailable
 from sbdlq.models import (
     Choose,
     Counts,
@@ -55,7 +55,21 @@ class Backend(ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        try:
+            if isinstance(exc, EntityNotFound) and exc.hint is None:
+                exc.hint = await self._entity_hint(exc.message)
+        finally:
+            await self.close()
+
+    async def _entity_hint(self, message: str) -> str | None:
+        """`did you mean orders?` for a misspelt entity, from the namespace's listing (None when none is near)."""
+        from sbdlq.nearest import entity_hint
+
+        try:
+            listing = await self.list_entities()
+        except Exception:  # only a hint: the not-found error is what the operator gets either way
+            return None
+        return entity_hint(message, [info.path for info in listing])
 
     @abstractmethod
     async def list_entities(self) -> list[EntityInfo]:

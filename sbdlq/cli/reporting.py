@@ -96,6 +96,14 @@ def fingerprint_columns() -> list[Any]:
     ]
 
 
+def warn_nearest(passed: Any) -> None:
+    """When a selection took nothing of a DLQ that was not empty: one line naming the nearest values
+    (a `nearest.PassedOver`); always shown, `-o none` too, and the exit status stays 0."""
+    hint = passed.hint()
+    if hint is not None:
+        err(f"sbdlq: warning: {hint}")
+
+
 def chart_wanted() -> bool:
     """Charts are for a person at a terminal, never for a pipe."""
     return sys.stdout.isatty()
@@ -163,6 +171,8 @@ def change(
 
     fmt, result, stop = run(ctx, keeping_partial)
     report(fmt, result.to_json(), result.summary(), q)
+    if result.hint is not None:
+        err(f"sbdlq: warning: {result.hint}")  # a typo that takes nothing must not pass for success
     if stop is not None:
         from sbdlq.cli.common import fail
 

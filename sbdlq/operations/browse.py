@@ -36,7 +36,7 @@ async def iter_messages(
     limit: int | None = None,
     page_size: int = PAGE,
     on_page: Callable[[int], None] | None = None,
-    on_passed: Callable[[], None] | None = None,
+    on_passed: Callable[[Message], None] | None = None,
 ) -> AsyncIterator[Message]:
     """Browse a queue without locking, page by page in sequence order, yielding matches.
 
@@ -91,7 +91,7 @@ async def iter_messages(
                     if limit is not None and found >= limit:
                         return
                 elif on_passed is not None:
-                    on_passed()
+                    on_passed(m)
             if stop is not None and start > stop:
                 return
             if ahead is None:
@@ -217,15 +217,18 @@ async def inspect_reasons(
     by: str = "reason",
     selection: Selection | None = None,
     on_page: Callable[[int], None] | None = None,
+    on_passed: Callable[[Message], None] | None = None,
 ) -> list[ReasonGroup]:
     """Group the queue's messages: count, first and last enqueued, sample sequence numbers."""
     groups: dict[str, ReasonGroup] = {}
     key = group_key(by, str(address.entity))
     if is_fingerprint_grouping(by):
         found: dict[str, FingerprintGroup] = {}
-        await count_fingerprints(found, backend, address, selection=selection, on_page=on_page)
+        await count_fingerprints(found, backend, address, selection=selection, on_page=on_page, on_passed=on_passed)
         return sorted(found.values(), key=lambda g: (-g.count, g.key))
-    await count_into(groups, ReasonGroup, backend, address, key, selection=selection, on_page=on_page)
+    await count_into(
+        groups, ReasonGroup, backend, address, key, selection=selection, on_page=on_page, on_passed=on_passed
+    )
     if is_time_grouping(by):
         # Time buckets read best in time order; the rest by size.
         return sorted(groups.values(), key=lambda g: g.key)
@@ -241,9 +244,10 @@ async def count_into(
     *,
     selection: Selection | None = None,
     on_page: Callable[[int], None] | None = None,
+    on_passed: Callable[[Message], None] | None = None,
 ) -> None:
     """Count the queue's messages into `groups`, one per key, new ones made by `make(key)`."""
-    async for m in iter_messages(backend, address, selection=selection, on_page=on_page):
+    async for m in iter_messages(backend, address, selection=selection, on_page=on_page, on_passed=on_passed):
         k = key(m)
         g = groups.get(k)
         if g is None:
@@ -258,6 +262,7 @@ async def count_fingerprints(
     *,
     selection: Selection | None = None,
     on_page: Callable[[int], None] | None = None,
+    on_passed: Callable[[Message], None] | None = None,
     entity: str | None = None,
 ) -> None:
     """Count the queue's messages into `groups` by fingerprint; with `entity`, note it in each group.
@@ -267,7 +272,7 @@ async def count_fingerprints(
     """
     from sbdlq.fingerprint import message_fingerprint
 
-    async for m in iter_messages(backend, address, selection=selection, on_page=on_page):
+    async for m in iter_messages(backend, address, selection=selection, on_page=on_page, on_passed=on_passed):
         fp = message_fingerprint(m)
         g = groups.get(fp.id)
         if g is None:

@@ -25,6 +25,8 @@ class Plan:
     counted: int | None = None
     #: messages the scan read and the selection passed over (0 without a scan)
     passed_over: int = 0
+    #: when the scan took nothing of a DLQ that was not empty: the values nearest the selection
+    hint: str | None = None
 
 
 async def plan_run(
@@ -38,16 +40,18 @@ async def plan_run(
 ) -> Plan:
     """Count what a run will take: a browse (no locks) when selecting, else the DLQ's count."""
     if scan or not selection.is_empty:
+        from sbdlq.nearest import PassedOver
+
         plan = Plan(0)
         tick = progress(None) if progress else None
-
-        def passed() -> None:
-            plan.passed_over += 1
-
+        passed = PassedOver(selection)
         scan_all = iter_messages(backend, source, selection=selection, limit=max_count, on_page=tick, on_passed=passed)
         async for m in scan_all:
             plan.selected += 1
             plan.last_sequence = m.sequence_number
+        plan.passed_over = passed.count
+        if plan.selected == 0:
+            plan.hint = passed.hint()
         return plan
     counted = dlq_count(await backend.counts(source.entity), source.sub_queue)
     return Plan(plan_limit(max_count, counted), counted=counted)
