@@ -232,3 +232,18 @@ def test_a_fingerprint_takes_its_group_by_id_or_prefix() -> None:
         assert sel.matches(same) and not sel.matches(other)
     with pytest.raises(BadInput, match="invalid --fingerprint"):
         build_selection(fingerprints=["abc"])
+
+
+@pytest.mark.parametrize(
+    ("where", "names"),
+    [
+        ("tenant = eu", ("tenant", "eu")),
+        ("tenant = 'eu'", ()),
+        ("sys.Label = orders AND NOT (a IN (b, 'c'))", ("orders", "a", "b")),  # sys.Label: no user property
+        ("x LIKE y OR EXISTS(z)", ("x", "y")),
+        ("tenant = @t", ()),
+    ],
+)
+def test_where_bare_names_are_the_properties_compared_with_a_property(where: str, names: tuple[str, ...]) -> None:
+    params = ["t=eu"] if "@t" in where else []
+    assert build_selection(where=where, where_parameters=params).where_bare_names == names
