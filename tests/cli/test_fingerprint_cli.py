@@ -179,8 +179,12 @@ def test_the_transfer_dlq_commands_take_it(seed: Store, sbdlq: Any) -> None:
     other = "0000" if not fid.startswith("0000") else "ffff"
     r = sbdlq("transfer-dlq", "purge", "hop", "--fingerprint", other, "--yes", "-o", "json")
     assert (r.exit_code, json.loads(r.stdout)["purged"]) == (0, 0)
+    seed.queue("retry")
+    r = sbdlq("transfer-dlq", "resubmit", "hop", "--to", "retry", "--fingerprint", fid, "--max", "1", "-o", "json")
+    assert (r.exit_code, json.loads(r.stdout)["resubmitted"]) == (0, 1)
+    assert [m.message_id for m in seed.active("retry")] == ["x0"]
     r = sbdlq("transfer-dlq", "purge", "hop", "--fingerprint", fid, "--yes", "-o", "json")
-    assert (r.exit_code, json.loads(r.stdout)["purged"]) == (0, 3)
+    assert (r.exit_code, json.loads(r.stdout)["purged"]) == (0, 2)
     assert seed.counts("hop").transfer_dead_letter == 0
 
 
