@@ -112,8 +112,22 @@ async def plan_policy(
         for entity in entities:
             step = Step(rule, entity)
             await count_step(backend, step, now)
+            _name_the_nearest(step, listing)
             steps.append(step)
     return steps
+
+
+def _name_the_nearest(step: Step, listing: list[EntityInfo]) -> None:
+    """A plain name the namespace does not have: its error says which names are near."""
+    from sbdlq.nearest import entity_hint
+
+    paths = [info.path for info in listing]
+    if step.error is None or step.entity.lower() in {p.lower() for p in paths}:
+        return
+    hint = entity_hint(f"'{step.entity}'", paths)
+    if hint is not None and hint not in step.error:
+        step.error = f"{step.error} ({hint})"
+        step.will = describe_step(step)
 
 
 async def count_step(backend: Backend, step: Step, now: datetime) -> None:

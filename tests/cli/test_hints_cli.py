@@ -122,3 +122,12 @@ def test_an_apply_glob_matching_nothing_is_a_warning_in_the_plan_and_the_json(
     quiet = sbdlq("apply", str(policy), "--yes", "-o", "none")
     assert (quiet.exit_code, quiet.stdout) == (0, "")
     assert "billng/Subscriptions/* matches no queue or subscription" in quiet.stderr
+
+
+def test_an_apply_rule_on_a_misspelt_name_fails_naming_the_nearest(orders: Store, sbdlq: Any, tmp_path: Any) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("rules:\n  - name: retry\n    entities: [ordres]\n    reason: Timeout\n    resubmit: {}\n")
+    r = sbdlq("apply", str(policy), "--yes", "-o", "json")
+    assert r.exit_code == 1
+    (step,) = json.loads(r.stdout)
+    assert (step["status"], step["error"].endswith("(did you mean orders?)")) == ("failed", True)
