@@ -29,6 +29,9 @@ from sbdlq.models import (
 )
 from sbdlq.models import ReceiveMode as ReceiveMode  # re-exported: it moved to sbdlq.models
 
+#: How long a not-found error may wait for the namespace's listing that names the nearest entities.
+HINT_TIMEOUT_S = 5.0
+
 
 class Backend(ABC):
     """Broker primitives for queues, subscriptions and their DLQs."""
@@ -66,7 +69,13 @@ class Backend(ABC):
         from sbdlq.nearest import entity_hint
 
         try:
-            listing = await self.list_entities()
+            if self.answers_at_once:
+                listing = await self.list_entities()
+            else:
+                import asyncio
+
+                # A namespace's listing has no deadline of its own; a hint must not hold the error.
+                listing = await asyncio.wait_for(self.list_entities(), HINT_TIMEOUT_S)
         except Exception:  # only a hint: the not-found error is what the operator gets either way
             return None
         return entity_hint(message, [info.path for info in listing])
