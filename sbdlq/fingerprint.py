@@ -120,7 +120,7 @@ class Fingerprint:
     template: str
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)  # texts of up to 4 KB: at most a few MB held
 def fingerprint(reason: str | None, description: str | None) -> Fingerprint:
     """The fingerprint of a dead-letter reason and error description (the same text often recurs)."""
     masked_reason = mask(reason)
