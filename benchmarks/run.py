@@ -1,6 +1,6 @@
 """Run every benchmark, print a table of figures and ratios, write them as JSON.
 
-    python -m benchmarks.run [--quick] [--only overlap,engine,memory,startup,wire] [--json PATH]
+    python -m benchmarks.run [--quick] [--only overlap,engine,memory,startup,wire,fingerprint] [--json PATH]
     python -m benchmarks.run --only ui     (selectable only: `sbdlq ui` over a 1M-message DLQ)
 
 Every figure is a ratio measured in the same run; nothing here is a pass/fail test.
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-SECTIONS = ("startup", "overlap", "engine", "memory", "wire")
+SECTIONS = ("startup", "overlap", "engine", "memory", "wire", "fingerprint")
 
 
 def machine() -> dict[str, Any]:
@@ -63,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks import ui
 
             figures[section] = ui.run(100_000 if args.quick else 1_000_000)
+        elif section == "fingerprint":
+            from benchmarks import fingerprint
+
+            figures[section] = fingerprint.run(n=20_000 if args.quick else 200_000)
         elif section == "wire":
             from benchmarks import wire
 

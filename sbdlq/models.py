@@ -312,6 +312,31 @@ class EntityReasonGroup(ReasonGroup):
 
 
 @dataclass(slots=True)
+class FingerprintGroup(ReasonGroup):
+    """A group of `inspect-reason --by fingerprint`: its key is the fingerprint id (sbdlq/fingerprint.py)."""
+
+    reason: str = ""
+    template: str = ""
+    #: namespace-wide: the entities whose DLQ holds the group (one name each, never the messages)
+    entities: set[str] | None = None
+    #: namespace-wide: the entity the sample sequence numbers are of (the first one found)
+    sample_entity: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "key": self.key,
+            "fingerprint": self.key,
+            "reason": self.reason,
+            "template": self.template,
+            **{k: v for k, v in ReasonGroup.to_json(self).items() if k != "key"},
+        }
+        if self.entities is not None:
+            doc["entities"] = len(self.entities)
+            doc["sample_entity"] = self.sample_entity
+        return doc
+
+
+@dataclass(slots=True)
 class RunResult:
     """What a moving run (resubmit, purge, replay) did: the fields they share, their JSON and summary.
 
@@ -353,6 +378,9 @@ class RunResult:
     elapsed_s: float = 0.0
     retries: int = 0
     errors: list[str] = field(default_factory=list)
+    #: the selection took nothing of a DLQ that was not empty: the values nearest it (not in the JSON;
+    #: the command says it on stderr, a policy run whose globs span many DLQs does not)
+    hint: str | None = None
     #: Sequence numbers of the originals counted in left_beside_copy (for the advice line).
     left_sequences: list[int] = field(default_factory=list)
     #: A dry run with edits: one message and its copy, before and after (see operations/edits.py).

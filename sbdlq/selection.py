@@ -83,6 +83,12 @@ _TIME_HELP = "ISO 8601 time, or a duration ago (2h, 3d)."
 SELECTION_OPTIONS: tuple[SelectionOption, ...] = (
     SelectionOption("--reason", "reasons", "Dead-letter reason (repeatable, case-insensitive).", repeatable=True),
     SelectionOption("--description-contains", "description_contains", "Text in the dead-letter description."),
+    SelectionOption(
+        "--fingerprint",
+        "fingerprints",
+        "Fingerprint id from inspect-reason --by fingerprint, or a prefix of 4+ of its hex digits (repeatable).",
+        repeatable=True,
+    ),
     SelectionOption("--subject", "subject", "Exact subject (label)."),
     SelectionOption("--property", "properties", "Application property K=V (repeatable).", repeatable=True),
     SelectionOption("--enqueued-before", "enqueued_before", _TIME_HELP),
@@ -112,6 +118,8 @@ class Selection:
 
     reasons: list[str] = field(default_factory=list)
     description_contains: str | None = None
+    #: fingerprint ids or prefixes (sbdlq/fingerprint.py), lower case: any one matches
+    fingerprints: list[str] = field(default_factory=list)
     subject: str | None = None
     properties: list[tuple[str, str]] = field(default_factory=list)
     enqueued_before: datetime | None = None
@@ -120,6 +128,8 @@ class Selection:
     body_contains: str | None = None
     body_regex: BodyRegex | None = None
     where: Any = None  # sbdlq.sqlfilter.SqlFilter
+    #: --where's property names compared with another property (`tenant = eu`: a bare `eu` is a name)
+    where_bare_names: tuple[str, ...] = ()
     #: `apply`'s max_attempts: messages whose `sbdlq-attempt` is below this (to resubmit) ...
     attempts_below: int | None = None
     #: ... or at least this (reached it: for the rule's `then`). No command option sets these.
@@ -128,7 +138,7 @@ class Selection:
     @property
     def is_empty(self) -> bool:
         """True when nothing narrows the selection (`--subject ""` does: it means no subject)."""
-        return not (self.reasons or self.properties or self.sequences) and all(
+        return not (self.reasons or self.properties or self.sequences or self.fingerprints) and all(
             v is None
             for v in (
                 self.description_contains,
@@ -170,6 +180,11 @@ class Selection:
         if self.description_contains is not None:
             desc = (m.dead_letter_error_description or "").casefold()
             if self.description_contains.casefold() not in desc:
+                return False
+        if self.fingerprints:
+            from sbdlq.fingerprint import message_fingerprint
+
+            if not message_fingerprint(m).id.startswith(tuple(self.fingerprints)):
                 return False
         if self.subject is not None and (m.subject or "") != self.subject:
             return False
@@ -239,6 +254,7 @@ def build_selection(
     *,
     reasons: list[str] | None = None,
     description_contains: str | None = None,
+    fingerprints: list[str] | None = None,
     subject: str | None = None,
     properties: list[str] | None = None,
     enqueued_before: str | None = None,
@@ -252,7 +268,10 @@ def build_selection(
     now: datetime | None = None,
 ) -> Selection:
     """Compile CLI option values, each bad one rejected with a line naming the option."""
+    from sbdlq.fingerprint import parse_fingerprint_id
+
     sel = Selection(
+        fingerprints=[parse_fingerprint_id(f) for f in fingerprints or []],
         reasons=list(reasons or []),
         description_contains=description_contains,
         subject=subject,
@@ -283,6 +302,9 @@ def build_selection(
             sel.where = compile_filter(where, parameters)
         except SqlFilterSyntaxError as exc:
             raise BadInput(f"invalid --where expression: {exc.message}", hint=_where_hint(exc.message))
+        from sbdlq.sqlfilter.names import compared_names
+
+        sel.where_bare_names = compared_names(where, parameters)
     return sel
 
 

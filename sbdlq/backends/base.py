@@ -16,7 +16,7 @@ from datetime import datetime
 from types import TracebackType
 
 from sbdlq.addresses import Address, EntityPath
-from sbdlq.errors import ServiceUnavailable
+from sbdlq.errors import EntityNotFound, ServiceUnavailable
 from sbdlq.models import (
     Choose,
     Counts,
@@ -28,6 +28,9 @@ from sbdlq.models import (
     SubscriptionRules,
 )
 from sbdlq.models import ReceiveMode as ReceiveMode  # re-exported: it moved to sbdlq.models
+
+#: How long a not-found error may wait for the namespace's listing that names the nearest entities.
+HINT_TIMEOUT_S = 5.0
 
 
 class Backend(ABC):
@@ -55,7 +58,27 @@ class Backend(ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        try:
+            if isinstance(exc, EntityNotFound) and exc.hint is None:
+                exc.hint = await self._entity_hint(exc.message)
+        finally:
+            await self.close()
+
+    async def _entity_hint(self, message: str) -> str | None:
+        """`did you mean orders?` for a misspelt entity, from the namespace's listing (None when none is near)."""
+        from sbdlq.nearest import entity_hint
+
+        try:
+            if self.answers_at_once:
+                listing = await self.list_entities()
+            else:
+                import asyncio
+
+                # A namespace's listing has no deadline of its own; a hint must not hold the error.
+                listing = await asyncio.wait_for(self.list_entities(), HINT_TIMEOUT_S)
+        except Exception:  # only a hint: the not-found error is what the operator gets either way
+            return None
+        return entity_hint(message, [info.path for info in listing])
 
     @abstractmethod
     async def list_entities(self) -> list[EntityInfo]:

@@ -51,7 +51,7 @@ def complete_count_output(ctx: click.Context, incomplete: str) -> list[str]:
 
 
 # `--by` values; `property:` is completed up to the name the user types.
-GROUP_BY = ("reason", "description", "source", "subject", "property:", "hour", "day", "entity")
+GROUP_BY = ("reason", "description", "fingerprint", "source", "subject", "property:", "hour", "day", "entity")
 
 
 def complete_group_by(ctx: click.Context, incomplete: str) -> list[str]:

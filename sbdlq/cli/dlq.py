@@ -147,14 +147,21 @@ def peek(
 
 async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_sequence: int, limit: int | None) -> None:
     """A table of the first `limit` messages, and a note pointing at the rest."""
+    from sbdlq.nearest import PassedOver
     from sbdlq.operations.browse import iter_messages
 
     # Rows, not messages: a table of large messages must not hold their bodies.
     rows: list[tuple[Any, ...]] = []
     last_sequence = 0
+    passed = PassedOver(sel)
     # One more than shown tells whether to point at the rest.
     async for m in iter_messages(
-        backend, address, selection=sel, from_sequence=from_sequence, limit=None if limit is None else limit + 1
+        backend,
+        address,
+        selection=sel,
+        from_sequence=from_sequence,
+        limit=None if limit is None else limit + 1,
+        on_passed=passed,
     ):
         if limit is not None and len(rows) == limit:
             break
@@ -163,6 +170,8 @@ async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_se
     else:
         limit = None  # no more than shown
     _peek_table(rows, str(address))
+    if not rows:
+        reporting.warn_nearest(passed)
     if limit is not None:
         note(f"sbdlq: showing the first {limit}; see more with --from-sequence {last_sequence + 1}, --max N or --all")
 
@@ -171,22 +180,34 @@ async def _peek_to_document(
     backend: Any, address: Address, sel: Selection, from_sequence: int, limit: int | None, emitter: Emitter
 ) -> None:
     """Every message as it arrives, as one json/yaml document or one jsonl line each."""
+    from sbdlq.nearest import PassedOver
     from sbdlq.operations.browse import iter_messages
     from sbdlq.render import progress
 
+    passed = PassedOver(sel)
+    shown = 0
     emitter.begin()
     try:
         # No bar when stdout is the same terminal: it would tear the output.
         with progress(f"peek {address}", enabled=not sys.stdout.isatty()) as bars:
             tick = bars(None) if limit is None else None
             async for m in iter_messages(
-                backend, address, selection=sel, from_sequence=from_sequence, limit=limit, on_page=tick
+                backend,
+                address,
+                selection=sel,
+                from_sequence=from_sequence,
+                limit=limit,
+                on_page=tick,
+                on_passed=passed,
             ):
                 emitter.item(m.to_json())
+                shown += 1
     finally:
         # Close the document even when interrupted: stdout stays valid JSON
         # and the exit status says the list is incomplete.
         emitter.end()
+    if not shown:
+        reporting.warn_nearest(passed)
 
 
 # ---------------------------------------------------------------------- inspect-reason
@@ -196,7 +217,8 @@ ByOpt = Annotated[
     str,
     typer.Option(
         "--by",
-        help="reason, description, source, subject, property:NAME, hour, day or entity.",
+        help="reason, description, fingerprint (the description with its numbers, ids and times masked), "
+        "source, subject, property:NAME, hour, day or entity.",
         autocompletion=complete_group_by,
     ),
 ]
@@ -227,6 +249,7 @@ def inspect_reason(
 
         inspect_namespace(ctx, sub_queue, by=by, selection=selection, output=output, q=q)
         return
+    from sbdlq.nearest import PassedOver
     from sbdlq.operations.browse import group_key, inspect_reasons
     from sbdlq.render import progress
 
@@ -234,11 +257,16 @@ def inspect_reason(
         address = dlq_address(entity, sub_queue)
         group_key(by)  # reject a bad --by before any I/O
         sel = selection.compile()
-        fmt = output_format(s, output)
+        fmt = reporting.group_output(s, output)
+        passed = PassedOver(sel)
         async with open_target(s) as backend:
             await backend.get_entity(address.entity)
             with progress(f"scan {address}") as bars:
-                groups = await inspect_reasons(backend, address, by=by, selection=sel, on_page=bars(None))
+                groups = await inspect_reasons(
+                    backend, address, by=by, selection=sel, on_page=bars(None), on_passed=passed
+                )
+        if not groups:
+            reporting.warn_nearest(passed)
         return fmt, groups
 
     fmt, groups = run(ctx, work, reads_only=True)
@@ -251,8 +279,16 @@ def inspect_reason(
 
 
 def _reasons_table(groups: list[Any], by: str) -> None:
+    from sbdlq.operations.browse import is_fingerprint_grouping
     from sbdlq.render import Col, table
 
+    if is_fingerprint_grouping(by):
+        table(
+            [*reporting.fingerprint_columns(), *reporting.group_stat_columns()],
+            [(g.key, g.reason, g.template, *reporting.group_stats(g)) for g in groups],
+            title=f"{sum(g.count for g in groups)} message(s) in {len(groups)} fingerprint(s)",
+        )
+        return
     table(
         # The key (a reason, a description, ...) is what the operator came for: never cut.
         [Col("key", whole=True, min_width=12), *reporting.group_stat_columns()],

@@ -25,7 +25,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "inspect-reason": (
         "sbdlq inspect-reason orders",
-        "sbdlq inspect-reason orders --by description",
+        "sbdlq inspect-reason orders --by fingerprint",
         "sbdlq inspect-reason --by entity",
     ),
     "resubmit": (

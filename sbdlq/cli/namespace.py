@@ -9,7 +9,7 @@ import typer
 
 from sbdlq.addresses import SubQueue
 from sbdlq.cli import reporting
-from sbdlq.cli.common import Settings, open_target, output_format, run
+from sbdlq.cli.common import Settings, open_target, run
 from sbdlq.cli.options import SelectionOptions
 from sbdlq.render import Query
 
@@ -31,7 +31,7 @@ def inspect_namespace(
     async def work(s: Settings) -> tuple[str, list[Any]]:
         group_key(by)  # reject a bad --by before any I/O
         sel = selection.compile()
-        fmt = output_format(s, output)
+        fmt = reporting.group_output(s, output)
         async with open_target(s) as backend:
             with progress(f"scan every {reporting.queue_name(sub_queue)}") as bars:
                 groups = await scan(backend, sub_queue, by=by, selection=sel, progress=bars)
@@ -49,8 +49,20 @@ def inspect_namespace(
 
 
 def _table(groups: list[Any], by: str, sub_queue: SubQueue) -> None:
-    from sbdlq.cli.reporting import group_stat_columns, group_stats
+    from sbdlq.cli.reporting import fingerprint_columns, group_stat_columns, group_stats
+    from sbdlq.operations.browse import is_fingerprint_grouping
     from sbdlq.render import Col, table
+
+    if is_fingerprint_grouping(by):
+        # One failure wherever it landed: a row per fingerprint, with the entities it is in.
+        entities = len({e for g in groups for e in g.entities or ()})
+        table(
+            [*fingerprint_columns(), Col("entities", numeric=True), *group_stat_columns()],
+            [(g.key, g.reason, g.template, len(g.entities or ()), *group_stats(g)) for g in groups],
+            title=f"{sum(g.count for g in groups)} message(s) in {entities} {reporting.queue_name(sub_queue)}(s) "
+            f"by fingerprint",
+        )
+        return
 
     # `--by entity`: the key is the entity; one column says it.
     keyed = by.strip().lower() != "entity"

@@ -70,6 +70,40 @@ def emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str], q: Query
         write(rows, fmt, q)
 
 
+def group_output(s: Settings, given: str | None) -> str:
+    """inspect-reason's -o: prometheus refused in one line (its groups, fingerprints above all, are unbounded)."""
+    from sbdlq.errors import BadInput
+    from sbdlq.render_prometheus import FORMAT
+
+    if (given or "").strip().lower() == FORMAT:
+        raise BadInput(
+            "inspect-reason offers no -o prometheus: its groups (fingerprints, descriptions) are unbounded, "
+            "and a label per group would make an unbounded label set",
+            hint="use -o json, or count -o prometheus for gauges per entity",
+        )
+    return output_format(s, given)
+
+
+def fingerprint_columns() -> list[Any]:
+    """The columns a fingerprint group adds before its stats: its id, reason and template."""
+    from sbdlq.render import Col
+
+    return [
+        Col("fingerprint", whole=True, min_width=8),
+        Col("reason", min_width=8),
+        # The template is what the operator came for: never cut.
+        Col("template", whole=True, min_width=20),
+    ]
+
+
+def warn_nearest(passed: Any) -> None:
+    """When a selection took nothing of a DLQ that was not empty: one line naming the nearest values
+    (a `nearest.PassedOver`); always shown, `-o none` too, and the exit status stays 0."""
+    hint = passed.hint()
+    if hint is not None:
+        err(f"sbdlq: warning: {hint}")
+
+
 def chart_wanted() -> bool:
     """Charts are for a person at a terminal, never for a pipe."""
     return sys.stdout.isatty()
@@ -137,6 +171,8 @@ def change(
 
     fmt, result, stop = run(ctx, keeping_partial)
     report(fmt, result.to_json(), result.summary(), q)
+    if result.hint is not None:
+        err(f"sbdlq: warning: {result.hint}")  # a typo that takes nothing must not pass for success
     if stop is not None:
         from sbdlq.cli.common import fail
 

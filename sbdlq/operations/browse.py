@@ -10,7 +10,7 @@ from typing import TypeVar
 from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
-from sbdlq.models import Counts, Message, ReasonGroup
+from sbdlq.models import Counts, FingerprintGroup, Message, ReasonGroup
 from sbdlq.operations.sizing import LARGE_BODY_BYTES, BatchSizer
 from sbdlq.run_inline import pause
 from sbdlq.selection import Selection
@@ -36,7 +36,7 @@ async def iter_messages(
     limit: int | None = None,
     page_size: int = PAGE,
     on_page: Callable[[int], None] | None = None,
-    on_passed: Callable[[], None] | None = None,
+    on_passed: Callable[[Message], None] | None = None,
 ) -> AsyncIterator[Message]:
     """Browse a queue without locking, page by page in sequence order, yielding matches.
 
@@ -91,7 +91,7 @@ async def iter_messages(
                     if limit is not None and found >= limit:
                         return
                 elif on_passed is not None:
-                    on_passed()
+                    on_passed(m)
             if stop is not None and start > stop:
                 return
             if ahead is None:
@@ -160,7 +160,7 @@ def _entity_of(path: str) -> EntityPath:
     return parse_entity(path)
 
 
-GROUPINGS = ("reason", "description", "source", "subject", "hour", "day", "entity")
+GROUPINGS = ("reason", "description", "fingerprint", "source", "subject", "hour", "day", "entity")
 TIME_GROUPINGS = ("hour", "day")
 
 
@@ -173,7 +173,8 @@ def _grouping(by: str) -> tuple[str, str]:
     if kind in GROUPINGS and not sep:
         return kind, ""
     raise BadInput(
-        f"invalid --by {by!r}", hint="use reason, description, source, subject, property:NAME, hour, day or entity"
+        f"invalid --by {by!r}",
+        hint="use reason, description, fingerprint, source, subject, property:NAME, hour, day or entity",
     )
 
 
@@ -189,6 +190,10 @@ def group_key(by: str, entity: str = "") -> Callable[[Message], str]:
         return lambda m: m.dead_letter_reason or "(none)"
     if kind == "description":
         return lambda m: m.dead_letter_error_description or "(none)"
+    if kind == "fingerprint":
+        from sbdlq.fingerprint import message_fingerprint
+
+        return lambda m: message_fingerprint(m).id
     if kind == "source":
         return lambda m: m.dead_letter_source or "(none)"
     if kind == "subject":
@@ -212,11 +217,18 @@ async def inspect_reasons(
     by: str = "reason",
     selection: Selection | None = None,
     on_page: Callable[[int], None] | None = None,
+    on_passed: Callable[[Message], None] | None = None,
 ) -> list[ReasonGroup]:
     """Group the queue's messages: count, first and last enqueued, sample sequence numbers."""
     groups: dict[str, ReasonGroup] = {}
     key = group_key(by, str(address.entity))
-    await count_into(groups, ReasonGroup, backend, address, key, selection=selection, on_page=on_page)
+    if is_fingerprint_grouping(by):
+        found: dict[str, FingerprintGroup] = {}
+        await count_fingerprints(found, backend, address, selection=selection, on_page=on_page, on_passed=on_passed)
+        return sorted(found.values(), key=lambda g: (-g.count, g.key))
+    await count_into(
+        groups, ReasonGroup, backend, address, key, selection=selection, on_page=on_page, on_passed=on_passed
+    )
     if is_time_grouping(by):
         # Time buckets read best in time order; the rest by size.
         return sorted(groups.values(), key=lambda g: g.key)
@@ -232,9 +244,10 @@ async def count_into(
     *,
     selection: Selection | None = None,
     on_page: Callable[[int], None] | None = None,
+    on_passed: Callable[[Message], None] | None = None,
 ) -> None:
     """Count the queue's messages into `groups`, one per key, new ones made by `make(key)`."""
-    async for m in iter_messages(backend, address, selection=selection, on_page=on_page):
+    async for m in iter_messages(backend, address, selection=selection, on_page=on_page, on_passed=on_passed):
         k = key(m)
         g = groups.get(k)
         if g is None:
@@ -242,13 +255,56 @@ async def count_into(
         add_to_group(g, m)
 
 
+async def count_fingerprints(
+    groups: dict[str, FingerprintGroup],
+    backend: Backend,
+    address: Address,
+    *,
+    selection: Selection | None = None,
+    on_page: Callable[[int], None] | None = None,
+    on_passed: Callable[[Message], None] | None = None,
+    entity: str | None = None,
+) -> None:
+    """Count the queue's messages into `groups` by fingerprint; with `entity`, note it in each group.
+
+    A group holds its counts, span, first samples and (namespace-wide) entity names: memory grows
+    with the groups and entities, never with the messages.
+    """
+    from sbdlq.fingerprint import message_fingerprint
+
+    async for m in iter_messages(backend, address, selection=selection, on_page=on_page, on_passed=on_passed):
+        fp = message_fingerprint(m)
+        g = groups.get(fp.id)
+        if g is None:
+            g = groups[fp.id] = FingerprintGroup(fp.id, reason=fp.reason, template=fp.template)
+            if entity is not None:
+                g.entities = set()
+                g.sample_entity = entity
+        if entity is not None and g.entities is not None:
+            g.entities.add(entity)
+            if entity != g.sample_entity:
+                g.count += 1  # samples come from one entity: a sequence number names a message only there
+                _span(g, m)
+                continue
+        add_to_group(g, m)
+
+
 def add_to_group(g: ReasonGroup, m: Message) -> None:
     """Count the message in its group: the count, the time span and the first samples."""
     g.count += 1
-    g.first_enqueued = _min(g.first_enqueued, m.enqueued_time)
-    g.last_enqueued = _max(g.last_enqueued, m.enqueued_time)
+    _span(g, m)
     if len(g.sample_sequence_numbers) < SAMPLES:
         g.sample_sequence_numbers.append(m.sequence_number)
+
+
+def _span(g: ReasonGroup, m: Message) -> None:
+    g.first_enqueued = _min(g.first_enqueued, m.enqueued_time)
+    g.last_enqueued = _max(g.last_enqueued, m.enqueued_time)
+
+
+def is_fingerprint_grouping(by: str) -> bool:
+    """Whether `--by` groups by fingerprint (groups that carry a template and a reason)."""
+    return _grouping(by)[0] == "fingerprint"
 
 
 def is_time_grouping(by: str) -> bool:

@@ -14,8 +14,16 @@ from functools import partial
 from sbdlq.addresses import Address, EntityPath, SubQueue, parse_entity
 from sbdlq.backends.base import Backend
 from sbdlq.errors import EntityNotFound
-from sbdlq.models import EntityReasonGroup
-from sbdlq.operations.browse import count_entities, count_into, dlq_count, group_key, is_time_grouping
+from sbdlq.models import EntityReasonGroup, FingerprintGroup, ReasonGroup
+from sbdlq.operations.browse import (
+    count_entities,
+    count_fingerprints,
+    count_into,
+    dlq_count,
+    group_key,
+    is_fingerprint_grouping,
+    is_time_grouping,
+)
 from sbdlq.selection import Selection
 
 #: Given the number of messages to scan, a callback told how many each page held.
@@ -39,11 +47,16 @@ async def inspect_namespace(
     by: str = "reason",
     selection: Selection | None = None,
     progress: Progress | None = None,
-) -> list[EntityReasonGroup]:
-    """Group the messages of every DLQ (or transfer DLQ) of the namespace, per entity and key."""
+) -> list[EntityReasonGroup] | list[FingerprintGroup]:
+    """Group the messages of every DLQ (or transfer DLQ) of the namespace, per entity and key.
+
+    By fingerprint, a group spans the namespace (one failure wherever it landed) and counts its entities.
+    """
     group_key(by)  # a bad --by fails before any I/O
     entities = await nonempty_dlqs(backend, sub_queue)
     on_page = progress(sum(n for _, n in entities)) if progress else None
+    if is_fingerprint_grouping(by):
+        return await _fingerprints(backend, sub_queue, entities, selection, on_page)
     found: list[EntityReasonGroup] = []
     for entity, _ in entities:
         name = str(entity)
@@ -64,3 +77,23 @@ async def inspect_namespace(
         return sorted(found, key=lambda g: (g.key, g.entity))
     # The biggest problem of the namespace first, wherever it is.
     return sorted(found, key=lambda g: (-g.count, g.entity, g.key))
+
+
+async def _fingerprints(
+    backend: Backend,
+    sub_queue: SubQueue,
+    entities: list[tuple[EntityPath, int]],
+    selection: Selection | None,
+    on_page: Callable[[int], None] | None,
+) -> list[FingerprintGroup]:
+    groups: dict[str, FingerprintGroup] = {}
+    for entity, _ in entities:
+        with contextlib.suppress(EntityNotFound):  # deleted since it was listed: what was read counts
+            await count_fingerprints(
+                groups, backend, Address(entity, sub_queue), selection=selection, on_page=on_page, entity=str(entity)
+            )
+    return sorted(groups.values(), key=_by_size)
+
+
+def _by_size(g: ReasonGroup) -> tuple[int, str]:
+    return -g.count, g.key

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from sbdlq.addresses import Address
 from sbdlq.backends.base import Backend
-from sbdlq.errors import SbdlqError
+from sbdlq.errors import BadInput, SbdlqError
+from sbdlq.models import Message
 from sbdlq.operations.browse import dlq_count, iter_messages
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.retries import retrying
@@ -25,6 +26,8 @@ class Plan:
     counted: int | None = None
     #: messages the scan read and the selection passed over (0 without a scan)
     passed_over: int = 0
+    #: when the scan took nothing of a DLQ that was not empty: the values nearest the selection
+    hint: str | None = None
 
 
 async def plan_run(
@@ -38,19 +41,59 @@ async def plan_run(
 ) -> Plan:
     """Count what a run will take: a browse (no locks) when selecting, else the DLQ's count."""
     if scan or not selection.is_empty:
+        from sbdlq.nearest import PassedOver
+
         plan = Plan(0)
         tick = progress(None) if progress else None
-
-        def passed() -> None:
-            plan.passed_over += 1
-
+        passed = PassedOver(selection)
         scan_all = iter_messages(backend, source, selection=selection, limit=max_count, on_page=tick, on_passed=passed)
+        groups = FingerprintPrefixes(selection)
         async for m in scan_all:
             plan.selected += 1
             plan.last_sequence = m.sequence_number
+            groups.see(m)
+        groups.pin()
+        plan.passed_over = passed.count
+        if plan.selected == 0:
+            plan.hint = passed.hint()
         return plan
     counted = dlq_count(await backend.counts(source.entity), source.sub_queue)
     return Plan(plan_limit(max_count, counted), counted=counted)
+
+
+class FingerprintPrefixes:
+    """A `--fingerprint` prefix must name one group, as git refuses an ambiguous short id.
+
+    The plan sees which groups each short prefix took; `pin()` refuses one that took several
+    (exit 2, before anything moves) and narrows each to the id it took, so the run that follows
+    takes no other group that reaches the DLQ meanwhile.
+    """
+
+    def __init__(self, selection: Selection) -> None:
+        from sbdlq.fingerprint import ID_LENGTH
+
+        self.selection = selection
+        self.seen: dict[str, set[str]] = {p: set() for p in selection.fingerprints if len(p) < ID_LENGTH}
+
+    def see(self, m: Message) -> None:
+        if not self.seen:
+            return
+        from sbdlq.fingerprint import message_fingerprint
+
+        fid = message_fingerprint(m).id
+        for prefix, ids in self.seen.items():
+            if fid.startswith(prefix) and len(ids) < 5:
+                ids.add(fid)
+
+    def pin(self) -> None:
+        for prefix, ids in self.seen.items():
+            if len(ids) > 1:
+                raise BadInput(
+                    f"--fingerprint {prefix} is ambiguous: it starts {len(ids)} groups here ({', '.join(sorted(ids))})",
+                    hint="give more of its 8 hex digits",
+                )
+        pinned = {p: ids.pop() for p, ids in self.seen.items() if ids}
+        self.selection.fingerprints = [pinned.get(p, p) for p in self.selection.fingerprints]
 
 
 async def dlq_left(backend: Backend, source: Address, stats: LoopStats) -> int | None:

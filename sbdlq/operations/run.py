@@ -133,6 +133,7 @@ class MovingRun(ABC, Generic[R]):
         self.result.selected = plan.selected
         self.result.not_matching = plan.passed_over
         self.note(self.plan_line() + (" (dry run)" if dry_run else ""))
+        self.result.hint = plan.hint
         self.explain()
         if dry_run or plan.selected == 0:
             return self.result

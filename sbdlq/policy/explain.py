@@ -10,6 +10,7 @@ from sbdlq.policy.schema import EDIT_KEYS, SELECTION_KEYS, THEN_PURGE, Policy, R
 _SELECTION_WORDS = {
     "reason": "whose dead-letter reason is {}",
     "description_contains": "whose description contains {}",
+    "fingerprint": "whose fingerprint is {}",
     "subject": "whose subject is {}",
     "property": "with property {}",
     "enqueued_before": "enqueued before {}",

@@ -21,6 +21,8 @@ from sbdlq.policy.schema import THEN_KEEP, Policy, Rule
 from sbdlq.selection import Selection
 
 _GLOB_CHARS = frozenset("*?[")
+#: The status of a glob's step when the glob matches no entity: a warning, nothing to run.
+UNMATCHED = "unmatched"
 
 
 @dataclass
@@ -37,6 +39,8 @@ class Step:
     will: str = ""
     status: str = "planned"
     error: str | None = None
+    #: what the plan warns of (a glob that matches nothing), shown with the plan and in the JSON
+    warning: str | None = None
     #: The operation's result JSON (resubmit, purge), or the alert's count.
     result: dict[str, Any] | None = None
     then_result: dict[str, Any] | None = None
@@ -67,6 +71,12 @@ def matching(rule: Rule, listing: list[EntityInfo]) -> list[str]:
     return sorted(chosen, key=str.lower)
 
 
+def unmatched_globs(rule: Rule, listing: list[EntityInfo]) -> list[str]:
+    """The rule's globs that match no queue or subscription of the listing."""
+    paths = [info.path.lower() for info in listing if info.kind != "topic"]
+    return [p for p in rule.entities if is_glob(p) and not any(fnmatch.fnmatchcase(path, p.lower()) for path in paths)]
+
+
 def selection_of(rule: Rule, now: datetime) -> Selection:
     """The rule's selection, its relative times counted from `now`."""
     from sbdlq.selection import build_selection
@@ -94,13 +104,30 @@ async def plan_policy(
     steps: list[Step] = []
     for rule in policy.rules:
         entities = matching(rule, listing)
-        if not entities:
-            note(f"note: rule {rule.name!r}: no queue or subscription matches {', '.join(rule.entities)}")
+        for glob in unmatched_globs(rule, listing):
+            # A typo in a glob must not read as "nothing to do": say it in the plan and the JSON.
+            warning = f"{glob} matches no queue or subscription"
+            note(f"warning: rule {rule.name!r}: {warning}")
+            steps.append(Step(rule, glob, status=UNMATCHED, warning=warning, will=f"nothing: {warning}"))
         for entity in entities:
             step = Step(rule, entity)
             await count_step(backend, step, now)
+            _name_the_nearest(step, listing)
             steps.append(step)
     return steps
+
+
+def _name_the_nearest(step: Step, listing: list[EntityInfo]) -> None:
+    """A plain name the namespace does not have: its error says which names are near."""
+    from sbdlq.nearest import entity_hint
+
+    paths = [info.path for info in listing]
+    if step.error is None or step.entity.lower() in {p.lower() for p in paths}:
+        return
+    hint = entity_hint(f"'{step.entity}'", paths)
+    if hint is not None and hint not in step.error:
+        step.error = f"{step.error} ({hint})"
+        step.will = describe_step(step)
 
 
 async def count_step(backend: Backend, step: Step, now: datetime) -> None:

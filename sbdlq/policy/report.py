@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from sbdlq.errors import ExitStatus
-from sbdlq.policy.plan import Step
+from sbdlq.policy.plan import UNMATCHED, Step
 from sbdlq.policy.runner import FAILED, FIRED, INTERRUPTED
 from sbdlq.render_prometheus import label_value
 
@@ -25,6 +25,7 @@ def step_json(step: Step) -> dict[str, Any]:
         "status": step.status,
         "matched": step.matched,
         "error": step.error,
+        "warning": step.warning,
         "result": step.result,
         "export": list(step.export),
     }
@@ -93,6 +94,8 @@ def prometheus(policy: str, steps: list[Step], status: ExitStatus, *, now: float
     pol = f'policy="{label_value(policy)}"'
     series: dict[str, list[str]] = {name: [] for name, _ in _FAMILIES}
     for step in steps:
+        if step.status == UNMATCHED:
+            continue  # a glob is no entity: no series of its own
         labels = f'{pol},rule="{label_value(step.rule.name)}",entity="{label_value(step.entity)}"'
         for outcome, n in _outcomes(step).items():
             action = label_value(step.rule.action)

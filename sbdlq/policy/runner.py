@@ -23,7 +23,7 @@ from sbdlq.backends.base import Backend
 from sbdlq.errors import OperationFailed, SbdlqError
 from sbdlq.models import PurgeResult, ResubmitResult, RunResult
 from sbdlq.operations.stopping import RunInterrupted
-from sbdlq.policy.plan import Step, action_selection, count_step, exhausted_selection, resubmit_target
+from sbdlq.policy.plan import UNMATCHED, Step, action_selection, count_step, exhausted_selection, resubmit_target
 from sbdlq.policy.schema import THEN_PURGE, Rule
 
 #: Step statuses: planned (not run yet), dry_run, ok, fired (an alert over its threshold),
@@ -53,6 +53,8 @@ async def run_policy(
     """Run the steps in order (a dry run only marks them); returns them with their results."""
     stopped = False
     for index, step in enumerate(steps):
+        if step.status == UNMATCHED:
+            continue  # a glob that matched nothing: its warning was the plan's
         if stopped:
             step.status = SKIPPED
             continue

@@ -14,13 +14,22 @@ from sbdlq.errors import SbdlqError
 from sbdlq.ui.actions import Kind, Tuning
 from sbdlq.ui.detail import DetailPane
 from sbdlq.ui.entities import EntitiesPane
+from sbdlq.ui.fingerprints import FingerprintsPane
 from sbdlq.ui.messages import MessagesPane
 from sbdlq.ui.reasons import ReasonsPane
 from sbdlq.ui.screens import ActionScreen, HelpScreen
 
 ACTIONS = ("resubmit", "purge", "export")
 # What takes the keys when a pane is shown.
-FOCUS = {"entities": "#entities", "messages": "#messages", "detail": "#detail-pane", "reasons": "#reasons"}
+FOCUS = {
+    "entities": "#entities",
+    "messages": "#messages",
+    "detail": "#detail-pane",
+    "reasons": "#reasons",
+    "fingerprints": "#fingerprints",
+}
+#: The panes that group the open DLQ, each scanned when its tab is shown: pane id → `--by`.
+GROUPINGS = {"reasons": "reason", "fingerprints": "fingerprint"}
 
 
 class DlqApp(App[None]):
@@ -30,8 +39,8 @@ class DlqApp(App[None]):
     # The footer needs the room at 80 columns; every command has a key (see `?`).
     ENABLE_COMMAND_PALETTE = False
     CSS = """
-    #entities, #messages, #reasons { height: 1fr; }
-    #entity-status, #messages-status, #messages-title, #reasons-title { height: 1; }
+    #entities, #messages, #reasons, #fingerprints { height: 1fr; }
+    #entity-status, #messages-status, #messages-title, #reasons-title, #fingerprints-title { height: 1; }
     #reasons-chart { height: auto; max-height: 8; }
     ActionScreen, HelpScreen { align: center middle; }
     #action, #help { width: 78; height: auto; max-height: 100%; border: round $accent; background: $surface; }
@@ -48,6 +57,7 @@ class DlqApp(App[None]):
         Binding("2", "show('messages')", "Messages", show=False),
         Binding("3", "show('detail')", "Detail", show=False),
         Binding("4", "show('reasons')", "Reasons", show=False),
+        Binding("5", "show('fingerprints')", "Fingerprints", show=False),
         Binding("r", "act('resubmit')", "Resubmit"),
         Binding("d", "act('purge')", "Purge"),
         Binding("e", "act('export')", "Export"),
@@ -70,7 +80,8 @@ class DlqApp(App[None]):
         self.tuning = tuning or Tuning()
         self.start_at = entity
         self.sub_title = target + (" (read-only)" if read_only else "")
-        self.reasons_for: Address | None = None
+        #: the DLQ each grouping pane last scanned (None: scan at the next show)
+        self.grouped_for: dict[str, Address | None] = dict.fromkeys(GROUPINGS)
 
     def compose(self) -> ComposeResult:
         with TabbedContent(initial="entities-tab"):
@@ -82,6 +93,8 @@ class DlqApp(App[None]):
                 yield DetailPane(id="detail-pane")
             with TabPane("4 Reasons", id="reasons-tab"):
                 yield ReasonsPane(id="reasons-pane")
+            with TabPane("5 Fingerprints", id="fingerprints-tab"):
+                yield FingerprintsPane(id="fingerprints-pane")
         yield Footer(compact=True)
 
     async def on_mount(self) -> None:
@@ -114,25 +127,28 @@ class DlqApp(App[None]):
         pane = self.query_one(MessagesPane)
         await pane.open(self.backend, address, filter_text)
 
-    def load_reasons(self) -> None:
-        """inspect-reason over the whole DLQ, in a worker: the panes stay live while it scans."""
+    def load_groups(self, pane: str) -> None:
+        """inspect-reason over the whole DLQ for a grouping pane, in a worker: the panes stay live while it scans."""
         address = self.query_one(MessagesPane).address
-        if address is None or address == self.reasons_for:
+        if address is None or address == self.grouped_for[pane]:
             return
-        self.reasons_for = address
-        self.query_one(ReasonsPane).scanning(str(address))
-        self.run_worker(self._scan_reasons(address), exclusive=True, group="reasons")
+        self.grouped_for[pane] = address
+        self._grouping_pane(pane).scanning(str(address))
+        self.run_worker(self._scan_groups(pane, address), exclusive=True, group=pane)
 
-    async def _scan_reasons(self, address: Address) -> None:
+    def _grouping_pane(self, pane: str) -> Any:
+        return self.query_one(FingerprintsPane) if pane == "fingerprints" else self.query_one(ReasonsPane)
+
+    async def _scan_groups(self, pane: str, address: Address) -> None:
         from sbdlq.operations.browse import inspect_reasons
 
         try:
-            groups = await inspect_reasons(self.backend, address)
+            groups = await inspect_reasons(self.backend, address, by=GROUPINGS[pane])
         except SbdlqError as exc:
-            self.reasons_for = None
+            self.grouped_for[pane] = None
             self.notify(exc.line(), severity="error", timeout=8)
             return
-        self.query_one(ReasonsPane).show(str(address), groups)
+        self._grouping_pane(pane).show(str(address), groups)
 
     # ------------------------------------------------------------------ events
 
@@ -150,9 +166,17 @@ class DlqApp(App[None]):
         if address is not None:
             await self.open_dlq(address, reason_filter(event.reason))
 
+    async def on_fingerprints_pane_chosen(self, event: FingerprintsPane.Chosen) -> None:
+        from sbdlq.ui.filterline import fingerprint_filter
+
+        address = self.query_one(MessagesPane).address
+        if address is not None:
+            await self.open_dlq(address, fingerprint_filter(event.fingerprint))
+
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        if event.pane.id == "reasons-tab":
-            self.load_reasons()
+        pane = (event.pane.id or "").removesuffix("-tab")
+        if pane in GROUPINGS:
+            self.load_groups(pane)
 
     # ------------------------------------------------------------------ actions
 
@@ -199,7 +223,7 @@ class DlqApp(App[None]):
         if not ran:
             return
         pane = self.query_one(MessagesPane)
-        self.reasons_for = None
+        self.grouped_for = dict.fromkeys(GROUPINGS)
         await self.refresh_counts()
         if pane.address is not None:
             pane.marked.clear()

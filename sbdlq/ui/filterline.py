@@ -66,3 +66,8 @@ def reason_filter(reason: str) -> str:
     if reason == "(none)":
         return '--where "NOT EXISTS(DeadLetterReason)"'
     return "--reason " + shlex.quote(reason)
+
+
+def fingerprint_filter(fingerprint: str) -> str:
+    """The filter line that selects one group of the fingerprints pane."""
+    return "--fingerprint " + shlex.quote(fingerprint)

@@ -35,8 +35,8 @@ class ReasonsPane(TablePane):
     COLUMNS = (
         Column("reason", "reason", attrgetter("key")),
         Column("count", "count", attrgetter("count")),
-        Column("first", "first", lambda g: _minute(g.first_enqueued)),
-        Column("last", "last", lambda g: _minute(g.last_enqueued)),
+        Column("first", "first", lambda g: minute(g.first_enqueued)),
+        Column("last", "last", lambda g: minute(g.last_enqueued)),
     )
 
     @dataclass
@@ -64,5 +64,6 @@ class ReasonsPane(TablePane):
             self.post_message(self.Chosen(reason))
 
 
-def _minute(ts: Any) -> str:
+def minute(ts: Any) -> str:
+    """A table time to the minute, UTC (empty when there is none)."""
     return "" if ts is None else ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M")

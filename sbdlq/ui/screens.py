@@ -56,7 +56,7 @@ HELP_ENTRIES: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     (
         "Anywhere",
         (
-            ("1 entities", "2 messages", "3 detail", "4 reasons", "? help"),
+            ("1 entities", "2 messages", "3 detail", "4 reasons", "5 fingerprints", "? help"),
             ("q or Ctrl+Q quit (in a text field q is typed: Esc leaves it)",),
         ),
     ),
@@ -96,6 +96,7 @@ HELP_ENTRIES: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ),
     ("Detail", (("b binary body as hex or base64",),)),
     ("Reasons", (("Enter filters the messages to that reason",),)),
+    ("Fingerprints", (("the failures by error text, ids and times masked", "Enter filters to one"),)),
 )
 
 

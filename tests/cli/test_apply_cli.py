@@ -138,6 +138,7 @@ def test_a_run_reports_each_rule_and_entity_in_json_and_exits_3_when_an_alert_fi
         "rule",
         "entity",
         "action",
+        "warning",
         "status",
         "matched",
         "error",

@@ -382,7 +382,8 @@ def test_inspect_reason_json_shape_and_selection(orders: Store, sbdlq: Any) -> N
     r = sbdlq("inspect-reason", "orders", "--by", "colour")
     assert r.exit_code == 2
     assert one_line(r) == (
-        "sbdlq: invalid --by 'colour' (use reason, description, source, subject, property:NAME, hour, day or entity)"
+        "sbdlq: invalid --by 'colour' (use reason, description, fingerprint, source, subject, "
+        "property:NAME, hour, day or entity)"
     )
 
 

@@ -144,6 +144,7 @@ def test_group_by_values_complete(shell: str) -> None:
     assert complete(shell, "sbdlq inspect-reason q --by", "") == [
         "reason",
         "description",
+        "fingerprint",
         "source",
         "subject",
         "property:",

@@ -114,5 +114,6 @@ def test_an_empty_namespace_and_a_bad_by(seed: Store, sbdlq: Any) -> None:
     r = sbdlq("inspect-reason", "--by", "colour")
     assert r.exit_code == 2
     assert r.stderr == (
-        "sbdlq: invalid --by 'colour' (use reason, description, source, subject, property:NAME, hour, day or entity)\n"
+        "sbdlq: invalid --by 'colour' (use reason, description, fingerprint, source, subject, "
+        "property:NAME, hour, day or entity)\n"
     )

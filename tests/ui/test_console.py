@@ -796,4 +796,28 @@ def test_the_help_is_laid_out_for_80_by_24(store: Path, dlqs: Seeder) -> None:
         continued = [line for line in shown[2:-2] if line.startswith(" ")]
         assert continued and all(line[:column].isspace() and line[column] != " " for line in continued)
 
+
+def test_fingerprints_pane_enter_filters_the_messages(store: Path, seed: Seeder) -> None:
+    from sbdlq.fingerprint import fingerprint
+
+    seed.queue("orders")
+    for i, (what, n) in enumerate([("Order", 4821), ("Customer", 7), ("Order", 9)]):
+        seed.dead_letter("orders", 1, "NotFound", f"{what} {n} not found in store eu-west-{i}", prefix=f"n{i}")
+    order = fingerprint("NotFound", "Order 1 not found in store eu-west-1").id
+    customer = fingerprint("NotFound", "Customer 1 not found in store eu-west-1").id
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        await press(app, pilot, "5")
+        await until(app, pilot, lambda: bool(rows(app, "#fingerprints")), "fingerprints")  # a worker scans them
+        shown = [(r["fingerprint"], r["count"], r["template"]) for r in rows(app, "#fingerprints")]
+        assert shown == [
+            (order, 2, "Order <num> not found in store <id>"),
+            (customer, 1, "Customer <num> not found in store <id>"),
+        ]
+        app.query_one("#fingerprints", DataTable).focus()
+        await press(app, pilot, "enter")
+        await until(app, pilot, lambda: [r["message_id"] for r in rows(app, "#messages")] == ["n00", "n20"], "n00, n20")
+        assert app.query_one(MessagesPane).filter.text == f"--fingerprint {order}"
+
     drive(store, script)

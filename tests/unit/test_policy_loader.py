@@ -54,6 +54,7 @@ def test_the_selection_keys_are_the_commands_selection_options() -> None:
         "reason",
         "param",
         "description_contains",
+        "fingerprint",
         "subject",
         "property",
         "enqueued_before",

@@ -218,3 +218,32 @@ def test_the_ui_filter_line_takes_param_too() -> None:
 
     sel = parse_filter("--where 'tenant = @t' --param t=eu").compile()
     assert sel.matches(msg(props={"tenant": "eu"})) and not sel.matches(msg(props={"tenant": "us"}))
+
+
+def test_a_fingerprint_takes_its_group_by_id_or_prefix() -> None:
+    from sbdlq.fingerprint import fingerprint
+
+    fid = fingerprint("OrderNotFound", "Order 1 not found in store eu-west-1").id
+    same = msg(reason="OrderNotFound", description="Order 99 not found in store us-east-2")
+    other = msg(reason="OrderNotFound", description="Customer 99 not found in store us-east-2")
+    for given in ([fid], [fid[:4].upper()], ["0000", fid]):
+        sel = build_selection(fingerprints=given)
+        assert not sel.is_empty
+        assert sel.matches(same) and not sel.matches(other)
+    with pytest.raises(BadInput, match="invalid --fingerprint"):
+        build_selection(fingerprints=["abc"])
+
+
+@pytest.mark.parametrize(
+    ("where", "names"),
+    [
+        ("tenant = eu", ("tenant", "eu")),
+        ("tenant = 'eu'", ()),
+        ("sys.Label = orders AND NOT (a IN (b, 'c'))", ("orders", "a", "b")),  # sys.Label: no user property
+        ("x LIKE y OR EXISTS(z)", ("x", "y")),
+        ("tenant = @t", ()),
+    ],
+)
+def test_where_bare_names_are_the_properties_compared_with_a_property(where: str, names: tuple[str, ...]) -> None:
+    params = ["t=eu"] if "@t" in where else []
+    assert build_selection(where=where, where_parameters=params).where_bare_names == names
