@@ -92,6 +92,6 @@ def _chart(groups: list[Any], by: str) -> None:
 
 
 def _as_groups(items: list[tuple[str, int]]) -> list[Any]:
-    from sbdlq.models import ReasonGroup
+    from sbdlq.groups import ReasonGroup
 
     return [ReasonGroup(key=k, count=n) for k, n in items]

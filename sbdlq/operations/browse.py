@@ -10,7 +10,8 @@ from typing import TypeVar
 from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
-from sbdlq.models import Counts, FingerprintGroup, Message, ReasonGroup
+from sbdlq.groups import FingerprintGroup, ReasonGroup
+from sbdlq.models import Counts, Message
 from sbdlq.operations.sizing import LARGE_BODY_BYTES, BatchSizer
 from sbdlq.run_inline import pause
 from sbdlq.selection import Selection

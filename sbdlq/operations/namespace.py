@@ -14,7 +14,7 @@ from functools import partial
 from sbdlq.addresses import Address, EntityPath, SubQueue, parse_entity
 from sbdlq.backends.base import Backend
 from sbdlq.errors import EntityNotFound
-from sbdlq.models import EntityReasonGroup, FingerprintGroup, ReasonGroup
+from sbdlq.groups import EntityReasonGroup, FingerprintGroup, ReasonGroup
 from sbdlq.operations.browse import (
     count_entities,
     count_fingerprints,

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.message import Message as TMessage
 from textual.widgets import DataTable, Static
 
-from sbdlq.models import FingerprintGroup
+from sbdlq.groups import FingerprintGroup
 from sbdlq.ui.reasons import minute
 from sbdlq.ui.table_pane import Column, TablePane
 

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.message import Message as TMessage
 from textual.widgets import DataTable, Static
 
-from sbdlq.models import ReasonGroup
+from sbdlq.groups import ReasonGroup
 from sbdlq.ui.table_pane import Column, TablePane
 
 BAR = 30

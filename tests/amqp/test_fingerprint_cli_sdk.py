@@ -44,4 +44,5 @@ def test_fingerprints_and_hints_through_the_sdk(emulator: Any, cli: Any) -> None
 
     code, out, err = cli.bare(*target, "peek", q + "x", env=env)
     assert code == 4
-    assert err.rstrip().endswith(f"(did you mean {q}?)"), err
+    # The serve is shared with other tests: its other queues (q3 beside q23) may be named too.
+    assert f"(did you mean {q}?)" in err or f"(did you mean {q} or " in err, err

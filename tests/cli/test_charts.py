@@ -12,7 +12,8 @@ from sbdlq.addresses import parse_address
 from sbdlq.cli import reporting
 from sbdlq.cli.main import app
 from sbdlq.emulator.engine import Engine
-from sbdlq.models import OutboundMessage, ReasonGroup
+from sbdlq.groups import ReasonGroup
+from sbdlq.models import OutboundMessage
 from sbdlq.operations.browse import timeline
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC).timestamp()
