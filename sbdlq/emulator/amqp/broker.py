@@ -40,6 +40,7 @@ from sbdlq.errors import AuthError, InvalidOperation, TransientError
 from sbdlq.models import ReceiveMode
 
 from . import cbs, codec, conditions, management, session_links
+from .frame_repair import MESSAGE_FORMAT
 from .sas import Grant
 from .sections import MalformedMessage
 from .values import as_text, to_plain
@@ -86,6 +87,16 @@ def _condition(failure: conditions.Failure) -> Condition:
 def _new_delivery(link: Sender, tag: bytes) -> Delivery:
     """A delivery with a binary tag (proton accepts bytes; its annotation says str)."""
     return link.delivery(tag)  # type: ignore[arg-type]
+
+
+def _message_format(delivery: Delivery) -> int | None:
+    """The message-format a client's delivery came with, as the wire filter read it (None: unknown)."""
+    read = getattr(delivery.link.connection, MESSAGE_FORMAT, None)
+    try:
+        tag = delivery.tag  # proton decodes tags as UTF-8, and raises on one that is not
+    except UnicodeDecodeError:
+        return None
+    return read(delivery.link.name, tag) if read is not None else None
 
 
 def node_name(address: str | None) -> str:
@@ -474,7 +485,7 @@ class Broker:
     def _take(self, intake: _Intake, delivery: Delivery, payload: bytes) -> None:
         """Store a client's message (or batch) and accept it, or reject it with the reason."""
         try:
-            messages = codec.decode_transfer(payload)
+            messages = codec.decode_transfer(payload, _message_format(delivery))
             self.engine.send(intake.entity, messages)
         except MalformedMessage as exc:
             self._reject(delivery, conditions.Failure(conditions.DECODE, f"malformed message: {exc}", 400))

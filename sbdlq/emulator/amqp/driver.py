@@ -25,7 +25,7 @@ from typing import Protocol
 
 from proton import Collector, Connection, Event, Transport
 
-from .frame_repair import DeliveryIdRepair
+from .frame_repair import MESSAGE_FORMAT, DeliveryIdRepair
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +213,7 @@ class Driver:
             transport.bind(connection)
             name, admit_by = f"{addr[0]}:{addr[1]}", time.monotonic() + self.admit_timeout
             wire = DeliveryIdRepair(max_frame_size=transport.max_frame_size or None)
+            setattr(connection, MESSAGE_FORMAT, wire.message_format)  # what proton does not surface
             peer = _Peer(sock, transport, connection, name, admit_by, wire=wire)
             self.peers[sock.fileno()] = peer
             self.selector.register(sock, selectors.EVENT_READ, peer)

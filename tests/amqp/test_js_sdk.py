@@ -1,0 +1,51 @@
+"""The JavaScript SDK (@azure/service-bus under node) against serve: what issue 37 found it saw.
+
+Skipped, with the reason, where node or npm is missing or npm cannot reach its registry
+(support/node.py installs the SDK once into a cache folder).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.node import node_sdk, run_node
+
+from sbdlq.addresses import parse_address
+
+SEND_BATCH = """
+const { ServiceBusClient } = require("@azure/service-bus");
+const [conn, queue, count] = process.argv.slice(1);
+(async () => {
+  const client = new ServiceBusClient(conn, { retryOptions: { maxRetries: 0, timeoutInMs: 30000 } });
+  const sender = client.createSender(queue);
+  const batch = await sender.createMessageBatch();
+  for (let i = 0; i < Number(count); i++) {
+    const message = { body: `js-${i}`, messageId: `id-${i}`, applicationProperties: { n: i, stack: "node" } };
+    if (!batch.tryAddMessage(message)) {
+      throw new Error(`message ${i} did not fit`);
+    }
+  }
+  await sender.sendMessages(batch);
+  await sender.sendMessages([{ body: "array-0", applicationProperties: { a: 1 } }, { body: "array-1" }]);
+  await client.close();
+  console.log(JSON.stringify({ sent: batch.count + 2 }));
+})().catch((err) => { console.error(err); process.exit(1); });
+"""
+
+
+@pytest.fixture(scope="session")
+def js_sdk() -> Path:
+    return node_sdk()
+
+
+def test_js_batches_with_application_properties_arrive_as_their_messages(emulator: Any, js_sdk: Path) -> None:
+    q = emulator.queue()
+    assert run_node(js_sdk, SEND_BATCH, emulator.conn_str(), q, "50") == {"sent": 52}
+    stored = emulator.engine.peek(parse_address(q), 0, 100)
+    assert len(stored) == 52
+    assert [m.message_id for m in stored[:50]] == [f"id-{i}" for i in range(50)]
+    assert [m.application_properties for m in stored[:50]] == [{"n": i, "stack": "node"} for i in range(50)]
+    assert [m.application_properties for m in stored[50:]] == [{"a": 1}, {}]
+    assert [m.body for m in stored[:2]] == [b'"js-0"', b'"js-1"']  # the JS SDK sends a string as JSON data
