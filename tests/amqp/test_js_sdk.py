@@ -6,11 +6,13 @@ Skipped, with the reason, where node or npm is missing or npm cannot reach its r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.node import node_sdk, run_node
+from support.serve import Emulator, finish, start
 
 from sbdlq.addresses import parse_address
 
@@ -49,3 +51,49 @@ def test_js_batches_with_application_properties_arrive_as_their_messages(emulato
     assert [m.application_properties for m in stored[:50]] == [{"n": i, "stack": "node"} for i in range(50)]
     assert [m.application_properties for m in stored[50:]] == [{"a": 1}, {}]
     assert [m.body for m in stored[:2]] == [b'"js-0"', b'"js-1"']  # the JS SDK sends a string as JSON data
+
+
+LIST_NAMES = """
+const { ServiceBusAdministrationClient } = require("@azure/service-bus");
+const [conn, topic, sub] = process.argv.slice(1);
+(async () => {
+  const admin = new ServiceBusAdministrationClient(conn);
+  const names = async (items, key) => { const out = []; for await (const x of items) out.push(x[key]); return out; };
+  console.log(JSON.stringify({
+    queues: await names(admin.listQueues(), "name"),
+    topics: await names(admin.listTopics(), "name"),
+    subscriptions: await names(admin.listSubscriptions(topic), "subscriptionName"),
+    subscriptionTopics: await names(admin.listSubscriptions(topic), "topicName"),
+    rules: await names(admin.listRules(topic, sub), "name"),
+  }));
+})().catch((err) => { console.error(err); process.exit(1); });
+"""
+
+
+@pytest.fixture(scope="module")
+def tls_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    """A private keyless emulator whose admin port speaks HTTPS (the JS admin client always does)."""
+    from sbdlq.emulator.tls import local_files
+
+    root = tmp_path_factory.mktemp("js-tls")
+    emu = start(root / "emulator.db", tls=local_files(root / "tls"), tls_port=0)
+    yield emu
+    finish(emu)
+
+
+def test_js_admin_lists_entity_subscription_and_rule_names(tls_emulator: Emulator, js_sdk: Path) -> None:
+    from sbdlq.emulator.engine import Rule
+    from sbdlq.emulator.tls import local_files
+
+    emu = tls_emulator
+    queue = emu.queue()
+    topic = emu.topic("audit", "billing")
+    emu.engine.add_rule(f"{topic}/Subscriptions/audit", Rule("eu", sql="region = 'eu'"))
+    conn = f"Endpoint=sb://localhost:{emu.http_port}/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=k"
+    ca = local_files(Path(emu.store).parent / "tls").ca
+    names = run_node(js_sdk, LIST_NAMES, conn, topic, "audit", ca=ca)
+    assert queue in names["queues"] and "$Resources/Queues" not in names["queues"]
+    assert topic in names["topics"]
+    assert names["subscriptions"] == ["audit", "billing"]
+    assert names["subscriptionTopics"] == [topic, topic]
+    assert names["rules"] == ["$Default", "eu"]

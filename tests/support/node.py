@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,11 +51,16 @@ def node_sdk() -> Path:
     return folder
 
 
-def run_node(folder: Path, script: str, *args: str, timeout: float = 120) -> dict[str, object]:
-    """Run a node script with the SDK on its path; the JSON object it prints last. Fails with its stderr."""
+def run_node(folder: Path, script: str, *args: str, ca: Path | None = None, timeout: float = 120) -> dict[str, Any]:
+    """Run a node script with the SDK on its path; the JSON object it prints last. Fails with its stderr.
+
+    ca: a CA certificate node trusts besides its own (the emulator's local CA, for TLS).
+    """
+    env = {**os.environ, **({"NODE_EXTRA_CA_CERTS": str(ca)} if ca is not None else {})}
     done = subprocess.run(
         ["node", "-e", script, "--", *args],
         cwd=folder,
+        env=env,
         capture_output=True,
         text=True,
         timeout=timeout,

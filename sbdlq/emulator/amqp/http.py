@@ -113,7 +113,7 @@ class _Handler(BaseHTTPRequestHandler):
         here = f"{self.server.scheme}://{self.headers.get('Host', '')}{self.path}"
         try:
             if "/rules/" in path.lower() and atom_write.target(path).rule is not None:
-                body = self._read_rule(path, here)
+                body = self._read_rule(path)
                 content_type = "application/atom+xml;type=entry;charset=utf-8"
             elif path.lower().endswith("/rules"):
                 body = self._rules(path[: -len("/rules")], parse_qs(url.query), here)
@@ -122,7 +122,7 @@ class _Handler(BaseHTTPRequestHandler):
                 body = self._list(path, parse_qs(url.query), here)
                 content_type = "application/atom+xml;type=feed;charset=utf-8"
             else:
-                body = atom.document(self._entry(path, here))
+                body = atom.document(self._entry(path))
                 content_type = "application/atom+xml;type=entry;charset=utf-8"
         except Exception as exc:
             self._fail(exc)
@@ -140,8 +140,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._authorize(target.path)
             payload = self._body()
             with Engine(self.server.store_path) as engine:
-                here = f"{self.server.scheme}://{self.headers.get('Host', '')}{self.path}"
-                entry = atom_write.put(engine, path, payload, update=update, url=here)
+                entry = atom_write.put(engine, path, payload, update=update, site=self._site())
         except Exception as exc:
             self._fail(exc)
         else:
@@ -185,17 +184,22 @@ class _Handler(BaseHTTPRequestHandler):
             raise _TooLarge(f"the request body must be 0 to {atom_write.MAX_BODY} bytes, with a Content-Length")
         return self.rfile.read(length)
 
-    def _read_rule(self, path: str, url: str) -> str:
+    def _site(self) -> atom.Site:
+        """Where this request reached us, and its api-version: what entry ids and links are made of."""
+        version = parse_qs(urlparse(self.path).query).get("api-version", [""])[0]
+        return atom.Site(f"{self.server.scheme}://{self.headers.get('Host', '')}", version)
+
+    def _read_rule(self, path: str) -> str:
         self._authorize(atom_write.target(path).path)
         with Engine(self.server.store_path) as engine:
-            return atom.document(atom_write.get_rule(engine, path, url))
+            return atom.document(atom_write.get_rule(engine, path, self._site()))
 
-    def _entry(self, path: str, url: str) -> str:
+    def _entry(self, path: str) -> str:
         entity = parse_entity(path)
         self._authorize(str(entity))
         with Engine(self.server.store_path) as engine:
             info = engine.get_entity(entity)
-            return atom.entry(info, None if info.kind == "topic" else engine.counts(entity), url)
+            return atom.entry(info, None if info.kind == "topic" else engine.counts(entity), self._site())
 
     def _list(self, path: str, query: dict[str, list[str]], url: str) -> str:
         """A page of queues, topics or a topic's subscriptions, honouring $skip and $top."""
@@ -214,7 +218,7 @@ class _Handler(BaseHTTPRequestHandler):
         with Engine(self.server.store_path) as engine:
             rules = engine.rules(entity)
         page = rules[skip : skip + top]
-        entries = [atom.rule_entry(r, url) for r in page]
+        entries = [atom.rule_entry(r, str(entity), self._site(), feed_url=url) for r in page]
         next_url = None
         if skip + top < len(rules):
             base = url.split("?", 1)[0]
@@ -233,7 +237,10 @@ class _Handler(BaseHTTPRequestHandler):
             found = [e for e in engine.list_entities() if e.kind == "subscription" and e.path.startswith(topic + "/")]
             title = "Subscriptions"
         page = found[skip : skip + top]
-        entries = [atom.entry(e, None if e.kind == "topic" else engine.counts(e.path), url) for e in page]
+        site = self._site()
+        entries = [
+            atom.entry(e, None if e.kind == "topic" else engine.counts(e.path), site, feed_url=url) for e in page
+        ]
         next_url = None
         if skip + top < len(found):
             base = url.split("?", 1)[0]
