@@ -82,3 +82,25 @@ def test_an_entry_read_alone_is_named_by_its_own_url(emulator: Any) -> None:
     assert entry.findtext(f"{_ATOM}title") == "audit"
     link = entry.find(f"{_ATOM}link[@rel='self']")
     assert link is not None and link.get("href") == own
+
+
+def test_entity_times_are_the_stored_ones_not_the_request_time(emulator: Any) -> None:
+    """Two reads give the same CreatedAt, UpdatedAt and AccessedAt: the engine's, in the entry
+    and in the feed (published and updated are CreatedAt and UpdatedAt)."""
+    from datetime import datetime
+
+    q = emulator.queue()
+    info = emulator.engine.get_entity(q)
+    stored = [info.created_at, info.updated_at, info.accessed_at]
+    sb = "{http://schemas.microsoft.com/netservices/2010/10/servicebus/connect}"
+    for _ in range(2):
+        _url, entry = _get(emulator, q)
+        description = entry.find(f"{_ATOM}content/{sb}QueueDescription")
+        assert description is not None
+        read = [
+            datetime.fromisoformat(description.findtext(f"{sb}{n}") or "")
+            for n in ("CreatedAt", "UpdatedAt", "AccessedAt")
+        ]
+        assert read == stored
+        assert datetime.fromisoformat(entry.findtext(f"{_ATOM}published") or "") == info.created_at
+        assert datetime.fromisoformat(entry.findtext(f"{_ATOM}updated") or "") == info.updated_at

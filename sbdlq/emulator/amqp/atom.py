@@ -37,14 +37,16 @@ class Site:
         return host if host.replace(".", "").isdigit() or ":" in host else host.split(".", 1)[0]
 
 
-def _entry(site: Site, path: str, title: str, content: str, *, feed_url: str | None, when: str) -> str:
+def _entry(
+    site: Site, path: str, title: str, content: str, *, feed_url: str | None, published: str, updated: str
+) -> str:
     """One Atom entry as Service Bus writes it: id and self link the item's URL, its name as title."""
     url = site.url(path)
     base = f" xml:base={quoteattr(feed_url)}" if feed_url else ""
     return (
         f'<entry xmlns="{_ATOM}"{base}>'
         f'<id>{escape(url)}</id><title type="text">{escape(title)}</title>'
-        f"<published>{when}</published><updated>{when}</updated>"
+        f"<published>{published}</published><updated>{updated}</updated>"
         f"<author><name>{escape(site.author)}</name></author>"
         f'<link rel="self" href={quoteattr(url)}/>'
         f'<content type="application/xml">{content}</content></entry>'
@@ -132,9 +134,9 @@ def _elements(info: EntityInfo, counts: Counts | None, now: str) -> dict[str, st
         "IsAnonymousAccessible": "false",
         "Status": info.status,
         "ForwardTo": info.forward_to,
-        "CreatedAt": now,
-        "UpdatedAt": now,
-        "AccessedAt": now,
+        "CreatedAt": _when(info.created_at, now),
+        "UpdatedAt": _when(info.updated_at, now),
+        "AccessedAt": _when(info.accessed_at, now),
         "SupportOrdering": "true",
         "SubscriptionCount": info.subscription_count,
         "SqlFilterCount": 0,
@@ -165,11 +167,19 @@ def entry(info: EntityInfo, counts: Counts | None, site: Site, *, feed_url: str 
     body = "".join(x for name in ORDER[kind] if (x := elements[name]) is not None)
     title = info.path.rsplit("/", 1)[-1] if info.kind == "subscription" else info.path
     content = f'<{kind} xmlns="{_SB}" xmlns:i="http://www.w3.org/2001/XMLSchema-instance">{body}</{kind}>'
-    return _entry(site, info.path, title, content, feed_url=feed_url, when=now)
+    created, updated = _when(info.created_at, now), _when(info.updated_at, now)
+    return _entry(site, info.path, title, content, feed_url=feed_url, published=created, updated=updated)
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _when(moment: datetime | None, default: str) -> str:
+    """A stored time as the service writes it (UTC, `Z`), or default when the store has none."""
+    if moment is None:
+        return default
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def document(xml: str) -> str:
@@ -266,4 +276,5 @@ def rule_entry(rule: Any, subscription: str, site: Site, *, feed_url: str | None
         f'<RuleDescription xmlns="{_SB}" xmlns:i="http://www.w3.org/2001/XMLSchema-instance">'
         f"{_rule_filter(rule)}{action}<CreatedAt>{now}</CreatedAt><Name>{escape(rule.name)}</Name></RuleDescription>"
     )
-    return _entry(site, f"{subscription}/Rules/{rule.name}", rule.name, content, feed_url=feed_url, when=now)
+    path = f"{subscription}/Rules/{rule.name}"
+    return _entry(site, path, rule.name, content, feed_url=feed_url, published=now, updated=now)

@@ -98,7 +98,7 @@ class Engine:
 
     def _create(self, path: str, kind: EntityKind, exist_ok: bool, props: dict[str, Any]) -> EntityInfo:
         with self.store.write() as db:
-            ent = entities.put_entity(db, path, kind.value, None, exist_ok, props)
+            ent = entities.put_entity(db, path, kind.value, None, exist_ok, props, self._now())
             return entities.info(db, ent)
 
     def create_subscription(
@@ -116,7 +116,8 @@ class Engine:
             if topic_ent.kind != EntityKind.TOPIC:
                 raise NotATopic(topic, topic_ent.kind)
             existed = entities.find_entity(db, path) is not None
-            ent = entities.put_entity(db, path, EntityKind.SUBSCRIPTION.value, topic_ent.id, exist_ok, props)
+            kind = EntityKind.SUBSCRIPTION.value
+            ent = entities.put_entity(db, path, kind, topic_ent.id, exist_ok, props, self._now())
             info = entities.info(db, ent)
             if checked is None:
                 if existed:
@@ -259,6 +260,7 @@ class Engine:
                 raise EntityIsDisabled(ent.path)
             if not messages:
                 return []
+            entities.touch(db, ent, now)
             limit = ent.max_message_bytes
             for m in messages:
                 if len(m.body) > limit or message_size(m) > limit:
@@ -390,6 +392,8 @@ class Engine:
             locks.settle_lapsed(db, self._router, ent, now)
             queue = Queue.of(address.sub_queue)
             got = locks.take_available(db, self._router, ent, queue, max_count, mode, session_id, now)
+            if got:
+                entities.touch(db, ent, now)
             if held is not None and session_id is not None and mode is ReceiveMode.PEEK_LOCK:
                 sessions.bind_message_locks(db, ent, session_id, held.locked_until_ms, now)
                 for m in got:

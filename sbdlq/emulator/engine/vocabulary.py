@@ -180,6 +180,9 @@ class Entity:
     status: str
     max_size: int | None
     max_message_kb: int | None  # NULL: the default (DEFAULT_MAX_MESSAGE_KB)
+    created_ms: int  # when it was created (a store older than schema 7: when it was migrated)
+    updated_ms: int  # when its properties last changed
+    accessed_ms: int  # when a message was last sent to it or received from it
 
     def __post_init__(self) -> None:
         # SQLite stores the flags as 0/1.
