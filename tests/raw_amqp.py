@@ -77,19 +77,26 @@ def cbs_flood(port: int, total: int, *, polite: bool = True, address: str = "$cb
 
     polite: wait for the server's attach first (as a client obeying the session window
     does); otherwise pipeline everything and break the window. end: finish the delivery
-    after `total` bytes.
+    after `total` bytes. An address other than `$cbs` is attached after a put-token (no
+    link works without one), on handle 2.
     """
     with connect(port) as sock:
-        sock.sendall(sasl_anonymous() + open_session() + attach_sender(address))
+        handle = 0
+        if address == "$cbs":
+            sock.sendall(sasl_anonymous() + open_session() + attach_sender(address))
+        else:
+            authorize(sock, address)
+            handle = 2
+            sock.sendall(attach_sender(address, handle))
         answer = wait_for(sock, address.encode()) if polite else b""
         chunk, sent = b"y" * 30000, 0
         try:
-            sock.sendall(transfer(b"x" * 1000))
+            sock.sendall(transfer(b"x" * 1000, handle=handle, delivery_id=handle and 1))
             while sent < total:
-                sock.sendall(transfer(chunk, first=False))
+                sock.sendall(transfer(chunk, first=False, handle=handle))
                 sent += len(chunk)
             if end:
-                sock.sendall(transfer(b"", first=False, more=False))
+                sock.sendall(transfer(b"", first=False, more=False, handle=handle))
         except OSError:
             pass  # the server closed the connection
         return answer + drain(sock, 0.5)
@@ -178,6 +185,24 @@ def performatives(stream: bytes) -> list[tuple[int, list[Any], bytes]]:
     return out
 
 
+def authorize(sock: socket.socket, address: str, token: str | None = None) -> bytes:
+    """SASL ANONYMOUS, open, begin, and a put-token for `address` on `$cbs` (handles 0 and 1,
+    delivery 0), waiting for the reply as a client obeying the protocol does; what was read."""
+    # well-formed, for the whole namespace: what a keyless listener takes
+    token = token or "SharedAccessSignature sr=sb%3A%2F%2F127.0.0.1%2F&sig=y&se=9999999999&skn=k"
+    sock.sendall(
+        sasl_anonymous()
+        + open_session()
+        + attach_sender("$cbs", 0, "cbs-requests")
+        + attach_receiver("$cbs", 1, "cbs-replies")
+        + flow(1, 10)
+    )
+    seen = wait_for(sock, b"cbs-replies", 30)
+    request = put_token_request(f"amqp://127.0.0.1/{address}", token, "cbs-replies")
+    sock.sendall(message_transfer(request, handle=0, delivery_id=0, tag=b"t0"))
+    return seen + wait_for(sock, b"status-description", 30)
+
+
 def send_after_token(
     port: int, address: str, payload: bytes, *, message_format: int = 0, token: str | None = None
 ) -> Any:
@@ -187,19 +212,8 @@ def send_after_token(
     client obeying the protocol does; the answer is the disposition's state (proton's
     Described: 0x24 accepted, 0x25 rejected with its error).
     """
-    token = token or "SharedAccessSignature sr=x&sig=y&se=9999999999&skn=k"
     with connect(port, timeout=30.0) as sock:
-        sock.sendall(
-            sasl_anonymous()
-            + open_session()
-            + attach_sender("$cbs", 0, "cbs-requests")
-            + attach_receiver("$cbs", 1, "cbs-replies")
-            + flow(1, 10)
-        )
-        seen = wait_for(sock, b"cbs-replies", 30)
-        request = put_token_request(f"amqp://127.0.0.1/{address}", token, "cbs-replies")
-        sock.sendall(message_transfer(request, handle=0, delivery_id=0, tag=b"t0"))
-        seen += wait_for(sock, b"status-description", 30)
+        seen = authorize(sock, address, token)
         sock.sendall(attach_sender(address, 2, "batch-sender"))
         seen += wait_for(sock, b"batch-sender", 30)
         sock.sendall(message_transfer(payload, handle=2, delivery_id=1, tag=b"t1", message_format=message_format))

@@ -205,3 +205,13 @@ def test_headers_trickled_a_byte_at_a_time_cannot_hold_the_http_slots(launch: An
             assert json.loads(r.read())["status"] == "ok"
     finally:
         stop.set()
+
+
+def test_keyless_connections_that_put_no_token_are_closed_too(launch: Any) -> None:
+    """Without --key, an opened connection that never puts a token is closed at the auth timeout."""
+    emu = launch(limits=Limits(auth_timeout_s=0.5))
+    with raw_amqp.connect(emu.port) as idle:
+        idle.sendall(raw_amqp.sasl_anonymous() + raw_amqp.open_session())
+        idle.settimeout(60)  # a hang guard: a connection that is never closed times out here
+        while idle.recv(4096):
+            pass

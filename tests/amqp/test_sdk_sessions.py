@@ -153,13 +153,13 @@ def test_aio_sessions(emulator: Any) -> None:
 def test_only_the_session_holder_may_renew_or_set_its_state(emulator: Any, client: Any) -> None:
     """A connection that never accepted the session must not renew its lock, nor read or set its state."""
     from proton import Message as ProtonMessage
-    from proton.utils import BlockingConnection
+    from support.tokens import bare_connection
 
     q = emulator.queue(requires_session=True)
     emulator.seed(q, "a", session_id="s1")
     with client.get_queue_receiver(q, session_id="s1", max_wait_time=5) as held:
         held.session.set_state("mine")
-        other = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
+        other = bare_connection(emulator.port)
         try:
             node = f"{q}/$management"
             sender, replies = other.create_sender(node), other.create_receiver(node)

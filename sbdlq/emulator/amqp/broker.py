@@ -335,8 +335,7 @@ class Broker:
         link.close()
 
     def _authorize(self, connection: Connection, path: str) -> None:
-        if self.key is None:
-            return
+        """AuthError unless a live token of this connection covers path (keyless too, as Azure)."""
         peer = self.peers.get(connection)
         # The whole address: a token for `q/$DeadLetterQueue` covers that sub-queue, not `q`.
         if peer is None or not cbs.authorized(peer.grants, path, self.clock()):
