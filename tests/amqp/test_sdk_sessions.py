@@ -174,3 +174,16 @@ def test_only_the_session_holder_may_renew_or_set_its_state(emulator: Any, clien
         finally:
             other.close()
         assert held.session.get_state() in (b"mine", "mine")  # the holder still can
+
+
+def test_settling_after_the_session_lock_expired_is_session_lock_lost(emulator: Any, client: Any) -> None:
+    """Service Bus answers `com.microsoft:session-lock-lost` (the SDK's SessionLockLostError), not
+    message-lock-lost, for a message taken through a session whose lock lapsed; it stays."""
+    q = emulator.queue(requires_session=True, lock_duration_s=30)
+    emulator.seed(q, "late", session_id="S")
+    with client.get_queue_receiver(q, session_id="S", max_wait_time=WAIT) as receiver:
+        (message,) = drain(receiver, 1)
+        emulator.clock.advance(31)
+        with pytest.raises(SessionLockLostError):
+            receiver.complete_message(message)
+    assert emulator.engine.counts(q).active == 1

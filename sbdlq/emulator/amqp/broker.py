@@ -522,8 +522,9 @@ class Broker:
             self._reject(delivery, conditions.failure_of(exc))
             return
         if lost:
-            lock = conditions.lock_lost()
-            self._reject(delivery, lock)
+            # A session's messages are locked by the session: Service Bus names that lock.
+            held = feed.session_id
+            self._reject(delivery, conditions.lock_lost() if held is None else conditions.session_lock_lost(held))
             return
         if state == Delivery.MODIFIED:
             delivery.local.failed = remote.failed
