@@ -23,13 +23,18 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Protocol
 
-from proton import Collector, Connection, Event, Transport
+from proton import Collector, Condition, Connection, Event, Transport
 
 from .frame_repair import MESSAGE_FORMAT, DeliveryIdRepair
 
 log = logging.getLogger(__name__)
 
 _RECV_CHUNK = 64 * 1024
+#: connections over the cap answered with an AMQP close at once (more are reset), and how long
+#: such a connection is kept for the client to read it
+_REFUSING_SLOTS = 16
+_REFUSE_GRACE_S = 2.0
+RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
 
 
 _QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
@@ -65,6 +70,7 @@ class _Peer:
     deadline: float = 0.0
     events: int = field(default=selectors.EVENT_READ)
     closing_since: float | None = None
+    refusing: bool = False  # over the cap: opened and closed with resource-limit-exceeded
     wire: DeliveryIdRepair = field(default_factory=DeliveryIdRepair)
     outbuf: bytearray = field(default_factory=bytearray)
     # Whole frames the wire filter released beyond what the transport could take yet.
@@ -108,8 +114,10 @@ _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 class Driver:
     """Accept connections on a listening socket and run them until stopped.
 
-    At most max_connections at once (more are closed on accept); a connection the handler's
-    `admitted` has not accepted within admit_timeout seconds is dropped.
+    At most max_connections at once; a few more are answered with an AMQP open and a close
+    carrying `amqp:resource-limit-exceeded` (never shown to the handler), and past those a
+    connection is closed on accept. A connection the handler's `admitted` has not accepted
+    within admit_timeout seconds is dropped.
     """
 
     listener: socket.socket
@@ -127,6 +135,8 @@ class Driver:
     collector: Collector = field(init=False, default_factory=Collector)
     selector: selectors.BaseSelector = field(init=False, default_factory=selectors.DefaultSelector)
     peers: dict[int, _Peer] = field(init=False, default_factory=dict)
+    #: the connections opened only to be closed (over the cap): the handler never sees them
+    refused: set[Connection] = field(init=False, default_factory=set)
     accepting_again: float | None = field(init=False, default=None)  # set while backing off from EMFILE
     throttled: _Throttled = field(init=False)
     listening: tuple[Listening, ...] = field(init=False)
@@ -190,10 +200,13 @@ class Driver:
             except OSError as exc:
                 self._accept_failed(exc)
                 return
-            if len(self.peers) >= self.max_connections:
+            refusing = sum(1 for p in self.peers.values() if p.refusing)
+            refuse = len(self.peers) - refusing >= self.max_connections
+            if refuse:
                 self.throttled.warning("cap", "emulator: %d connections open: refusing more", len(self.peers))
-                sock.close()
-                continue
+                if refusing >= _REFUSING_SLOTS:
+                    sock.close()
+                    continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if listening.tls is not None:
@@ -215,9 +228,26 @@ class Driver:
             wire = DeliveryIdRepair(max_frame_size=transport.max_frame_size or None)
             setattr(connection, MESSAGE_FORMAT, wire.message_format)  # what proton does not surface
             peer = _Peer(sock, transport, connection, name, admit_by, wire=wire)
+            if refuse:
+                self._refuse(peer)
             self.peers[sock.fileno()] = peer
             self.selector.register(sock, selectors.EVENT_READ, peer)
             log.debug("emulator: connection from %s", peer.name)
+
+    def _refuse(self, peer: _Peer) -> None:
+        """Answer a connection over the cap with an AMQP open and close saying why (proton sends
+        them once the client's header and SASL are through), and drop it soon after."""
+        peer.refusing = True
+        self.refused.add(peer.connection)
+        peer.admit_by = time.monotonic() + _REFUSE_GRACE_S
+        text = (
+            f"The maximum number of concurrent connections ({self.max_connections}) has been reached: "
+            "close a connection and retry."
+        )
+        peer.connection.container = "sbdlq-emulator"
+        peer.connection.condition = Condition(RESOURCE_LIMIT, text)
+        peer.connection.open()
+        peer.connection.close()
 
     def _accept_failed(self, exc: OSError) -> None:
         """Out of file descriptors: stop selecting on the listener for a while (no busy loop)."""
@@ -305,7 +335,8 @@ class Driver:
             if event is None:
                 return
             try:
-                self.handler.dispatch(event)
+                if event.connection is None or event.connection not in self.refused:
+                    self.handler.dispatch(event)
             except Exception:
                 log.exception("emulator: error handling %s", event.type)
             finally:
@@ -346,7 +377,7 @@ class Driver:
         if peer.transport.capacity() < 0 and peer.transport.pending() <= 0 and not peer.outbuf:
             return True
         if peer.admit_by and now > peer.admit_by:
-            if self.admitted is None or self.admitted(peer.connection):
+            if not peer.refusing and (self.admitted is None or self.admitted(peer.connection)):
                 peer.admit_by = 0.0  # admitted once is enough: grant expiry is the handler's job
             else:
                 log.debug("emulator: %s did not authenticate in time: closed", peer.name)
@@ -361,7 +392,10 @@ class Driver:
         except (KeyError, ValueError):
             pass
         peer.sock.close()
-        self._guarded(lambda: self.handler.connection_gone(peer.connection))
+        if peer.refusing:
+            self.refused.discard(peer.connection)
+        else:
+            self._guarded(lambda: self.handler.connection_gone(peer.connection))
         try:
             peer.transport.unbind()
         except Exception:
