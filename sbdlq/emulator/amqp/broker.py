@@ -40,7 +40,7 @@ from sbdlq.errors import AuthError, InvalidOperation, TransientError
 from sbdlq.models import ReceiveMode
 
 from . import cbs, codec, conditions, management, session_links
-from .frame_repair import MESSAGE_FORMAT
+from .frame_repair import MESSAGE_FORMAT, PLAIN_AUTHORIZED
 from .sas import Grant
 from .sections import MalformedMessage
 from .values import as_text, to_plain
@@ -212,7 +212,10 @@ class Broker:
         conn = _connection(event)
         conn.container = "sbdlq-emulator"
         conn.open()
-        self.peers[conn] = _Peer()
+        peer = self.peers[conn] = _Peer()
+        plain = getattr(conn, PLAIN_AUTHORIZED, None)
+        if plain is not None and plain():
+            peer.grants.append(Grant(""))  # SASL PLAIN with the key: the namespace, as a namespace token
 
     def on_transport_error(self, event: Event) -> None:
         # Proton has already written its close frame by now; frame_repair.py gives its error an info map.

@@ -25,7 +25,7 @@ from typing import Protocol
 
 from proton import Collector, Condition, Connection, Event, Transport
 
-from .frame_repair import MESSAGE_FORMAT, DeliveryIdRepair
+from .frame_repair import MESSAGE_FORMAT, PLAIN_AUTHORIZED, DeliveryIdRepair
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,8 @@ class Driver:
     admitted: Callable[[Connection], bool] | None = None
     admit_timeout: float = 10.0
     max_connections: int = 1000
+    #: whether a SASL PLAIN user name and password are taken (None: PLAIN is passed to proton)
+    check_plain: Callable[[str, str], bool] | None = None
     backoff: float = 0.5
     log_interval: InitVar[float] = 10.0
     collector: Collector = field(init=False, default_factory=Collector)
@@ -225,8 +227,9 @@ class Driver:
             connection.collect(self.collector)
             transport.bind(connection)
             name, admit_by = f"{addr[0]}:{addr[1]}", time.monotonic() + self.admit_timeout
-            wire = DeliveryIdRepair(max_frame_size=transport.max_frame_size or None)
+            wire = DeliveryIdRepair(max_frame_size=transport.max_frame_size or None, check_plain=self.check_plain)
             setattr(connection, MESSAGE_FORMAT, wire.message_format)  # what proton does not surface
+            setattr(connection, PLAIN_AUTHORIZED, wire.plain_authorized)
             peer = _Peer(sock, transport, connection, name, admit_by, wire=wire)
             if refuse:
                 self._refuse(peer)

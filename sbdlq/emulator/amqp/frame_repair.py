@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import sasl
@@ -36,6 +37,8 @@ _END = 0x17
 _MASK = 0xFFFFFFFF
 #: the attribute a connection carries (set by the driver): the wire filter's `message_format`
 MESSAGE_FORMAT = "sbdlq_message_format"
+#: the attribute a connection carries (set by the driver): whether SASL PLAIN authorized it
+PLAIN_AUTHORIZED = "sbdlq_plain_authorized"
 _CLOSE_HEAD = b"\x00\x53\x18"
 _END_HEAD = b"\x00\x53\x17"
 _DISPOSITION_HEAD = b"\x00\x53\x15"
@@ -200,7 +203,11 @@ class _Frames:
 class DeliveryIdRepair:
     """One connection's inbound/outbound byte filter (see the module docstring)."""
 
-    def __init__(self, max_frame_size: int | None = None) -> None:
+    def __init__(
+        self, max_frame_size: int | None = None, check_plain: Callable[[str, str], bool] | None = None
+    ) -> None:
+        self._check_plain = check_plain
+        self._plain_ok = False
         self._in = _Frames(max_frame_size)
         self._out = _Frames()
         self._sessions: dict[int, _Session] = {}
@@ -209,6 +216,10 @@ class DeliveryIdRepair:
         # until the broker takes them (proton does not surface the format). Tags are keyed
         # as proton hands them out: decoded as UTF-8.
         self._formats: dict[tuple[str, str], int] = {}
+
+    def plain_authorized(self) -> bool:
+        """Whether the client authenticated with a SASL PLAIN pair the listener took."""
+        return self._plain_ok
 
     def message_format(self, link_name: str, tag: str) -> int:
         """The message-format the client's delivery `tag` on link `link_name` came with (taken once)."""
@@ -227,7 +238,10 @@ class DeliveryIdRepair:
 
     def _inbound_frame(self, frame: bytes) -> bytes:
         if len(frame) < 8 or frame[:4] == b"AMQP" or frame[5] != 0:
-            return sasl.inbound(frame) if len(frame) >= 8 and frame[:4] != b"AMQP" and frame[5] == 1 else frame
+            if len(frame) >= 8 and frame[:4] != b"AMQP" and frame[5] == 1:
+                frame, plain = sasl.inbound(frame, self._check_plain)
+                self._plain_ok = self._plain_ok or plain
+            return frame
         doff = frame[4] * 4
         channel = struct.unpack_from(">H", frame, 6)[0]
         body = frame[doff:]
