@@ -26,6 +26,7 @@ from sbdlq.errors import BadInput, OperationFailed
 
 if TYPE_CHECKING:
     from sbdlq.addresses import Address
+    from sbdlq.emulator.config_json import EmulatorConfig
     from sbdlq.emulator.tls import TlsFiles
 
 app = typer.Typer(
@@ -110,7 +111,12 @@ def init(
     for a in applied:
         rules = f" ({_plural(a.rules, 'rule')})" if a.kind == "subscription" else ""
         typer.echo(f"{'created' if a.created else 'updated'} {a.kind} {a.path}{rules}")
-    typer.echo(
+    typer.echo(_applied_line(cfg))
+
+
+def _applied_line(cfg: "EmulatorConfig") -> str:
+    """What applying a Config.json declared, in one line."""
+    return (
         f"applied {cfg.source} (namespace {cfg.namespace}): {_plural(len(cfg.queues), 'queue')}, "
         f"{_plural(len(cfg.topics), 'topic')}, {_plural(len(cfg.subscriptions), 'subscription')}, "
         f"{_plural(cfg.rule_count, 'rule')}"
@@ -480,6 +486,15 @@ def serve(
     tls_port: TlsPortOption = 5671,
     cert: CertOption = None,
     cert_key: CertKeyOption = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="A Config.json in Microsoft's emulator format to apply before listening (the store is created "
+            "if missing), as that emulator loads its own.",
+            metavar="FILE",
+        ),
+    ] = None,
 ) -> None:
     """Serve the store over AMQP 1.0 to any Service Bus SDK (UseDevelopmentEmulator=true; --tls: any client)."""
     with handled(ctx) as s:
@@ -495,9 +510,8 @@ def serve(
                 hint="pass --key or set SBDLQ_EMULATOR_KEY so clients must sign, or bind 127.0.0.1",
             )
         path = store_path(local)
-        if not Path(path).exists():
-            raise BadInput(f"no emulator store at {path}", hint=NO_STORE_HINT)
         server = _server_module()
+        _store_to_serve(path, config)
         stop = threading.Event()
         on_air = _OnAir(host, keyed=bool(key), files=files)
 
@@ -519,6 +533,20 @@ def serve(
         finally:
             for found_at in on_air.announced:
                 discovery.withdraw(found_at)
+
+
+def _store_to_serve(path: str, config: Path | None) -> None:
+    """The store must exist; with a Config.json, it is applied first (the store made if missing)."""
+    if config is None:
+        if not Path(path).exists():
+            raise BadInput(f"no emulator store at {path}", hint=NO_STORE_HINT)
+        return
+    from sbdlq.emulator.admin import apply_at_start
+    from sbdlq.emulator.config_json import load_config
+
+    cfg = load_config(config)
+    apply_at_start(path, cfg)
+    sys.stdout.write(_applied_line(cfg) + "\n")
 
 
 @dataclasses.dataclass

@@ -152,6 +152,19 @@ def copies(message: OutboundMessage, count: int) -> list[OutboundMessage]:
     ]
 
 
+def apply_at_start(store: str, cfg: EmulatorConfig) -> list[Applied]:
+    """Apply a Config.json to the store, creating it if missing (a bad file leaves none): what
+    `serve --config` does before it listens, as Microsoft's emulator loads its Config.json."""
+    from pathlib import Path
+
+    from sbdlq.emulator.config_json import apply_config
+
+    if not Path(store).exists():
+        check_new_config(cfg)
+    with Engine(store) as engine:
+        return apply_config(engine, cfg)
+
+
 def check_new_config(cfg: EmulatorConfig) -> None:
     """Check a Config.json on its own, before a new store is created for it (a bad file leaves none)."""
     from sbdlq.emulator.config_json import check_against
