@@ -72,13 +72,48 @@ const [conn, topic, sub] = process.argv.slice(1);
 
 @pytest.fixture(scope="module")
 def tls_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
-    """A private keyless emulator whose admin port speaks HTTPS (the JS admin client always does)."""
+    """A private keyless emulator whose admin port speaks HTTPS (the JS admin client always does),
+    with AMQPS on a free port (its number in `tls_ports`)."""
     from sbdlq.emulator.tls import local_files
 
     root = tmp_path_factory.mktemp("js-tls")
-    emu = start(root / "emulator.db", tls=local_files(root / "tls"), tls_port=0)
+    ports: list[int] = []
+    emu = start(root / "emulator.db", tls=local_files(root / "tls"), tls_port=0, tls_ready=ports.append)
+    tls_ports[emu.store] = ports[0]
     yield emu
     finish(emu)
+
+
+tls_ports: dict[str, int] = {}
+
+SEND_RECEIVE = """
+const { ServiceBusClient } = require("@azure/service-bus");
+const [conn, queue] = process.argv.slice(1);
+(async () => {
+  const client = new ServiceBusClient(conn, { retryOptions: { maxRetries: 0, timeoutInMs: 30000 } });
+  const sender = client.createSender(queue);
+  await sender.sendMessages({ body: "over tls", applicationProperties: { stack: "node" } });
+  const receiver = client.createReceiver(queue);
+  const got = await receiver.receiveMessages(1, { maxWaitTimeInMs: 30000 });
+  for (const m of got) await receiver.completeMessage(m);
+  await client.close();
+  console.log(JSON.stringify({ bodies: got.map((m) => m.body) }));
+})().catch((err) => { console.error(err); process.exit(1); });
+"""
+
+
+def test_js_messaging_over_tls_with_the_endpoint_naming_the_amqps_port(tls_emulator: Emulator, js_sdk: Path) -> None:
+    """Without UseDevelopmentEmulator the JS SDK dials AMQPS on the endpoint's port (5671 when
+    it names none): the README's Node row."""
+    from sbdlq.emulator.tls import local_files
+
+    emu = tls_emulator
+    q = emu.queue()
+    port = tls_ports[emu.store]
+    conn = f"Endpoint=sb://localhost:{port}/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=k"
+    ca = local_files(Path(emu.store).parent / "tls").ca
+    assert run_node(js_sdk, SEND_RECEIVE, conn, q, ca=ca) == {"bodies": ["over tls"]}
+    assert emu.engine.counts(q).active == 0
 
 
 def test_js_admin_lists_entity_subscription_and_rule_names(tls_emulator: Emulator, js_sdk: Path) -> None:
