@@ -26,7 +26,7 @@ from sbdlq.addresses import parse_entity
 from sbdlq.connstr import is_loopback
 from sbdlq.emulator.engine import Engine
 from sbdlq.emulator.engine.errors import EntityExists, KindMismatch
-from sbdlq.errors import BadInput, EntityNotFound, SbdlqError, ServiceUnavailable
+from sbdlq.errors import BadInput, EntityNotFound, QuotaExceeded, SbdlqError, ServiceUnavailable
 
 from . import atom, atom_write, sas, websocket
 from .http_overflow import Overflow
@@ -139,7 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
             target = atom_write.target(path)
             self._authorize(target.path)
             payload = self._body()
-            with Engine(self.server.store_path) as engine:
+            with Engine(self.server.store_path, quotas=self.server.quotas) as engine:
                 entry = atom_write.put(engine, path, payload, update=update, site=self._site())
         except Exception as exc:
             self._fail(exc)
@@ -153,7 +153,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = unquote(urlparse(self.path).path).strip("/")
         try:
             self._authorize(atom_write.target(path).path)
-            with Engine(self.server.store_path) as engine:
+            with Engine(self.server.store_path, quotas=self.server.quotas) as engine:
                 atom_write.delete(engine, path)
         except Exception as exc:
             self._fail(exc)
@@ -161,7 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, "", "application/xml")
 
     def _fail(self, exc: Exception) -> None:
-        """An error reply with the status the admin client maps to its exceptions (404, 409, 401, 400)."""
+        """An error reply with the status the admin client maps to its exceptions (404, 409, 401, 403, 400)."""
         if isinstance(exc, EntityNotFound):
             self._error(404, exc.line())
         elif isinstance(exc, EntityExists | KindMismatch):
@@ -170,6 +170,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(401, str(exc))
         elif isinstance(exc, _TooLarge):
             self._error(413, str(exc))
+        elif isinstance(exc, QuotaExceeded):  # Service Bus: 403, "The maximum number of ... has been reached"
+            self._error(403, exc.line())
         elif isinstance(exc, SbdlqError):
             self._error(400, exc.line())
         else:
@@ -191,13 +193,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read_rule(self, path: str) -> str:
         self._authorize(atom_write.target(path).path)
-        with Engine(self.server.store_path) as engine:
+        with Engine(self.server.store_path, quotas=self.server.quotas) as engine:
             return atom.document(atom_write.get_rule(engine, path, self._site()))
 
     def _entry(self, path: str) -> str:
         entity = parse_entity(path)
         self._authorize(str(entity))
-        with Engine(self.server.store_path) as engine:
+        with Engine(self.server.store_path, quotas=self.server.quotas) as engine:
             info = engine.get_entity(entity)
             return atom.entry(info, None if info.kind == "topic" else engine.counts(entity), self._site())
 
@@ -205,7 +207,7 @@ class _Handler(BaseHTTPRequestHandler):
         """A page of queues, topics or a topic's subscriptions, honouring $skip and $top."""
         self._authorize("")
         skip, top = _count(query, "$skip", 0), _count(query, "$top", 100)
-        with Engine(self.server.store_path) as engine:
+        with Engine(self.server.store_path, quotas=self.server.quotas) as engine:
             return self._page(engine, path, skip, top, query, url)
 
     def _rules(self, subscription: str, query: dict[str, list[str]], url: str) -> str:
@@ -215,7 +217,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise BadInput(f"{subscription!r} is not a subscription: only subscriptions have rules")
         self._authorize(str(entity))
         skip, top = _count(query, "$skip", 0), _count(query, "$top", 100)
-        with Engine(self.server.store_path) as engine:
+        with Engine(self.server.store_path, quotas=self.server.quotas) as engine:
             rules = engine.rules(entity)
         page = rules[skip : skip + top]
         entries = [atom.rule_entry(r, str(entity), self._site(), feed_url=url) for r in page]
@@ -286,6 +288,7 @@ class _Server(ThreadingHTTPServer):
         self.slots = threading.BoundedSemaphore(limits.http_max_clients)
         self._slot = threading.local()  # whether this request thread still holds its slot
         self.read_timeout = limits.http_timeout_s
+        self.quotas = limits.quotas
         super().__init__(address, _Handler)
         # Where a connection goes when every slot is taken: /health still answers there.
         self.overflow = Overflow(self._overflow_health)

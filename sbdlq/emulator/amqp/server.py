@@ -119,7 +119,7 @@ def serve(
     from .http import HttpEndpoint  # the HTTP side only when asked for
 
     context: ssl.SSLContext | None = server_context(tls) if tls is not None else None
-    engine = Engine(store_path)
+    engine = Engine(store_path, quotas=limits.quotas)
     listener: socket.socket | None = None
     secure: socket.socket | None = None
     web: HttpEndpoint | None = None
