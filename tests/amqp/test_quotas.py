@@ -11,13 +11,13 @@ pytest.importorskip("proton")
 
 from azure.core.exceptions import HttpResponseError
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
-from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
+from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusError, ServiceBusQuotaExceededError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from sbdlq.addresses import parse_address
 from sbdlq.backends.servicebus.clients import admin_transport
 from sbdlq.emulator.amqp.limits import Limits
-from sbdlq.emulator.engine.vocabulary import MICROSOFT
+from sbdlq.emulator.engine.vocabulary import MICROSOFT, Quotas
 
 
 def _admin(emu: Any) -> ServiceBusAdministrationClient:
@@ -73,3 +73,16 @@ def test_generous_serve_takes_what_microsoft_refuses(emulator: Any) -> None:
         sender.send_messages(ServiceBusMessage(b"x" * (300 * 1024), time_to_live=datetime.timedelta(hours=2)))
     (m,) = emulator.engine.peek(parse_address(q), 0, 10)
     assert m.time_to_live_s == 7200
+
+
+def test_a_send_past_the_entity_size_quota_is_quota_exceeded_in_the_sdk(launch: Any) -> None:
+    emu = launch(limits=Limits(quotas=Quotas(name="small", entity_bytes=2000)))
+    q = emu.queue()
+    with (
+        ServiceBusClient.from_connection_string(emu.conn_str(), retry_total=0) as client,
+        client.get_queue_sender(q) as sender,
+    ):
+        sender.send_messages(ServiceBusMessage(b"x" * 1500))
+        with pytest.raises(ServiceBusQuotaExceededError, match="The maximum entity size has been reached"):
+            sender.send_messages(ServiceBusMessage(b"x" * 600))
+    assert len(emu.engine.peek(parse_address(q), 0, 10)) == 1
