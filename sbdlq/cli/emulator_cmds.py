@@ -585,16 +585,14 @@ def _tls_lines(host: str, tls_port: int, web_port: int | None, files: "TlsFiles"
     """How TLS clients reach this server and trust its certificate (never the key itself)."""
     reach = "localhost" if host in ("0.0.0.0", "::", "", "127.0.0.1") else host
     secret = "<the key>" if keyed else "SAS_KEY_VALUE"
-    lines = []
-    if tls_port == 5671 and web_port is not None:
-        # Without UseDevelopmentEmulator the SDKs use TLS on 5671 whatever port the endpoint names,
-        # and the admin clients use https on that port: one string serves both.
-        lines.append(
-            f"TLS clients: Endpoint=sb://{reach}:{web_port};SharedAccessKeyName=RootManageSharedAccessKey;"
-            f"SharedAccessKey={secret}"
-        )
-    elif tls_port != 5671:
-        lines.append(f"TLS clients: AMQPS on {reach}:{tls_port} (the SDKs' custom_endpoint_address)")
+    # The AMQPS port answers HTTPS too (amqp/handoff.py): Node dials AMQPS and every admin client
+    # HTTPS on the endpoint's port, and the Python SDK's AMQP client 5671 whatever it names.
+    string = f"Endpoint=sb://{reach}:{tls_port};SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={secret}"
+    lines = [f"TLS clients: {string}"]
+    if web_port is None:
+        lines[0] += " (AMQPS only: no HTTP side)"
+    if tls_port != 5671:
+        lines.append(f"  Python SDK's AMQP client: also custom_endpoint_address='sb://{reach}:{tls_port}'")
     if files.ca is None:
         lines.append(f"TLS: serving your certificate {files.cert}")
         return "".join(line + "\n" for line in lines)

@@ -132,3 +132,18 @@ def test_js_admin_lists_entity_subscription_and_rule_names(tls_emulator: Emulato
     assert names["subscriptions"] == ["audit", "billing"]
     assert names["subscriptionTopics"] == [topic, topic]
     assert names["rules"] == ["$Default", "eu"]
+
+
+def test_js_one_connection_string_for_messaging_and_admin(tls_emulator: Emulator, js_sdk: Path) -> None:
+    """The endpoint naming the AMQPS port serves both: Node dials AMQPS and HTTPS on it (the README's one string)."""
+    from sbdlq.emulator.tls import local_files
+
+    emu = tls_emulator
+    q = emu.queue()
+    topic = emu.topic("audit")
+    conn = f"Endpoint=sb://localhost:{tls_ports[emu.store]}/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=k"
+    ca = local_files(Path(emu.store).parent / "tls").ca
+    names = run_node(js_sdk, LIST_NAMES, conn, topic, "audit", ca=ca)
+    assert q in names["queues"] and names["subscriptions"] == ["audit"]
+    assert run_node(js_sdk, SEND_RECEIVE, conn, q, ca=ca) == {"bodies": ["over tls"]}
+    assert emu.engine.counts(q).active == 0

@@ -21,11 +21,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, InitVar, dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from proton import Collector, Condition, Connection, Event, Transport
 
 from .frame_repair import MESSAGE_FORMAT, PLAIN_AUTHORIZED, DeliveryIdRepair
+from .handoff import SNIFF_BYTES, is_http
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +43,15 @@ _QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
 
 @dataclass(frozen=True, eq=False)
 class Listening:
-    """A listening socket, and the TLS context its connections are wrapped in (None: plain AMQP)."""
+    """A listening socket, and the TLS context its connections are wrapped in (None: plain AMQP).
+
+    With `http`, a connection whose first bytes are an HTTP request is handed to it (the socket,
+    those bytes, the client's address) instead of proton: one port for AMQPS and HTTPS.
+    """
 
     sock: socket.socket
     tls: ssl.SSLContext | None = None
+    http: Callable[[socket.socket, bytes, Any], None] | None = None
 
 
 class Handler(Protocol):
@@ -75,6 +81,10 @@ class _Peer:
     outbuf: bytearray = field(default_factory=bytearray)
     # Whole frames the wire filter released beyond what the transport could take yet.
     inbuf: bytearray = field(default_factory=bytearray)
+    # The first bytes, held until they tell AMQP from HTTP (None: not asked, or told).
+    sniff: bytearray | None = None
+    listening: Listening | None = None
+    address: Any = None
 
 
 class _Throttled:
@@ -230,7 +240,9 @@ class Driver:
             wire = DeliveryIdRepair(max_frame_size=transport.max_frame_size or None, check_plain=self.check_plain)
             setattr(connection, MESSAGE_FORMAT, wire.message_format)  # what proton does not surface
             setattr(connection, PLAIN_AUTHORIZED, wire.plain_authorized)
-            peer = _Peer(sock, transport, connection, name, admit_by, wire=wire)
+            peer = _Peer(sock, transport, connection, name, admit_by, wire=wire, listening=listening, address=addr)
+            if listening.http is not None and not refuse:
+                peer.sniff = bytearray()
             if refuse:
                 self._refuse(peer)
             self.peers[sock.fileno()] = peer
@@ -305,11 +317,32 @@ class Driver:
                     peer.sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
                 except OSError:
                     pass
+            if peer.sniff is not None:
+                data = self._sniffed(peer, data)
+                if not data:
+                    return
             # The filter releases whole frames only, which may be more than this read.
             peer.inbuf += peer.wire.inbound(data)
             self._feed(peer)
         else:
             peer.transport.close_tail()
+
+    def _sniffed(self, peer: _Peer, data: bytes) -> bytes:
+        """The bytes to give proton once the first ones say AMQP; none while they are too few to
+        tell, or when they were an HTTP request and the connection went to the HTTP side."""
+        hand_to = peer.listening.http if peer.listening is not None else None
+        assert peer.sniff is not None and hand_to is not None
+        peer.sniff += data
+        if len(peer.sniff) < SNIFF_BYTES:
+            return b""
+        first, peer.sniff = bytes(peer.sniff), None
+        if not is_http(first):
+            return first
+        fd = peer.sock.fileno()
+        self._drop(fd, peer, keep_socket=True)
+        peer.sock.setblocking(True)
+        self._guarded(lambda: hand_to(peer.sock, first, peer.address))
+        return b""
 
     def _write(self, peer: _Peer) -> None:
         pending = peer.transport.pending()
@@ -387,14 +420,16 @@ class Driver:
                 return True
         return peer.closing_since is not None and now - peer.closing_since > 2.0
 
-    def _drop(self, fd: int, peer: _Peer) -> None:
+    def _drop(self, fd: int, peer: _Peer, *, keep_socket: bool = False) -> None:
+        """Forget a connection and close its socket (keep_socket: it was handed to the HTTP side)."""
         self.peers.pop(fd, None)
         try:
             if peer.events:
                 self.selector.unregister(peer.sock)
         except (KeyError, ValueError):
             pass
-        peer.sock.close()
+        if not keep_socket:
+            peer.sock.close()
         if peer.refusing:
             self.refused.discard(peer.connection)
         else:

@@ -29,6 +29,7 @@ from sbdlq.emulator.engine.errors import EntityExists, KindMismatch
 from sbdlq.errors import BadInput, EntityNotFound, QuotaExceeded, SbdlqError, ServiceUnavailable
 
 from . import atom, atom_write, sas, websocket
+from .handoff import Prefixed
 from .http_overflow import Overflow
 from .limits import Limits
 
@@ -343,6 +344,30 @@ class _Server(ThreadingHTTPServer):
         finally:
             self.free_slot()
 
+    def adopt(self, request: socket.socket, first: bytes, client_address: Any) -> None:
+        """Serve a TLS connection the AMQPS listener took whose first bytes (given) are an HTTP
+        request: in a thread of its own and a slot, as any request here (handoff.py)."""
+        if not self.slots.acquire(blocking=False):
+            log.debug("emulator https: too many clients: %s on the AMQPS port closed", client_address)
+            self.shutdown_request(request)
+            return
+        request.settimeout(self.read_timeout)
+        thread = threading.Thread(
+            target=self._adopted, args=(Prefixed(request, first), client_address), name="sbdlq-emulator-https"
+        )
+        thread.daemon = True
+        thread.start()
+
+    def _adopted(self, request: Any, client_address: Any) -> None:
+        self._slot.held = True
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+            self.free_slot()
+
     def free_slot(self) -> None:
         """Give back this thread's slot: at the end of a request, or once it became a WebSocket
         relay (bounded from then on by the AMQP listener's connection cap, not the HTTP slots)."""
@@ -394,6 +419,10 @@ class HttpEndpoint:
 
     def start(self) -> None:
         self._thread.start()
+
+    def adopt(self, request: socket.socket, first: bytes, client_address: Any) -> None:
+        """Serve an HTTPS connection the AMQPS port took (see _Server.adopt)."""
+        self._server.adopt(request, first, client_address)
 
     def stop(self) -> None:
         self._server.shutdown()

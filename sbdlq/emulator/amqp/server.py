@@ -140,7 +140,8 @@ def serve(
             ready(amqp_port, web.port if web else None)
         # The caller that passes its own stop_event handles signals itself.
         with stop_on_signals(stop) if stop_event is None else nullcontext():
-            also = (Listening(secure, context),) if secure is not None else ()
+            # The AMQPS port answers HTTPS too (handoff.py): one endpoint port for every stack.
+            also = (Listening(secure, context, web.adopt if web else None),) if secure is not None else ()
             _driver(listener, also, engine, key, clock, limits).run(stop)
     finally:
         if web is not None:
