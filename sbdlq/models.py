@@ -257,6 +257,9 @@ class EntityInfo:
     subscription_count: int = 0
     duplicate_window_s: float = 600.0  # DuplicateDetectionHistoryTimeWindow (the service's PT10M)
     max_message_size_kb: int = 256  # MaxMessageSizeInKilobytes (Standard's 256 KB)
+    created_at: datetime | None = None  # CreatedAt, UpdatedAt, AccessedAt (None: not known)
+    updated_at: datetime | None = None
+    accessed_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

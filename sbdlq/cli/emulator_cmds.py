@@ -20,6 +20,18 @@ from sbdlq.cli import common
 from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
 from sbdlq.cli.emulator_store import NO_STORE_HINT, emulator_settings, open_store, store_path
 from sbdlq.cli.options import Output
+from sbdlq.cli.serve_options import (
+    AuthTimeoutOption,
+    CertKeyOption,
+    CertOption,
+    ConfigOption,
+    KeyFileOption,
+    KeyOption,
+    MaxConnectionsOption,
+    QuotasOption,
+    TlsOption,
+    TlsPortOption,
+)
 from sbdlq.connstr import is_loopback as _is_loopback
 from sbdlq.emulator import discovery
 from sbdlq.emulator.signals import stop_on_signals
@@ -27,6 +39,9 @@ from sbdlq.errors import BadInput, OperationFailed
 
 if TYPE_CHECKING:
     from sbdlq.addresses import Address
+    from sbdlq.emulator.admin import Quotas
+    from sbdlq.emulator.amqp.limits import Limits
+    from sbdlq.emulator.config_json import EmulatorConfig
     from sbdlq.emulator.tls import TlsFiles
 
 app = typer.Typer(
@@ -36,32 +51,6 @@ app = typer.Typer(
 )
 
 MSG = "Message"
-TLS = "TLS"
-
-TlsOption = Annotated[
-    bool,
-    typer.Option("--tls", help="Also serve AMQPS on --tls-port, and HTTPS (wss) on --http-port.", rich_help_panel=TLS),
-]
-TlsPortOption = Annotated[
-    int, typer.Option("--tls-port", help="AMQPS port (0: any free port).", min=0, max=65535, rich_help_panel=TLS)
-]
-CertOption = Annotated[
-    str | None,
-    typer.Option(
-        "--cert",
-        help="Your own PEM certificate (chain) instead of the local CA's (implies --tls).",
-        metavar="FILE",
-        show_default=False,
-        rich_help_panel=TLS,
-    ),
-]
-CertKeyOption = Annotated[
-    str | None,
-    typer.Option(
-        "--cert-key", help="The private key (PEM) of --cert.", metavar="FILE", show_default=False, rich_help_panel=TLS
-    ),
-]
-
 SendTo = Annotated[str, typer.Argument(help="Queue or topic.", show_default=False)]
 ReceiveFrom = Annotated[
     str,
@@ -111,7 +100,12 @@ def init(
     for a in applied:
         rules = f" ({_plural(a.rules, 'rule')})" if a.kind == "subscription" else ""
         typer.echo(f"{'created' if a.created else 'updated'} {a.kind} {a.path}{rules}")
-    typer.echo(
+    typer.echo(_applied_line(cfg))
+
+
+def _applied_line(cfg: "EmulatorConfig") -> str:
+    """What applying a Config.json declared, in one line."""
+    return (
         f"applied {cfg.source} (namespace {cfg.namespace}): {_plural(len(cfg.queues), 'queue')}, "
         f"{_plural(len(cfg.topics), 'topic')}, {_plural(len(cfg.subscriptions), 'subscription')}, "
         f"{_plural(cfg.rule_count, 'rule')}"
@@ -460,37 +454,24 @@ def serve(
     http_port: Annotated[
         int, typer.Option("--http-port", help="HTTP port for admin clients (0: any free port).", min=0, max=65535)
     ] = 5300,
-    key: Annotated[
-        str | None,
-        typer.Option(
-            "--key",
-            envvar="SBDLQ_EMULATOR_KEY",
-            help="SAS key clients must sign with (required off loopback). Visible in `ps`: "
-            "prefer --key-file or SBDLQ_EMULATOR_KEY.",
-            show_default=False,
-        ),
-    ] = None,
-    key_file: Annotated[
-        str | None, typer.Option("--key-file", help="Read the SAS key from this file (one line).", show_default=False)
-    ] = None,
-    max_connections: Annotated[
-        int, typer.Option("--max-connections", help="Most AMQP connections at once.", min=1)
-    ] = 1000,
-    auth_timeout: Annotated[
-        float, typer.Option("--auth-timeout", help="Seconds a client has to authenticate (SASL + token).", min=0.1)
-    ] = 10.0,
+    key: KeyOption = None,
+    key_file: KeyFileOption = None,
+    max_connections: MaxConnectionsOption = None,
+    quotas: QuotasOption = "generous",
+    auth_timeout: AuthTimeoutOption = 10.0,
     tls: TlsOption = False,
     tls_port: TlsPortOption = 5671,
     cert: CertOption = None,
     cert_key: CertKeyOption = None,
+    config: ConfigOption = None,
 ) -> None:
     """Serve the store over AMQP 1.0 to any Service Bus SDK (UseDevelopmentEmulator=true; --tls: any client)."""
     with handled(ctx) as s:
-        from sbdlq.emulator.amqp.limits import Limits, resolve_key
+        from sbdlq.emulator.amqp.limits import resolve_key
 
         files = _tls_files(tls, cert, cert_key)
         key = resolve_key(key, key_file)
-        limits = Limits(max_connections=max_connections, auth_timeout_s=auth_timeout)
+        limits = _limits(quotas, max_connections, auth_timeout)
         local = emulator_settings(s)
         if not key and not _is_loopback(host):
             raise BadInput(
@@ -498,9 +479,8 @@ def serve(
                 hint="pass --key or set SBDLQ_EMULATOR_KEY so clients must sign, or bind 127.0.0.1",
             )
         path = store_path(local)
-        if not Path(path).exists():
-            raise BadInput(f"no emulator store at {path}", hint=NO_STORE_HINT)
         server = _server_module()
+        _store_to_serve(path, config, limits.quotas)
         stop = threading.Event()
         on_air = _OnAir(host, keyed=bool(key), files=files)
 
@@ -523,6 +503,31 @@ def serve(
         finally:
             for found_at in on_air.announced:
                 discovery.withdraw(found_at)
+
+
+def _limits(quotas: str, max_connections: int | None, auth_timeout: float) -> "Limits":
+    """serve's limits: the quota set named, and --max-connections (default: the set's, else 1,000)."""
+    from sbdlq.emulator.admin import quota_set
+    from sbdlq.emulator.amqp.limits import MAX_CONNECTIONS, Limits
+
+    chosen = quota_set(quotas)
+    if max_connections is None:
+        max_connections = chosen.connections or MAX_CONNECTIONS
+    return Limits(max_connections=max_connections, auth_timeout_s=auth_timeout, quotas=chosen)
+
+
+def _store_to_serve(path: str, config: Path | None, quotas: "Quotas") -> None:
+    """The store must exist; with a Config.json, it is applied first (the store made if missing)."""
+    if config is None:
+        if not Path(path).exists():
+            raise BadInput(f"no emulator store at {path}", hint=NO_STORE_HINT)
+        return
+    from sbdlq.emulator.admin import apply_at_start
+    from sbdlq.emulator.config_json import load_config
+
+    cfg = load_config(config)
+    apply_at_start(path, cfg, quotas)
+    sys.stdout.write(_applied_line(cfg) + "\n")
 
 
 @dataclasses.dataclass
@@ -584,16 +589,14 @@ def _tls_lines(host: str, tls_port: int, web_port: int | None, files: "TlsFiles"
     """How TLS clients reach this server and trust its certificate (never the key itself)."""
     reach = "localhost" if host in ("0.0.0.0", "::", "", "127.0.0.1") else host
     secret = "<the key>" if keyed else "SAS_KEY_VALUE"
-    lines = []
-    if tls_port == 5671 and web_port is not None:
-        # Without UseDevelopmentEmulator the SDKs use TLS on 5671 whatever port the endpoint names,
-        # and the admin clients use https on that port: one string serves both.
-        lines.append(
-            f"TLS clients: Endpoint=sb://{reach}:{web_port};SharedAccessKeyName=RootManageSharedAccessKey;"
-            f"SharedAccessKey={secret}"
-        )
-    elif tls_port != 5671:
-        lines.append(f"TLS clients: AMQPS on {reach}:{tls_port} (the SDKs' custom_endpoint_address)")
+    # The AMQPS port answers HTTPS too (amqp/handoff.py): Node dials AMQPS and every admin client
+    # HTTPS on the endpoint's port, and the Python SDK's AMQP client 5671 whatever it names.
+    string = f"Endpoint=sb://{reach}:{tls_port};SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={secret}"
+    lines = [f"TLS clients: {string}"]
+    if web_port is None:
+        lines[0] += " (AMQPS only: no HTTP side)"
+    if tls_port != 5671:
+        lines.append(f"  Python SDK's AMQP client: also custom_endpoint_address='sb://{reach}:{tls_port}'")
     if files.ca is None:
         lines.append(f"TLS: serving your certificate {files.cert}")
         return "".join(line + "\n" for line in lines)

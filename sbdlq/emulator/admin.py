@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.emulator.engine import Engine
+from sbdlq.emulator.engine.vocabulary import GENEROUS, Quotas
 from sbdlq.emulator.engine.vocabulary import MAX_LOCK_S as MAX_LOCK_S  # the CLI's --lock-duration check reads it
 from sbdlq.errors import BadInput, OperationFailed
 from sbdlq.models import EntityInfo, Message, OutboundMessage
@@ -150,6 +151,29 @@ def copies(message: OutboundMessage, count: int) -> list[OutboundMessage]:
         )
         for i in range(1, count + 1)
     ]
+
+
+def quota_set(name: str) -> Quotas:
+    """The quotas `serve --quotas NAME` names; BadInput naming the choices for another name."""
+    from sbdlq.emulator.engine.vocabulary import QUOTA_SETS
+
+    found = QUOTA_SETS.get(name.lower())
+    if found is None:
+        raise BadInput(f"unknown --quotas {name!r}: {' or '.join(QUOTA_SETS)}")
+    return found
+
+
+def apply_at_start(store: str, cfg: EmulatorConfig, quotas: Quotas = GENEROUS) -> list[Applied]:
+    """Apply a Config.json to the store, creating it if missing (a bad file leaves none): what
+    `serve --config` does before it listens, as Microsoft's emulator loads its Config.json."""
+    from pathlib import Path
+
+    from sbdlq.emulator.config_json import apply_config
+
+    if not Path(store).exists():
+        check_new_config(cfg)
+    with Engine(store, quotas=quotas) as engine:
+        return apply_config(engine, cfg)
 
 
 def check_new_config(cfg: EmulatorConfig) -> None:

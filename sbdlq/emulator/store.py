@@ -23,7 +23,9 @@ from sbdlq.errors import BadInput, OperationFailed, ServiceUnavailable, Transien
 # 5: message.amqp, the AMQP sections the other columns would lose (added by _COLUMNS).
 # 6: rule.parameters and rule.action_parameters (added by _COLUMNS), and the filter types
 #    true and false (the rules of text 1=1 and 1=0 that older stores kept as sql become them).
-SCHEMA_VERSION = 6
+# 7: entity.created_ms, updated_ms and accessed_ms (added by _COLUMNS; an older store's
+#    entities get the migration's time, the latest they can have been created).
+SCHEMA_VERSION = 7
 BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
@@ -45,7 +47,10 @@ CREATE TABLE IF NOT EXISTS entity (
     status TEXT NOT NULL DEFAULT 'Active',
     max_size INTEGER,                   -- messages; NULL = unlimited
     max_message_kb INTEGER,             -- MaxMessageSizeInKilobytes; NULL = 256
-    next_seq INTEGER NOT NULL DEFAULT 1
+    next_seq INTEGER NOT NULL DEFAULT 1,
+    created_ms INTEGER NOT NULL DEFAULT 0,  -- CreatedAt, UpdatedAt and AccessedAt (epoch ms)
+    updated_ms INTEGER NOT NULL DEFAULT 0,
+    accessed_ms INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS rule (
     id INTEGER PRIMARY KEY,
@@ -118,6 +123,9 @@ _COLUMNS = (
     ("message", "amqp", "BLOB"),
     ("rule", "parameters", "TEXT"),
     ("rule", "action_parameters", "TEXT"),
+    ("entity", "created_ms", "INTEGER NOT NULL DEFAULT 0"),
+    ("entity", "updated_ms", "INTEGER NOT NULL DEFAULT 0"),
+    ("entity", "accessed_ms", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 
@@ -134,6 +142,10 @@ def _migrate_columns(conn: sqlite3.Connection) -> None:
             # Before 6 a TrueFilter (every default rule) was stored as sql 1=1, and shown as one.
             conn.execute("UPDATE rule SET filter_type = 'true' WHERE filter_type = 'sql' AND filter = '1=1'")
             conn.execute("UPDATE rule SET filter_type = 'false' WHERE filter_type = 'sql' AND filter = '1=0'")
+        if conn.execute("PRAGMA user_version").fetchone()[0] < 7:
+            # Entities from before 7 have no times: the migration's is the latest they can have.
+            now = int(time.time() * 1000)
+            conn.execute("UPDATE entity SET created_ms = ?, updated_ms = ?, accessed_ms = ?", (now, now, now))
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

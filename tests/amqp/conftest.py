@@ -47,10 +47,10 @@ def launch(tmp_path: Path) -> Iterator[Any]:
 
 @pytest.fixture
 def conn(emulator: Emulator) -> Iterator[Any]:
-    """A bare python-qpid-proton BlockingConnection (SASL ANONYMOUS) to the session emulator."""
-    from proton.utils import BlockingConnection
+    """A bare python-qpid-proton BlockingConnection (SASL ANONYMOUS) to the session emulator, with a token put."""
+    from support.tokens import bare_connection
 
-    c = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
+    c = bare_connection(emulator.port)
     yield c
     c.close()
 

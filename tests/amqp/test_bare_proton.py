@@ -132,3 +132,26 @@ def test_batch_delete_with_nothing_to_delete_is_message_not_found(emulator: Any,
     emulator.seed(q, "one")
     reply = _request(conn, f"{q}/$management", "com.microsoft:batch-delete-messages", body)
     assert (reply.properties["statusCode"], reply.body) == (200, {"message-count": 1})
+
+
+def test_a_keyless_listener_refuses_links_until_a_token_is_put(emulator: Any) -> None:
+    """As Service Bus: no link without a `$cbs` token, even when serve has no --key (then any
+    well-formed token will do), so an app that forgets its token fails here too."""
+    from proton.utils import LinkDetached
+    from support.tokens import put_token
+
+    q = emulator.queue()
+    bare = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
+    try:
+        for attach in (lambda: bare.create_sender(q), lambda: bare.create_receiver(q, credit=1)):
+            with pytest.raises(LinkDetached, match="amqp:unauthorized-access"):
+                attach()
+        assert put_token(bare, "SharedAccessSignature sr=sb%3A%2F%2Fh%2Fother&sig=x&se=9999999999&skn=k") == 202
+        with pytest.raises(LinkDetached, match="amqp:unauthorized-access"):
+            bare.create_sender(q)  # a token for another entity does not cover this one
+        assert put_token(bare, f"SharedAccessSignature sr=sb%3A%2F%2Fh%2F{q}&sig=x&se=9999999999&skn=k") == 202
+        bare.create_sender(q).send(Message(body=b"after the token"))
+    finally:
+        bare.close()
+    (stored,) = emulator.engine.peek(parse_address(q), 0, 5)
+    assert stored.body.endswith(b"after the token")

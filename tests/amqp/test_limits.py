@@ -134,14 +134,25 @@ def test_unauthenticated_connections_are_closed(launch: Any) -> None:
 
 
 def test_connection_cap(launch: Any) -> None:
+    """A connection over the cap gets an AMQP open and a close saying why, not a TCP reset."""
     # The auth timeout is long: within the wait below, only the cap can close a connection.
     emu = launch(limits=Limits(max_connections=3, auth_timeout_s=600))
     held = [raw_amqp.connect(emu.port) for _ in range(3)]
     try:
         # The listener accepts in arrival order, so the fourth is the one over the cap.
         with raw_amqp.connect(emu.port) as extra:
+            extra.sendall(raw_amqp.sasl_anonymous() + raw_amqp.frame(raw_amqp.OPEN, ["over-the-cap"]))
+            answer = raw_amqp.wait_for(extra, b"retry.")
+            frames = {code: fields for code, fields, _ in raw_amqp.performatives(answer)}
+            assert raw_amqp.OPEN in frames
+            condition, description = frames[0x18][0].value[:2]  # close(error)
+            assert condition == "amqp:resource-limit-exceeded"
+            assert description == (
+                "The maximum number of concurrent connections (3) has been reached: close a connection and retry."
+            )
             extra.settimeout(60)
-            assert extra.recv(1) == b""  # closed by the cap, not by a timeout
+            while extra.recv(4096):  # then the connection ends (a hang guard: 60 s)
+                pass
         for sock in held:  # the three within the cap are still open
             sock.setblocking(False)
             with pytest.raises(BlockingIOError):
@@ -149,6 +160,19 @@ def test_connection_cap(launch: Any) -> None:
     finally:
         for sock in held:
             sock.close()
+
+
+def test_the_sdk_over_the_connection_cap_is_told_why(launch: Any) -> None:
+    """The SDK reports a connection closed with an error as ServiceBusConnectionError, with the text."""
+    from azure.servicebus.exceptions import ServiceBusConnectionError
+
+    emu = launch(limits=Limits(max_connections=1, auth_timeout_s=600))
+    q = emu.queue()
+    refused = pytest.raises(ServiceBusConnectionError, match=r"connections \(1\) has been reached.*resource-limit")
+    # the sender opens its connection on entry, and is refused there
+    with raw_amqp.connect(emu.port), _sb(emu) as sb, refused, sb.get_queue_sender(q) as sender:
+        sender.send_messages(ServiceBusMessage("over the cap"))
+    assert emu.engine.counts(q).active == 0
 
 
 def _get(port: int, path: str) -> tuple[int, bytes]:
@@ -205,3 +229,13 @@ def test_headers_trickled_a_byte_at_a_time_cannot_hold_the_http_slots(launch: An
             assert json.loads(r.read())["status"] == "ok"
     finally:
         stop.set()
+
+
+def test_keyless_connections_that_put_no_token_are_closed_too(launch: Any) -> None:
+    """Without --key, an opened connection that never puts a token is closed at the auth timeout."""
+    emu = launch(limits=Limits(auth_timeout_s=0.5))
+    with raw_amqp.connect(emu.port) as idle:
+        idle.sendall(raw_amqp.sasl_anonymous() + raw_amqp.open_session())
+        idle.settimeout(60)  # a hang guard: a connection that is never closed times out here
+        while idle.recv(4096):
+            pass

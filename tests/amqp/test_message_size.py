@@ -15,7 +15,8 @@ import raw_amqp
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import MessageSizeExceededError
 from proton import Delivery, Message
-from proton.utils import BlockingConnection, SendException
+from proton.utils import SendException
+from support.tokens import bare_connection
 
 from sbdlq.addresses import parse_address
 from sbdlq.emulator.amqp.limits import Limits
@@ -64,7 +65,7 @@ def test_a_configured_limit_is_what_the_attach_advertises(emulator: Any) -> None
 
 def test_a_bare_proton_sender_ignoring_the_limit_is_refused_and_keeps_its_link(emulator: Any) -> None:
     q = emulator.queue(max_message_size_kb=64)
-    conn = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
+    conn = bare_connection(emulator.port)
     try:
         sender = conn.create_sender(q)
         assert sender.link.remote_max_message_size == 64 * 1024  # advertised, never 0
@@ -89,7 +90,7 @@ def test_a_delivery_that_never_ends_is_detached_past_the_discard_bound(launch: A
 
 def test_receivers_and_request_links_advertise_a_size_too(emulator: Any) -> None:
     q = emulator.queue()
-    conn = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
+    conn = bare_connection(emulator.port)
     try:
         assert conn.create_receiver(q, credit=0).link.remote_max_message_size == STANDARD
         assert conn.create_sender(f"{q}/$management").link.remote_max_message_size == 64 * 1024

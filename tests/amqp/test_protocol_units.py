@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from datetime import UTC, datetime
@@ -77,7 +78,21 @@ def test_sas_tokens() -> None:
         sas.verify(token, "k", now=expiry + 1)
     assert cbs.put_token({"operation": "put-token"}, token, "k").status == 202
     assert cbs.put_token({"operation": "put-token"}, token, "nope").status == 401
-    assert cbs.put_token({"operation": "put-token"}, "anything", None).status == 202
+
+
+def test_a_keyless_listener_takes_any_well_formed_token_for_what_it_names() -> None:
+    """Without --key the signature is not checked, but a token is still needed, well-formed and live."""
+    put = functools.partial(cbs.put_token, {"operation": "put-token"}, key=None, now=1_000.0)
+    signed_by_anyone = "SharedAccessSignature sr=sb%3A%2F%2Fhost%2Forders&sig=whatever&se=2000&skn=root"
+    outcome = put(signed_by_anyone)
+    assert outcome.status == 202 and outcome.grant is not None
+    assert outcome.grant.covers("orders") and not outcome.grant.covers("billing")
+    jwt = put("eyJhbGciOiJSUzI1NiJ9.eyJhdWQiOiJodHRwczovL3NlcnZpY2VidXMuYXp1cmUubmV0In0.c2ln")
+    assert jwt.status == 202 and jwt.grant is not None and jwt.grant.covers("billing")
+    for bad in ("anything", "", "SharedAccessSignature sr=x&se=2000", signed_by_anyone.replace("se=2000", "se=500")):
+        refused = put(bad)
+        assert (refused.status, refused.grant) == (401, None), bad
+        assert refused.description.startswith("Unauthorized: ")
 
 
 def test_error_conditions_the_sdk_maps() -> None:

@@ -19,8 +19,8 @@ from azure.servicebus import ServiceBusMessage
 from azure.servicebus._common import constants, mgmt_handlers
 from azure.servicebus.exceptions import MessagingEntityAlreadyExistsError, MessagingEntityNotFoundError
 from proton import Described, Message
-from proton.utils import BlockingConnection
 from support.sdk import drain
+from support.tokens import bare_connection
 
 from sbdlq.emulator.amqp import rule_ops
 
@@ -101,7 +101,7 @@ def test_enumerate_rules_sends_the_described_types(emulator: Any) -> None:
     for rule in (Rule.true("t"), Rule.false("f"), Rule("s", sql="a > 1", action="SET b = 1")):
         emulator.engine.add_rule(f"{topic}/Subscriptions/sub", rule)
     emulator.engine.add_rule(f"{topic}/Subscriptions/sub", Rule("c", correlation={"Subject": "x"}))
-    conn = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
+    conn = bare_connection(emulator.port)
     try:
         node = f"{topic}/Subscriptions/sub/$management"
         replies = conn.create_receiver(node, name="rules-reply", credit=10)
@@ -140,7 +140,7 @@ def test_true_false_and_parameters_through_add_and_enumerate(emulator: Any, clie
     assert (rules["none"].constant, rules["all"].constant, rules["red"].constant) == (False, True, None)
     assert (rules["red"].parameters, rules["red"].action_parameters) == ({"@color": "red"}, {"@by": "rule"})
 
-    conn = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
+    conn = bare_connection(emulator.port)
     try:
         node = f"{topic}/Subscriptions/sub/$management"
         replies = conn.create_receiver(node, name="rules-reply", credit=10)

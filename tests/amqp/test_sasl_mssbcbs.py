@@ -38,3 +38,56 @@ def test_an_unknown_mechanism_is_still_refused(emulator: Any) -> None:
         sock.sendall(SASL_HEADER + frame(SASL_INIT, [symbol("CRAM-MD5"), b""], kind=1))
         answer = wait_for(sock, b"\x00\x53\x44") + drain(sock, 0.2)
     assert b"\x00\x53\x44" in answer and _OUTCOME_OK not in answer
+
+
+def _plain(port: int, user: str, password: str) -> Any:
+    """A proton connection authenticating with SASL PLAIN (as qpid-jms does with a SAS key), no token."""
+    from proton.utils import BlockingConnection
+
+    return BlockingConnection(
+        f"amqp://127.0.0.1:{port}",
+        sasl_enabled=True,
+        allowed_mechs="PLAIN",
+        allow_insecure_mechs=True,
+        user=user,
+        password=password,
+    )
+
+
+def test_plain_with_the_key_name_and_key_needs_no_token(keyed_emulator: Any) -> None:
+    from proton import Message
+
+    from sbdlq.addresses import parse_address
+
+    q = keyed_emulator.queue()
+    conn = _plain(keyed_emulator.port, "RootManageSharedAccessKey", keyed_emulator.key)
+    try:
+        conn.create_sender(q).send(Message(body=b"by plain"))
+    finally:
+        conn.close()
+    (stored,) = keyed_emulator.engine.peek(parse_address(q), 0, 5)
+    assert stored.body.endswith(b"by plain")
+
+
+@pytest.mark.parametrize(("user", "password"), [("RootManageSharedAccessKey", "wrong"), ("other", "s3cret-key")])
+def test_plain_with_another_name_or_key_is_refused(keyed_emulator: Any, user: str, password: str) -> None:
+    from proton import ConnectionException
+    from proton.utils import LinkDetached
+
+    with pytest.raises((ConnectionException, LinkDetached), match=r"(?i)auth|sasl"):
+        conn = _plain(keyed_emulator.port, user, password)
+        try:
+            conn.create_sender(keyed_emulator.queue())
+        finally:
+            conn.close()
+
+
+def test_plain_is_offered_and_any_pair_is_taken_without_a_key(emulator: Any) -> None:
+    with connect(emulator.port) as sock:
+        sock.sendall(SASL_HEADER)
+        assert b"PLAIN" in wait_for(sock, b"ANONYMOUS")
+    conn = _plain(emulator.port, "anyone", "anything")
+    try:
+        conn.create_receiver(emulator.queue(), credit=0)  # no token put: PLAIN authorized it
+    finally:
+        conn.close()

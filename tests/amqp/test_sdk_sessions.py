@@ -153,13 +153,13 @@ def test_aio_sessions(emulator: Any) -> None:
 def test_only_the_session_holder_may_renew_or_set_its_state(emulator: Any, client: Any) -> None:
     """A connection that never accepted the session must not renew its lock, nor read or set its state."""
     from proton import Message as ProtonMessage
-    from proton.utils import BlockingConnection
+    from support.tokens import bare_connection
 
     q = emulator.queue(requires_session=True)
     emulator.seed(q, "a", session_id="s1")
     with client.get_queue_receiver(q, session_id="s1", max_wait_time=5) as held:
         held.session.set_state("mine")
-        other = BlockingConnection(f"amqp://127.0.0.1:{emulator.port}", sasl_enabled=True, allowed_mechs="ANONYMOUS")
+        other = bare_connection(emulator.port)
         try:
             node = f"{q}/$management"
             sender, replies = other.create_sender(node), other.create_receiver(node)
@@ -174,3 +174,16 @@ def test_only_the_session_holder_may_renew_or_set_its_state(emulator: Any, clien
         finally:
             other.close()
         assert held.session.get_state() in (b"mine", "mine")  # the holder still can
+
+
+def test_settling_after_the_session_lock_expired_is_session_lock_lost(emulator: Any, client: Any) -> None:
+    """Service Bus answers `com.microsoft:session-lock-lost` (the SDK's SessionLockLostError), not
+    message-lock-lost, for a message taken through a session whose lock lapsed; it stays."""
+    q = emulator.queue(requires_session=True, lock_duration_s=30)
+    emulator.seed(q, "late", session_id="S")
+    with client.get_queue_receiver(q, session_id="S", max_wait_time=WAIT) as receiver:
+        (message,) = drain(receiver, 1)
+        emulator.clock.advance(31)
+        with pytest.raises(SessionLockLostError):
+            receiver.complete_message(message)
+    assert emulator.engine.counts(q).active == 1

@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from azure.servicebus.management import (
 from support.sdk import WAIT, bodies, drain
 from support.serve import AMQPS_PORT, Emulator, amqps_port, finish, start
 
+from sbdlq.addresses import parse_address
 from sbdlq.emulator.tls import TlsFiles, local_files
 
 KEY = "tls-test-key"
@@ -268,6 +270,7 @@ def test_a_bare_namespace_reaches_amqps_on_5671(tmp_path: Path, tmp_path_factory
 _OLD_SDK = "7.12.2"  # always TLS: it never reached the plain port
 _OLD_CLIENT = """
 import sys
+import time
 import azure.servicebus as sb
 from azure.core.credentials import AzureNamedKeyCredential
 queue, session_queue, ca, key = sys.argv[1:]
@@ -324,3 +327,98 @@ def test_an_sdk_release_that_always_uses_tls_reaches_5671(
         assert done.stdout.split(" ", 1) == [_OLD_SDK, "['old-1', 'old-2'] s-1\n"]
         counts = served.emulator.engine.counts(queue)
         assert (counts.active, counts.dead_letter) == (0, 1)
+
+
+def _one_string(port: int) -> str:
+    return f"Endpoint=sb://localhost:{port};SharedAccessKeyName={KEY_NAME};SharedAccessKey={KEY}"
+
+
+def test_the_amqps_port_answers_the_admin_client_over_https_too(tls: TlsEmulator) -> None:
+    """The admin client dials HTTPS on the endpoint's port: naming the AMQPS port, it is served there."""
+    string = _one_string(tls.tls_port)
+    with ServiceBusAdministrationClient.from_connection_string(
+        string, connection_verify=tls.ca, retry_total=0
+    ) as admin:
+        admin.create_queue("on-the-amqps-port")
+        assert "on-the-amqps-port" in [q.name for q in admin.list_queues()]
+        assert admin.get_queue_runtime_properties("on-the-amqps-port").active_message_count == 0
+    with tls.client() as sb, sb.get_queue_sender("on-the-amqps-port") as sender:  # AMQPS still, on the same port
+        sender.send_messages(ServiceBusMessage("beside https"))
+    assert tls.emulator.engine.counts("on-the-amqps-port").active == 1
+
+
+def test_one_connection_string_on_5671_serves_messaging_and_admin(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The README's one string under --tls: the SDK's messaging client and its admin client alike."""
+    with _on_5671(tmp_path, tmp_path_factory) as served:
+        string = _one_string(AMQPS_PORT)
+        with ServiceBusAdministrationClient.from_connection_string(
+            string, connection_verify=served.ca, retry_total=0
+        ) as admin:
+            admin.create_queue("one-string")
+        with ServiceBusClient.from_connection_string(string, connection_verify=served.ca, keep_alive=None) as sb:
+            with sb.get_queue_sender("one-string") as sender:
+                sender.send_messages(ServiceBusMessage("one string"))
+            with sb.get_queue_receiver("one-string", max_wait_time=WAIT) as receiver:
+                (got,) = drain(receiver, 1)
+                receiver.complete_message(got)
+    assert str(got) == "one string"
+
+
+def test_python_qpid_proton_over_amqps_on_the_port_that_also_answers_https(tls: TlsEmulator) -> None:
+    """A bare AMQP 1.0 client over TLS (SASL PLAIN, key name and key): the sniffing hands it to the broker."""
+    from proton import Message, SSLDomain
+    from proton.utils import BlockingConnection
+
+    q = tls.emulator.queue()
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    domain.set_trusted_ca_db(tls.ca)
+    domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+    conn = BlockingConnection(
+        f"amqps://localhost:{tls.tls_port}",
+        ssl_domain=domain,
+        sasl_enabled=True,
+        allowed_mechs="PLAIN",
+        user=KEY_NAME,
+        password=KEY,
+        timeout=60,
+    )
+    try:
+        conn.create_sender(q).send(Message(body=b"from proton over tls", inferred=True))  # a data section
+    finally:
+        conn.close()
+    (m,) = tls.emulator.engine.peek(parse_address(q), 0, 10)
+    assert m.body == b"from proton over tls"
+
+
+def _tls_socket(tls: TlsEmulator) -> Any:
+    import ssl
+
+    context = ssl.create_default_context(cafile=tls.ca)
+    raw = socket.create_connection(("127.0.0.1", tls.tls_port), timeout=60)
+    return context.wrap_socket(raw, server_hostname="localhost")
+
+
+def _read_all(sock: Any) -> bytes:
+    got = b""
+    while chunk := sock.recv(65536):
+        got += chunk
+    return got
+
+
+def test_an_http_request_line_split_across_writes_still_reaches_the_http_side(tls: TlsEmulator) -> None:
+    with _tls_socket(tls) as sock:
+        sock.sendall(b"GE")  # fewer bytes than it takes to tell: held until the rest comes
+        time.sleep(0.2)
+        sock.sendall(b"T /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        answer = _read_all(sock)
+    assert answer.startswith(b"HTTP/1.0 200") or answer.startswith(b"HTTP/1.1 200"), answer[:80]
+    assert b'"status": "ok"' in answer
+
+
+def test_bytes_that_are_neither_amqp_nor_http_go_to_the_broker_as_before(tls: TlsEmulator) -> None:
+    with _tls_socket(tls) as sock:
+        sock.sendall(b"HELLO, broker\r\n")
+        answer = _read_all(sock)
+    assert answer.startswith(b"AMQP"), answer[:80]  # proton's protocol header, then the close

@@ -362,3 +362,21 @@ def test_readme_states_the_python_requirement_and_completion_lines_make_their_di
         assert line.startswith(f"mkdir -p {directory} && cp "), line
     first_serve = readme.index("emulator serve")
     assert "pip install 'sbdlq[amqp]'" in readme[first_serve : first_serve + 400]
+
+
+def test_an_unsupported_sdk_release_is_named_instead_of_a_refusal(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """azure-servicebus 7.13 installed by hand: the failure names it and the supported range."""
+    from sbdlq.backends.servicebus import shortcuts
+
+    monkeypatch.setattr(shortcuts, "sdk_version", lambda: "7.13.0")  # the SDK boundary: its metadata
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conn = f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0;UseDevelopmentEmulator=true"
+    env = {"SBDLQ_EMULATOR_HTTP_PORT": str(port)}
+    r = cli.bare("--connection-string", conn, "count", "orders", "--timeout", "10", env=env)
+    assert (r.exit_code, r.stdout) == (6, "")
+    assert r.stderr.splitlines()[-1] == (
+        f"sbdlq: cannot reach 127.0.0.1:{port} with azure-servicebus 7.13.0: sbdlq supports releases "
+        "7.15.0 to below 7.16 (pip install 'azure-servicebus>=7.15.0,<7.16')"
+    )

@@ -24,7 +24,7 @@ def served(cli: Any, state_home: Path) -> Iterator[tuple[subprocess.Popen[str], 
     options = ["--tls", "--port", "0", "--tls-port", "0", "--http-port", "0"]
     with serve_process(cli, state_home, *options) as proc:
         assert proc.stdout is not None
-        yield proc, [proc.stdout.readline() for _ in range(7)]
+        yield proc, [proc.stdout.readline() for _ in range(8)]
 
 
 def test_serve_tls_prints_its_ports_and_how_to_trust_the_ca(cli: Any, served: Any) -> None:
@@ -36,10 +36,15 @@ def test_serve_tls_prints_its_ports_and_how_to_trust_the_ca(cli: Any, served: An
     amqp, amqps, _ = (int(g) for g in found.groups())
     ca = cli("emulator", "ca").stdout.strip()
     assert Path(ca).is_file()
-    assert lines[2] == f"TLS clients: AMQPS on localhost:{amqps} (the SDKs' custom_endpoint_address)\n"
-    assert lines[3] == f"trust the emulator's CA {ca}:\n"
+    # One string: the AMQPS port answers HTTPS too; off 5671 the Python SDK's AMQP client needs the address.
+    assert lines[2] == (
+        f"TLS clients: Endpoint=sb://localhost:{amqps};SharedAccessKeyName=RootManageSharedAccessKey;"
+        "SharedAccessKey=SAS_KEY_VALUE\n"
+    )
+    assert lines[3] == f"  Python SDK's AMQP client: also custom_endpoint_address='sb://localhost:{amqps}'\n"
+    assert lines[4] == f"trust the emulator's CA {ca}:\n"
     # What adds to the trusted CAs first; the variables that replace them last, with a warning.
-    assert lines[4:7] == [
+    assert lines[5:8] == [
         f"  Python SDK: connection_verify='{ca}' (ServiceBusClient, ServiceBusAdministrationClient)\n",
         f"  Node.js: export NODE_EXTRA_CA_CERTS={ca} (added to the CAs Node trusts)\n",
         f"  OpenSSL, requests: SSL_CERT_FILE={ca} REQUESTS_CA_BUNDLE={ca} replace the system's CAs: "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,53 @@ def test_kept_amqp_sections_follow_the_message_everywhere(tmp_path: Path) -> Non
         assert forwarded.amqp == blob
         engine.dead_letter(A("dest"), [forwarded.lock_token or ""], reason="r")
         assert engine.peek(A("dest/$DeadLetterQueue"), 0, 1)[0].amqp == blob
+
+
+def test_a_version_6_store_gains_entity_times_stamped_at_the_migration(tmp_path: Path) -> None:
+    path = tmp_path / "v6.db"
+    with Engine(path, clock=lambda: 1_000.0) as engine:
+        engine.create_queue("q")
+    _as_written_by(
+        path,
+        6,
+        "ALTER TABLE entity DROP COLUMN created_ms",
+        "ALTER TABLE entity DROP COLUMN updated_ms",
+        "ALTER TABLE entity DROP COLUMN accessed_ms",
+    )
+    before = time.time()
+    with Engine(path) as engine:
+        info = engine.get_entity("q")
+        assert info.created_at is not None and info.created_at.timestamp() >= before - 1
+        assert info.created_at == info.updated_at == info.accessed_at
+        assert _schema_version(engine) == store.SCHEMA_VERSION
+
+
+def test_entity_times_are_kept_created_once_updated_on_change_accessed_on_use(tmp_path: Path) -> None:
+    """CreatedAt, UpdatedAt and AccessedAt are stored, not the time of the request that reads them."""
+    now = [1_000.0]
+    with Engine(tmp_path / "t.db", clock=lambda: now[0]) as engine:
+        engine.create_queue("q")
+        engine.create_topic("t")
+        engine.create_subscription("t", "s")
+
+        def times(path: str) -> tuple[float, float, float]:
+            info = engine.get_entity(path)
+            assert info.created_at and info.updated_at and info.accessed_at
+            return info.created_at.timestamp(), info.updated_at.timestamp(), info.accessed_at.timestamp()
+
+        now[0] = 2_000.0
+        assert times("q") == (1_000.0, 1_000.0, 1_000.0)  # reading is not a use
+        engine.create_queue("q", exist_ok=True, max_delivery_count=3)
+        assert times("q") == (1_000.0, 2_000.0, 1_000.0)
+        now[0] = 3_000.0
+        engine.send("q", [OutboundMessage(body=b"x")])
+        engine.send("t", [OutboundMessage(body=b"y")])
+        assert times("q") == (1_000.0, 2_000.0, 3_000.0)
+        assert times("t") == (1_000.0, 1_000.0, 3_000.0)
+        now[0] = 4_000.0
+        engine.peek(A("q"), 0, 5)
+        assert times("q")[2] == 3_000.0
+        assert [m.body for m in engine.receive(A("t/Subscriptions/s"), 5)] == [b"y"]
+        assert times("t/Subscriptions/s") == (1_000.0, 1_000.0, 4_000.0)
+        assert engine.receive(A("q/$DeadLetterQueue"), 5) == []
+        assert times("q")[2] == 3_000.0  # nothing taken: not a use

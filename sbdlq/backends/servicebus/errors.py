@@ -159,7 +159,17 @@ def _sdk_internal(exc: BaseException, condition: str | None) -> bool:
 
 
 def _unreachable(host: str, timeout_s: float, emulator: bool, *, cause: str | None = None) -> ServiceUnavailable:
-    """What stopped us reaching host: a name that did not resolve, a refusal, or the clock."""
+    """What stopped us reaching host: a name that did not resolve, a refusal, or the clock; on an
+    azure-servicebus release sbdlq does not support, that release first (it may be the cause:
+    one without `UseDevelopmentEmulator` dials TLS on 5671)."""
+    from . import shortcuts
+
+    version = shortcuts.sdk_version()
+    if shortcuts.unsupported(version):
+        return ServiceUnavailable(
+            f"cannot reach {host} with azure-servicebus {version}: sbdlq supports releases {shortcuts.SUPPORTED_RANGE}",
+            hint=f"pip install '{shortcuts.SUPPORTED_PIN}'",
+        )
     hint = (
         f"is the emulator running (sbdlq emulator serve) on {host}?"
         if emulator

@@ -36,6 +36,10 @@ TESTED_LOWEST = (7, 15, 0)
 TESTED_HIGHEST = (7, 15, 0)
 
 TESTED_RANGE = f"range {'.'.join(map(str, TESTED_LOWEST))} to {'.'.join(map(str, TESTED_HIGHEST))}"
+#: the releases sbdlq supports: what pyproject.toml pins (TESTED_LOWEST to below the next minor)
+SUPPORTED_BELOW = (TESTED_HIGHEST[0], TESTED_HIGHEST[1] + 1)
+SUPPORTED_PIN = f"azure-servicebus>={'.'.join(map(str, TESTED_LOWEST))},<{'.'.join(map(str, SUPPORTED_BELOW))}"
+SUPPORTED_RANGE = f"{'.'.join(map(str, TESTED_LOWEST))} to below {'.'.join(map(str, SUPPORTED_BELOW))}"
 
 
 @cache
@@ -55,6 +59,14 @@ def _release(version: str) -> tuple[int, ...] | None:
     if not all(p.isdigit() for p in parts):
         return None
     return tuple(int(p) for p in parts)
+
+
+def unsupported(version: str | None) -> bool:
+    """Whether version is a release outside what sbdlq supports (None, not installed: not said)."""
+    if version is None:
+        return False
+    release = _release(version)
+    return release is None or not TESTED_LOWEST <= release < SUPPORTED_BELOW
 
 
 def tested(version: str | None) -> bool:

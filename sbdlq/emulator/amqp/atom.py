@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import escape, quoteattr
 
 from sbdlq.models import Counts, EntityInfo
@@ -11,6 +13,44 @@ from sbdlq.models import Counts, EntityInfo
 _ATOM = "http://www.w3.org/2005/Atom"
 _SB = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
 _COUNTS = "http://schemas.microsoft.com/netservices/2011/06/servicebus"
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """Where a request reached the admin API (`scheme://host[:port]`) and the api-version it asked
+    for: every entry's id and self link is its entity's URL there, as Service Bus writes them (the
+    JavaScript SDK takes entity, subscription and rule names from the id's path)."""
+
+    base: str
+    api_version: str = ""
+
+    def url(self, path: str) -> str:
+        """The URL of an entity or rule path (`t/Subscriptions/s/Rules/r`) at this site."""
+        query = f"?api-version={quote(self.api_version)}" if self.api_version else ""
+        return f"{self.base}/{quote(path, safe='/$')}{query}"
+
+    @property
+    def author(self) -> str:
+        """The namespace's name, as the service writes an entry's author: the host's first label
+        (an IP address whole)."""
+        host = urlsplit(self.base).hostname or "localhost"
+        return host if host.replace(".", "").isdigit() or ":" in host else host.split(".", 1)[0]
+
+
+def _entry(
+    site: Site, path: str, title: str, content: str, *, feed_url: str | None, published: str, updated: str
+) -> str:
+    """One Atom entry as Service Bus writes it: id and self link the item's URL, its name as title."""
+    url = site.url(path)
+    base = f" xml:base={quoteattr(feed_url)}" if feed_url else ""
+    return (
+        f'<entry xmlns="{_ATOM}"{base}>'
+        f'<id>{escape(url)}</id><title type="text">{escape(title)}</title>'
+        f"<published>{published}</published><updated>{updated}</updated>"
+        f"<author><name>{escape(site.author)}</name></author>"
+        f'<link rel="self" href={quoteattr(url)}/>'
+        f'<content type="application/xml">{content}</content></entry>'
+    )
 
 
 def _duration(seconds: float) -> str:
@@ -94,9 +134,9 @@ def _elements(info: EntityInfo, counts: Counts | None, now: str) -> dict[str, st
         "IsAnonymousAccessible": "false",
         "Status": info.status,
         "ForwardTo": info.forward_to,
-        "CreatedAt": now,
-        "UpdatedAt": now,
-        "AccessedAt": now,
+        "CreatedAt": _when(info.created_at, now),
+        "UpdatedAt": _when(info.updated_at, now),
+        "AccessedAt": _when(info.accessed_at, now),
         "SupportOrdering": "true",
         "SubscriptionCount": info.subscription_count,
         "SqlFilterCount": 0,
@@ -117,25 +157,29 @@ def _elements(info: EntityInfo, counts: Counts | None, now: str) -> dict[str, st
     return out
 
 
-def entry(info: EntityInfo, counts: Counts | None, url: str) -> str:
+def entry(info: EntityInfo, counts: Counts | None, site: Site, *, feed_url: str | None = None) -> str:
     """One Atom entry describing a queue, topic or subscription as the admin client expects:
-    every element of Microsoft's schema for it, in the schema's order, with the service's defaults."""
+    every element of Microsoft's schema for it, in the schema's order, with the service's defaults.
+    feed_url: the feed it is listed in (the entry's xml:base)."""
     kind = {"queue": "QueueDescription", "topic": "TopicDescription"}.get(info.kind, "SubscriptionDescription")
     now = _now()
     elements = _elements(info, counts, now)
     body = "".join(x for name in ORDER[kind] if (x := elements[name]) is not None)
-    title = escape(info.path.rsplit("/", 1)[-1] if info.kind == "subscription" else info.path)
-    return (
-        f'<entry xmlns="{_ATOM}">'
-        f'<id>{escape(url)}</id><title type="text">{title}</title>'
-        f"<published>{now}</published><updated>{now}</updated>"
-        f'<content type="application/xml"><{kind} xmlns="{_SB}" '
-        f'xmlns:i="http://www.w3.org/2001/XMLSchema-instance">{body}</{kind}></content></entry>'
-    )
+    title = info.path.rsplit("/", 1)[-1] if info.kind == "subscription" else info.path
+    content = f'<{kind} xmlns="{_SB}" xmlns:i="http://www.w3.org/2001/XMLSchema-instance">{body}</{kind}>'
+    created, updated = _when(info.created_at, now), _when(info.updated_at, now)
+    return _entry(site, info.path, title, content, feed_url=feed_url, published=created, updated=updated)
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _when(moment: datetime | None, default: str) -> str:
+    """A stored time as the service writes it (UTC, `Z`), or default when the store has none."""
+    if moment is None:
+        return default
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def document(xml: str) -> str:
@@ -219,8 +263,8 @@ def _rule_filter(rule: Any) -> str:
     return f'<Filter i:type="CorrelationFilter">{fields}<Properties>{_key_values(props)}</Properties></Filter>'
 
 
-def rule_entry(rule: Any, url: str) -> str:
-    """One Atom entry describing a subscription rule (the engine's Rule, or a SubscriptionRule)
+def rule_entry(rule: Any, subscription: str, site: Site, *, feed_url: str | None = None) -> str:
+    """One Atom entry describing a rule of `subscription` (the engine's Rule, or a SubscriptionRule)
     as the admin client's `get_rule` and `list_rules` read it."""
     now = _now()
     if rule.action:
@@ -228,11 +272,9 @@ def rule_entry(rule: Any, url: str) -> str:
         action = f'<Action i:type="SqlRuleAction">{body}</Action>'
     else:
         action = '<Action i:type="EmptyRuleAction"/>'
-    return (
-        f'<entry xmlns="{_ATOM}">'
-        f'<id>{escape(url)}</id><title type="text">{escape(rule.name)}</title>'
-        f"<published>{now}</published><updated>{now}</updated>"
-        f'<content type="application/xml"><RuleDescription xmlns="{_SB}" '
-        f'xmlns:i="http://www.w3.org/2001/XMLSchema-instance">{_rule_filter(rule)}{action}'
-        f"<CreatedAt>{now}</CreatedAt><Name>{escape(rule.name)}</Name></RuleDescription></content></entry>"
+    content = (
+        f'<RuleDescription xmlns="{_SB}" xmlns:i="http://www.w3.org/2001/XMLSchema-instance">'
+        f"{_rule_filter(rule)}{action}<CreatedAt>{now}</CreatedAt><Name>{escape(rule.name)}</Name></RuleDescription>"
     )
+    path = f"{subscription}/Rules/{rule.name}"
+    return _entry(site, path, rule.name, content, feed_url=feed_url, published=now, updated=now)

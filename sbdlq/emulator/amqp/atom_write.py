@@ -179,7 +179,7 @@ def _check_forwards(engine: Engine, path: str, props: dict[str, Any]) -> None:
             raise BadInput(f"cannot forward to subscription {dest!r}; name its topic")
 
 
-def put(engine: Engine, path: str, body: bytes, *, update: bool, url: str) -> str:
+def put(engine: Engine, path: str, body: bytes, *, update: bool, site: atom.Site) -> str:
     """Create (or with update, change) what path names; the Atom entry of the result."""
     where = target(path)
     kind, element = description(body)
@@ -187,7 +187,7 @@ def put(engine: Engine, path: str, body: bytes, *, update: bool, url: str) -> st
         if kind != "rule":
             raise BadInput(f"a rule path needs a RuleDescription, not a {kind} description")
         rule = engine.add_rule(where.path, rule_from(where.rule, element), replace=update)
-        return atom.rule_entry(rule, url)
+        return atom.rule_entry(rule, where.path, site)
     if kind not in (("subscription",) if where.subscription else ("queue", "topic")):
         raise BadInput(f"{where.path!r} cannot be described by a {kind} description")
     if update:
@@ -203,7 +203,7 @@ def put(engine: Engine, path: str, body: bytes, *, update: bool, url: str) -> st
         default = _child(element, "DefaultRuleDescription")
         rules = None if default is None else [rule_from(_text(default, "Name") or "$Default", default)]
         info = engine.create_subscription(topic, sub, rules=rules, exist_ok=update, **props)
-    return atom.entry(info, None if kind == "topic" else engine.counts(where.path), url)
+    return atom.entry(info, None if kind == "topic" else engine.counts(where.path), site)
 
 
 def delete(engine: Engine, path: str) -> None:
@@ -215,11 +215,11 @@ def delete(engine: Engine, path: str) -> None:
         engine.delete_entity(where.path)
 
 
-def get_rule(engine: Engine, path: str, url: str) -> str:
+def get_rule(engine: Engine, path: str, site: atom.Site) -> str:
     """The Atom entry of the rule path names; EntityNotFound when missing."""
     where = target(path)
     assert where.rule is not None
     for rule in engine.rules(where.path):
         if rule.name.casefold() == where.rule.casefold():
-            return atom.rule_entry(rule, url)
+            return atom.rule_entry(rule, where.path, site)
     raise EntityMissing(f"{where.path}/Rules/{where.rule}")

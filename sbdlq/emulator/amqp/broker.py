@@ -40,6 +40,7 @@ from sbdlq.errors import AuthError, InvalidOperation, TransientError
 from sbdlq.models import ReceiveMode
 
 from . import cbs, codec, conditions, management, session_links
+from .frame_repair import MESSAGE_FORMAT, PLAIN_AUTHORIZED
 from .sas import Grant
 from .sections import MalformedMessage
 from .values import as_text, to_plain
@@ -86,6 +87,16 @@ def _condition(failure: conditions.Failure) -> Condition:
 def _new_delivery(link: Sender, tag: bytes) -> Delivery:
     """A delivery with a binary tag (proton accepts bytes; its annotation says str)."""
     return link.delivery(tag)  # type: ignore[arg-type]
+
+
+def _message_format(delivery: Delivery) -> int | None:
+    """The message-format a client's delivery came with, as the wire filter read it (None: unknown)."""
+    read = getattr(delivery.link.connection, MESSAGE_FORMAT, None)
+    try:
+        tag = delivery.tag  # proton decodes tags as UTF-8, and raises on one that is not
+    except UnicodeDecodeError:
+        return None
+    return read(delivery.link.name, tag) if read is not None else None
 
 
 def node_name(address: str | None) -> str:
@@ -201,7 +212,10 @@ class Broker:
         conn = _connection(event)
         conn.container = "sbdlq-emulator"
         conn.open()
-        self.peers[conn] = _Peer()
+        peer = self.peers[conn] = _Peer()
+        plain = getattr(conn, PLAIN_AUTHORIZED, None)
+        if plain is not None and plain():
+            peer.grants.append(Grant(""))  # SASL PLAIN with the key: the namespace, as a namespace token
 
     def on_transport_error(self, event: Event) -> None:
         # Proton has already written its close frame by now; frame_repair.py gives its error an info map.
@@ -324,8 +338,7 @@ class Broker:
         link.close()
 
     def _authorize(self, connection: Connection, path: str) -> None:
-        if self.key is None:
-            return
+        """AuthError unless a live token of this connection covers path (keyless too, as Azure)."""
         peer = self.peers.get(connection)
         # The whole address: a token for `q/$DeadLetterQueue` covers that sub-queue, not `q`.
         if peer is None or not cbs.authorized(peer.grants, path, self.clock()):
@@ -474,7 +487,7 @@ class Broker:
     def _take(self, intake: _Intake, delivery: Delivery, payload: bytes) -> None:
         """Store a client's message (or batch) and accept it, or reject it with the reason."""
         try:
-            messages = codec.decode_transfer(payload)
+            messages = codec.decode_transfer(payload, _message_format(delivery))
             self.engine.send(intake.entity, messages)
         except MalformedMessage as exc:
             self._reject(delivery, conditions.Failure(conditions.DECODE, f"malformed message: {exc}", 400))
@@ -512,8 +525,9 @@ class Broker:
             self._reject(delivery, conditions.failure_of(exc))
             return
         if lost:
-            lock = conditions.lock_lost()
-            self._reject(delivery, lock)
+            # A session's messages are locked by the session: Service Bus names that lock.
+            held = feed.session_id
+            self._reject(delivery, conditions.lock_lost() if held is None else conditions.session_lock_lost(held))
             return
         if state == Delivery.MODIFIED:
             delivery.local.failed = remote.failed

@@ -26,6 +26,8 @@ PARTITION_KEY = "x-opt-partition-key"
 MESSAGE_STATE = "x-opt-message-state"
 _STATES = {"active": 0, "deferred": 1, "scheduled": 2}
 _UINT_MAX = 2**32 - 1
+#: the message-format of a batch envelope (the Microsoft batching convention Service Bus uses)
+BATCH_FORMAT = 0x80013700
 
 
 def _field(values: list[Any], index: int) -> Any:
@@ -94,14 +96,26 @@ def _apply_body(out: OutboundMessage, body: list[sec.Section]) -> None:
         out.body_type = "value" if body[0].code == sec.AMQP_VALUE else "sequence"
 
 
-def decode_transfer(payload: bytes) -> list[OutboundMessage]:
+def decode_transfer(payload: bytes, message_format: int | None = None) -> list[OutboundMessage]:
     """The messages of one transfer: a batch envelope (format 0x80013700) or a single message.
 
-    Proton does not surface the transfer's message-format, so a batch is recognised by its
-    shape: a body made only of data sections, each of which is a whole encoded message.
+    A batch is known by its transfer's message-format, whatever its envelope carries (the
+    JavaScript SDK copies the first message's application properties onto it), and its data
+    sections must each hold an encoded message. Where the format is unknown (None: no wire
+    filter read the transfer), a body made only of data sections that are each a whole
+    message, under an envelope without application properties, is taken for a batch.
     """
     parts = sec.split(payload)
     body = [s for s in parts if s.code in sec.BODY_CODES]
+    if message_format == BATCH_FORMAT:
+        if not all(s.code == sec.DATA for s in body):
+            raise sec.MalformedMessage("a batch (message-format 0x80013700) must carry its messages in data sections")
+        inner = [sec.data_payload(s) for s in body]
+        if not all(sec.looks_like_message(p) for p in inner):
+            raise sec.MalformedMessage("a batch (message-format 0x80013700) data section is not an encoded message")
+        return [decode_message(p) for p in inner]
+    if message_format is not None:
+        return [decode_message(payload)]
     if body and all(s.code == sec.DATA for s in body) and not any(s.code == sec.APPLICATION_PROPERTIES for s in parts):
         inner = [sec.data_payload(s) for s in body]
         if all(sec.looks_like_message(p) for p in inner):

@@ -85,6 +85,11 @@ def lock_lost() -> Failure:
     return Failure(LOCK_LOST, LOCK_LOST_TEXT, 410)
 
 
+def session_lock_lost(session_id: str) -> Failure:
+    """The failure for a settlement through a session whose lock is gone."""
+    return failure_of(SessionLockLost(session_id))
+
+
 def session_wait_timeout(wait_s: float) -> Failure:
     """The failure for a next-available session receiver that no session freed up for in time."""
     text = f"The operation did not complete within the allotted timeout of {wait_s:g} s: no session is available."

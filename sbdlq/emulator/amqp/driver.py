@@ -21,15 +21,21 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, InitVar, dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from proton import Collector, Connection, Event, Transport
+from proton import Collector, Condition, Connection, Event, Transport
 
-from .frame_repair import DeliveryIdRepair
+from .frame_repair import MESSAGE_FORMAT, PLAIN_AUTHORIZED, DeliveryIdRepair
+from .handoff import SNIFF_BYTES, is_http
 
 log = logging.getLogger(__name__)
 
 _RECV_CHUNK = 64 * 1024
+#: connections over the cap answered with an AMQP close at once (more are reset), and how long
+#: such a connection is kept for the client to read it
+_REFUSING_SLOTS = 16
+_REFUSE_GRACE_S = 2.0
+RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
 
 
 _QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
@@ -37,10 +43,15 @@ _QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
 
 @dataclass(frozen=True, eq=False)
 class Listening:
-    """A listening socket, and the TLS context its connections are wrapped in (None: plain AMQP)."""
+    """A listening socket, and the TLS context its connections are wrapped in (None: plain AMQP).
+
+    With `http`, a connection whose first bytes are an HTTP request is handed to it (the socket,
+    those bytes, the client's address) instead of proton: one port for AMQPS and HTTPS.
+    """
 
     sock: socket.socket
     tls: ssl.SSLContext | None = None
+    http: Callable[[socket.socket, bytes, Any], None] | None = None
 
 
 class Handler(Protocol):
@@ -65,10 +76,15 @@ class _Peer:
     deadline: float = 0.0
     events: int = field(default=selectors.EVENT_READ)
     closing_since: float | None = None
+    refusing: bool = False  # over the cap: opened and closed with resource-limit-exceeded
     wire: DeliveryIdRepair = field(default_factory=DeliveryIdRepair)
     outbuf: bytearray = field(default_factory=bytearray)
     # Whole frames the wire filter released beyond what the transport could take yet.
     inbuf: bytearray = field(default_factory=bytearray)
+    # The first bytes, held until they tell AMQP from HTTP (None: not asked, or told).
+    sniff: bytearray | None = None
+    listening: Listening | None = None
+    address: Any = None
 
 
 class _Throttled:
@@ -108,8 +124,10 @@ _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 class Driver:
     """Accept connections on a listening socket and run them until stopped.
 
-    At most max_connections at once (more are closed on accept); a connection the handler's
-    `admitted` has not accepted within admit_timeout seconds is dropped.
+    At most max_connections at once; a few more are answered with an AMQP open and a close
+    carrying `amqp:resource-limit-exceeded` (never shown to the handler), and past those a
+    connection is closed on accept. A connection the handler's `admitted` has not accepted
+    within admit_timeout seconds is dropped.
     """
 
     listener: socket.socket
@@ -122,11 +140,15 @@ class Driver:
     admitted: Callable[[Connection], bool] | None = None
     admit_timeout: float = 10.0
     max_connections: int = 1000
+    #: whether a SASL PLAIN user name and password are taken (None: PLAIN is passed to proton)
+    check_plain: Callable[[str, str], bool] | None = None
     backoff: float = 0.5
     log_interval: InitVar[float] = 10.0
     collector: Collector = field(init=False, default_factory=Collector)
     selector: selectors.BaseSelector = field(init=False, default_factory=selectors.DefaultSelector)
     peers: dict[int, _Peer] = field(init=False, default_factory=dict)
+    #: the connections opened only to be closed (over the cap): the handler never sees them
+    refused: set[Connection] = field(init=False, default_factory=set)
     accepting_again: float | None = field(init=False, default=None)  # set while backing off from EMFILE
     throttled: _Throttled = field(init=False)
     listening: tuple[Listening, ...] = field(init=False)
@@ -190,10 +212,13 @@ class Driver:
             except OSError as exc:
                 self._accept_failed(exc)
                 return
-            if len(self.peers) >= self.max_connections:
+            refusing = sum(1 for p in self.peers.values() if p.refusing)
+            refuse = len(self.peers) - refusing >= self.max_connections
+            if refuse:
                 self.throttled.warning("cap", "emulator: %d connections open: refusing more", len(self.peers))
-                sock.close()
-                continue
+                if refusing >= _REFUSING_SLOTS:
+                    sock.close()
+                    continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if listening.tls is not None:
@@ -212,11 +237,32 @@ class Driver:
             connection.collect(self.collector)
             transport.bind(connection)
             name, admit_by = f"{addr[0]}:{addr[1]}", time.monotonic() + self.admit_timeout
-            wire = DeliveryIdRepair(max_frame_size=transport.max_frame_size or None)
-            peer = _Peer(sock, transport, connection, name, admit_by, wire=wire)
+            wire = DeliveryIdRepair(max_frame_size=transport.max_frame_size or None, check_plain=self.check_plain)
+            setattr(connection, MESSAGE_FORMAT, wire.message_format)  # what proton does not surface
+            setattr(connection, PLAIN_AUTHORIZED, wire.plain_authorized)
+            peer = _Peer(sock, transport, connection, name, admit_by, wire=wire, listening=listening, address=addr)
+            if listening.http is not None and not refuse:
+                peer.sniff = bytearray()
+            if refuse:
+                self._refuse(peer)
             self.peers[sock.fileno()] = peer
             self.selector.register(sock, selectors.EVENT_READ, peer)
             log.debug("emulator: connection from %s", peer.name)
+
+    def _refuse(self, peer: _Peer) -> None:
+        """Answer a connection over the cap with an AMQP open and close saying why (proton sends
+        them once the client's header and SASL are through), and drop it soon after."""
+        peer.refusing = True
+        self.refused.add(peer.connection)
+        peer.admit_by = time.monotonic() + _REFUSE_GRACE_S
+        text = (
+            f"The maximum number of concurrent connections ({self.max_connections}) has been reached: "
+            "close a connection and retry."
+        )
+        peer.connection.container = "sbdlq-emulator"
+        peer.connection.condition = Condition(RESOURCE_LIMIT, text)
+        peer.connection.open()
+        peer.connection.close()
 
     def _accept_failed(self, exc: OSError) -> None:
         """Out of file descriptors: stop selecting on the listener for a while (no busy loop)."""
@@ -271,11 +317,32 @@ class Driver:
                     peer.sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
                 except OSError:
                     pass
+            if peer.sniff is not None:
+                data = self._sniffed(peer, data)
+                if not data:
+                    return
             # The filter releases whole frames only, which may be more than this read.
             peer.inbuf += peer.wire.inbound(data)
             self._feed(peer)
         else:
             peer.transport.close_tail()
+
+    def _sniffed(self, peer: _Peer, data: bytes) -> bytes:
+        """The bytes to give proton once the first ones say AMQP; none while they are too few to
+        tell, or when they were an HTTP request and the connection went to the HTTP side."""
+        hand_to = peer.listening.http if peer.listening is not None else None
+        assert peer.sniff is not None and hand_to is not None
+        peer.sniff += data
+        if len(peer.sniff) < SNIFF_BYTES:
+            return b""
+        first, peer.sniff = bytes(peer.sniff), None
+        if not is_http(first):
+            return first
+        fd = peer.sock.fileno()
+        self._drop(fd, peer, keep_socket=True)
+        peer.sock.setblocking(True)
+        self._guarded(lambda: hand_to(peer.sock, first, peer.address))
+        return b""
 
     def _write(self, peer: _Peer) -> None:
         pending = peer.transport.pending()
@@ -304,7 +371,8 @@ class Driver:
             if event is None:
                 return
             try:
-                self.handler.dispatch(event)
+                if event.connection is None or event.connection not in self.refused:
+                    self.handler.dispatch(event)
             except Exception:
                 log.exception("emulator: error handling %s", event.type)
             finally:
@@ -345,22 +413,27 @@ class Driver:
         if peer.transport.capacity() < 0 and peer.transport.pending() <= 0 and not peer.outbuf:
             return True
         if peer.admit_by and now > peer.admit_by:
-            if self.admitted is None or self.admitted(peer.connection):
+            if not peer.refusing and (self.admitted is None or self.admitted(peer.connection)):
                 peer.admit_by = 0.0  # admitted once is enough: grant expiry is the handler's job
             else:
                 log.debug("emulator: %s did not authenticate in time: closed", peer.name)
                 return True
         return peer.closing_since is not None and now - peer.closing_since > 2.0
 
-    def _drop(self, fd: int, peer: _Peer) -> None:
+    def _drop(self, fd: int, peer: _Peer, *, keep_socket: bool = False) -> None:
+        """Forget a connection and close its socket (keep_socket: it was handed to the HTTP side)."""
         self.peers.pop(fd, None)
         try:
             if peer.events:
                 self.selector.unregister(peer.sock)
         except (KeyError, ValueError):
             pass
-        peer.sock.close()
-        self._guarded(lambda: self.handler.connection_gone(peer.connection))
+        if not keep_socket:
+            peer.sock.close()
+        if peer.refusing:
+            self.refused.discard(peer.connection)
+        else:
+            self._guarded(lambda: self.handler.connection_gone(peer.connection))
         try:
             peer.transport.unbind()
         except Exception:

@@ -9,7 +9,9 @@ while Service Bus tolerates it. So, before proton sees a frame, a new delivery w
 not the next one is given the next one; proton's later dispositions for such an id are
 translated back to the id the client used, so the client still matches its outcome.
 
-Inbound, only transfer frames are ever rewritten. Outbound, receiver dispositions are
+Inbound, only transfer frames are ever rewritten. The filter also notes each delivery's
+message-format, which proton does not surface: a batch (0x80013700) is known by it, and the
+broker asks `message_format` for it by link name and delivery tag. Outbound, receiver dispositions are
 translated back, and every performative is written out in full (padding.py) for clients
 that read frames by position.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import sasl
@@ -25,11 +28,17 @@ from .padding import Unparsed, written_out
 
 log = logging.getLogger(__name__)
 
+_ATTACH = 0x12
 _TRANSFER = 0x14
+_DETACH = 0x16
 _DISPOSITION = 0x15
 _BEGIN = 0x11
 _END = 0x17
 _MASK = 0xFFFFFFFF
+#: the attribute a connection carries (set by the driver): the wire filter's `message_format`
+MESSAGE_FORMAT = "sbdlq_message_format"
+#: the attribute a connection carries (set by the driver): whether SASL PLAIN authorized it
+PLAIN_AUTHORIZED = "sbdlq_plain_authorized"
 _CLOSE_HEAD = b"\x00\x53\x18"
 _END_HEAD = b"\x00\x53\x17"
 _DISPOSITION_HEAD = b"\x00\x53\x15"
@@ -63,15 +72,29 @@ def _bool_at(buf: bytes, pos: int) -> tuple[bool | None, int]:
     raise Unparsed(f"bool code {code:#x}")
 
 
-def _skip_binary(buf: bytes, pos: int) -> int:
+def _binary_at(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    """An AMQP binary (or null) at pos: its bytes and the position after it."""
     code = buf[pos]
     if code == 0xA0:
-        return pos + 2 + buf[pos + 1]
+        end = pos + 2 + buf[pos + 1]
+        return bytes(buf[pos + 2 : end]), end
     if code == 0xB0:
-        return pos + 5 + struct.unpack_from(">I", buf, pos + 1)[0]
+        end = pos + 5 + struct.unpack_from(">I", buf, pos + 1)[0]
+        return bytes(buf[pos + 5 : end]), end
     if code == 0x40:
-        return pos + 1
+        return None, pos + 1
     raise Unparsed(f"binary code {code:#x}")
+
+
+def _string_at(buf: bytes, pos: int) -> str:
+    """An AMQP string at pos (a link name)."""
+    code = buf[pos]
+    if code == 0xA1:
+        return bytes(buf[pos + 2 : pos + 2 + buf[pos + 1]]).decode("utf-8", "replace")
+    if code == 0xB1:
+        size = struct.unpack_from(">I", buf, pos + 1)[0]
+        return bytes(buf[pos + 5 : pos + 5 + size]).decode("utf-8", "replace")
+    raise Unparsed(f"string code {code:#x}")
 
 
 @dataclass(slots=True)
@@ -133,6 +156,7 @@ class _Session:
     next_id: int | None = None
     open_delivery: dict[int, int] = field(default_factory=dict)  # handle → id given to proton
     renamed: dict[int, int] = field(default_factory=dict)  # id given to proton → the client's id
+    links: dict[int, str] = field(default_factory=dict)  # the client's link handle → the link's name
 
 
 class _Frames:
@@ -179,11 +203,27 @@ class _Frames:
 class DeliveryIdRepair:
     """One connection's inbound/outbound byte filter (see the module docstring)."""
 
-    def __init__(self, max_frame_size: int | None = None) -> None:
+    def __init__(
+        self, max_frame_size: int | None = None, check_plain: Callable[[str, str], bool] | None = None
+    ) -> None:
+        self._check_plain = check_plain
+        self._plain_ok = False
         self._in = _Frames(max_frame_size)
         self._out = _Frames()
         self._sessions: dict[int, _Session] = {}
         self.repaired = 0
+        # (link name, delivery tag) → message-format, for deliveries whose format is not 0,
+        # until the broker takes them (proton does not surface the format). Tags are keyed
+        # as proton hands them out: decoded as UTF-8.
+        self._formats: dict[tuple[str, str], int] = {}
+
+    def plain_authorized(self) -> bool:
+        """Whether the client authenticated with a SASL PLAIN pair the listener took."""
+        return self._plain_ok
+
+    def message_format(self, link_name: str, tag: str) -> int:
+        """The message-format the client's delivery `tag` on link `link_name` came with (taken once)."""
+        return self._formats.pop((link_name, tag), 0)
 
     def inbound(self, data: bytes) -> bytes:
         """Client bytes for proton, with out-of-sequence delivery-ids renumbered."""
@@ -198,7 +238,10 @@ class DeliveryIdRepair:
 
     def _inbound_frame(self, frame: bytes) -> bytes:
         if len(frame) < 8 or frame[:4] == b"AMQP" or frame[5] != 0:
-            return sasl.inbound(frame) if len(frame) >= 8 and frame[:4] != b"AMQP" and frame[5] == 1 else frame
+            if len(frame) >= 8 and frame[:4] != b"AMQP" and frame[5] == 1:
+                frame, plain = sasl.inbound(frame, self._check_plain)
+                self._plain_ok = self._plain_ok or plain
+            return frame
         doff = frame[4] * 4
         channel = struct.unpack_from(">H", frame, 6)[0]
         body = frame[doff:]
@@ -207,6 +250,9 @@ class DeliveryIdRepair:
             return frame
         if perf.code in (_BEGIN, _END):
             self._sessions.pop(channel, None)
+            return frame
+        if perf.code in (_ATTACH, _DETACH):
+            self._note_link(self._sessions.setdefault(channel, _Session()), body, perf)
             return frame
         if perf.code != _TRANSFER:
             return frame
@@ -217,6 +263,22 @@ class DeliveryIdRepair:
             return frame
         return _with_body(frame, doff, body, new_body)
 
+    def _note_link(self, session: _Session, body: bytes, perf: _Performative) -> None:
+        """Remember which link name an attach gives a handle (a detach frees it)."""
+        try:
+            if perf.code == _DETACH:
+                handle, _ = _uint_at(body, perf.first_field)
+                name = session.links.pop(handle or 0, None)
+                if name is not None:
+                    self._formats = {k: v for k, v in self._formats.items() if k[0] != name}
+                return
+            if perf.count >= 2:
+                name = _string_at(body, perf.first_field)
+                handle, _ = _uint_at(body, pos_after_string(body, perf.first_field))
+                session.links[handle or 0] = name
+        except (Unparsed, IndexError, struct.error) as exc:
+            log.debug("emulator: attach frame not read: %s", exc)
+
     def _transfer(self, session: _Session, body: bytes, perf: _Performative) -> bytes:
         if perf.count < 2:
             raise Unparsed("transfer without delivery-id")
@@ -225,12 +287,16 @@ class DeliveryIdRepair:
         client_id, pos = _uint_at(body, pos)
         assert handle is not None
         more = False
+        tag, message_format = None, None
+        if perf.count >= 4:
+            tag, pos = _binary_at(body, pos)
+            message_format, pos = _uint_at(body, pos)
         if perf.count >= 6:
-            pos = _skip_binary(body, pos)  # delivery-tag
-            _, pos = _uint_at(body, pos)  # message-format
             _, pos = _bool_at(body, pos)  # settled
             more = bool(_bool_at(body, pos)[0])
         ongoing = session.open_delivery.get(handle)
+        if ongoing is None and message_format and tag is not None and handle in session.links:
+            self._formats[(session.links[handle], tag.decode("utf-8", "replace"))] = message_format
         if ongoing is not None:  # a continuation frame carries the first frame's id
             if not more:
                 del session.open_delivery[handle]
@@ -345,6 +411,15 @@ def _with_error_info(frame: bytes, doff: int) -> bytes:
     except Unparsed:
         return frame
     return _with_body(frame, doff, body, new_body)
+
+
+def pos_after_string(buf: bytes, pos: int) -> int:
+    """The position after the string at pos."""
+    if buf[pos] == 0xA1:
+        return pos + 2 + buf[pos + 1]
+    if buf[pos] == 0xB1:
+        return pos + 5 + struct.unpack_from(">I", buf, pos + 1)[0]
+    raise Unparsed(f"string code {buf[pos]:#x}")
 
 
 def pos_after(buf: bytes, pos: int) -> int:

@@ -100,11 +100,8 @@ class Guard:
     def admitted(self, connection: Connection) -> bool:
         """Whether a client has done enough to keep its connection past the auth timeout.
 
-        With a key: a valid put-token (any live grant). Without one: the AMQP open (a client that
-        skips `$cbs` is fine there, one that never opens is not).
+        A put-token accepted (any live grant), with a key or without: no link works without one.
         """
-        if self.broker.key is None:
-            return bool(connection.state & Endpoint.REMOTE_ACTIVE)
         peer = self.broker.peers.get(connection)
         now = self.clock()
         return peer is not None and any(g.live(now) for g in peer.grants)

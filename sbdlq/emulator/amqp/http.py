@@ -26,9 +26,10 @@ from sbdlq.addresses import parse_entity
 from sbdlq.connstr import is_loopback
 from sbdlq.emulator.engine import Engine
 from sbdlq.emulator.engine.errors import EntityExists, KindMismatch
-from sbdlq.errors import BadInput, EntityNotFound, SbdlqError, ServiceUnavailable
+from sbdlq.errors import BadInput, EntityNotFound, QuotaExceeded, SbdlqError, ServiceUnavailable
 
 from . import atom, atom_write, sas, websocket
+from .handoff import Prefixed
 from .http_overflow import Overflow
 from .limits import Limits
 
@@ -113,7 +114,7 @@ class _Handler(BaseHTTPRequestHandler):
         here = f"{self.server.scheme}://{self.headers.get('Host', '')}{self.path}"
         try:
             if "/rules/" in path.lower() and atom_write.target(path).rule is not None:
-                body = self._read_rule(path, here)
+                body = self._read_rule(path)
                 content_type = "application/atom+xml;type=entry;charset=utf-8"
             elif path.lower().endswith("/rules"):
                 body = self._rules(path[: -len("/rules")], parse_qs(url.query), here)
@@ -122,7 +123,7 @@ class _Handler(BaseHTTPRequestHandler):
                 body = self._list(path, parse_qs(url.query), here)
                 content_type = "application/atom+xml;type=feed;charset=utf-8"
             else:
-                body = atom.document(self._entry(path, here))
+                body = atom.document(self._entry(path))
                 content_type = "application/atom+xml;type=entry;charset=utf-8"
         except Exception as exc:
             self._fail(exc)
@@ -139,9 +140,8 @@ class _Handler(BaseHTTPRequestHandler):
             target = atom_write.target(path)
             self._authorize(target.path)
             payload = self._body()
-            with Engine(self.server.store_path) as engine:
-                here = f"{self.server.scheme}://{self.headers.get('Host', '')}{self.path}"
-                entry = atom_write.put(engine, path, payload, update=update, url=here)
+            with Engine(self.server.store_path, quotas=self.server.quotas) as engine:
+                entry = atom_write.put(engine, path, payload, update=update, site=self._site())
         except Exception as exc:
             self._fail(exc)
         else:
@@ -154,7 +154,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = unquote(urlparse(self.path).path).strip("/")
         try:
             self._authorize(atom_write.target(path).path)
-            with Engine(self.server.store_path) as engine:
+            with Engine(self.server.store_path, quotas=self.server.quotas) as engine:
                 atom_write.delete(engine, path)
         except Exception as exc:
             self._fail(exc)
@@ -162,7 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, "", "application/xml")
 
     def _fail(self, exc: Exception) -> None:
-        """An error reply with the status the admin client maps to its exceptions (404, 409, 401, 400)."""
+        """An error reply with the status the admin client maps to its exceptions (404, 409, 401, 403, 400)."""
         if isinstance(exc, EntityNotFound):
             self._error(404, exc.line())
         elif isinstance(exc, EntityExists | KindMismatch):
@@ -171,6 +171,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(401, str(exc))
         elif isinstance(exc, _TooLarge):
             self._error(413, str(exc))
+        elif isinstance(exc, QuotaExceeded):  # Service Bus: 403, "The maximum number of ... has been reached"
+            self._error(403, exc.line())
         elif isinstance(exc, SbdlqError):
             self._error(400, exc.line())
         else:
@@ -185,23 +187,28 @@ class _Handler(BaseHTTPRequestHandler):
             raise _TooLarge(f"the request body must be 0 to {atom_write.MAX_BODY} bytes, with a Content-Length")
         return self.rfile.read(length)
 
-    def _read_rule(self, path: str, url: str) -> str:
-        self._authorize(atom_write.target(path).path)
-        with Engine(self.server.store_path) as engine:
-            return atom.document(atom_write.get_rule(engine, path, url))
+    def _site(self) -> atom.Site:
+        """Where this request reached us, and its api-version: what entry ids and links are made of."""
+        version = parse_qs(urlparse(self.path).query).get("api-version", [""])[0]
+        return atom.Site(f"{self.server.scheme}://{self.headers.get('Host', '')}", version)
 
-    def _entry(self, path: str, url: str) -> str:
+    def _read_rule(self, path: str) -> str:
+        self._authorize(atom_write.target(path).path)
+        with Engine(self.server.store_path, quotas=self.server.quotas) as engine:
+            return atom.document(atom_write.get_rule(engine, path, self._site()))
+
+    def _entry(self, path: str) -> str:
         entity = parse_entity(path)
         self._authorize(str(entity))
-        with Engine(self.server.store_path) as engine:
+        with Engine(self.server.store_path, quotas=self.server.quotas) as engine:
             info = engine.get_entity(entity)
-            return atom.entry(info, None if info.kind == "topic" else engine.counts(entity), url)
+            return atom.entry(info, None if info.kind == "topic" else engine.counts(entity), self._site())
 
     def _list(self, path: str, query: dict[str, list[str]], url: str) -> str:
         """A page of queues, topics or a topic's subscriptions, honouring $skip and $top."""
         self._authorize("")
         skip, top = _count(query, "$skip", 0), _count(query, "$top", 100)
-        with Engine(self.server.store_path) as engine:
+        with Engine(self.server.store_path, quotas=self.server.quotas) as engine:
             return self._page(engine, path, skip, top, query, url)
 
     def _rules(self, subscription: str, query: dict[str, list[str]], url: str) -> str:
@@ -211,10 +218,10 @@ class _Handler(BaseHTTPRequestHandler):
             raise BadInput(f"{subscription!r} is not a subscription: only subscriptions have rules")
         self._authorize(str(entity))
         skip, top = _count(query, "$skip", 0), _count(query, "$top", 100)
-        with Engine(self.server.store_path) as engine:
+        with Engine(self.server.store_path, quotas=self.server.quotas) as engine:
             rules = engine.rules(entity)
         page = rules[skip : skip + top]
-        entries = [atom.rule_entry(r, url) for r in page]
+        entries = [atom.rule_entry(r, str(entity), self._site(), feed_url=url) for r in page]
         next_url = None
         if skip + top < len(rules):
             base = url.split("?", 1)[0]
@@ -233,7 +240,10 @@ class _Handler(BaseHTTPRequestHandler):
             found = [e for e in engine.list_entities() if e.kind == "subscription" and e.path.startswith(topic + "/")]
             title = "Subscriptions"
         page = found[skip : skip + top]
-        entries = [atom.entry(e, None if e.kind == "topic" else engine.counts(e.path), url) for e in page]
+        site = self._site()
+        entries = [
+            atom.entry(e, None if e.kind == "topic" else engine.counts(e.path), site, feed_url=url) for e in page
+        ]
         next_url = None
         if skip + top < len(found):
             base = url.split("?", 1)[0]
@@ -279,6 +289,7 @@ class _Server(ThreadingHTTPServer):
         self.slots = threading.BoundedSemaphore(limits.http_max_clients)
         self._slot = threading.local()  # whether this request thread still holds its slot
         self.read_timeout = limits.http_timeout_s
+        self.quotas = limits.quotas
         super().__init__(address, _Handler)
         # Where a connection goes when every slot is taken: /health still answers there.
         self.overflow = Overflow(self._overflow_health)
@@ -333,6 +344,30 @@ class _Server(ThreadingHTTPServer):
         finally:
             self.free_slot()
 
+    def adopt(self, request: socket.socket, first: bytes, client_address: Any) -> None:
+        """Serve a TLS connection the AMQPS listener took whose first bytes (given) are an HTTP
+        request: in a thread of its own and a slot, as any request here (handoff.py)."""
+        if not self.slots.acquire(blocking=False):
+            log.debug("emulator https: too many clients: %s on the AMQPS port closed", client_address)
+            self.shutdown_request(request)
+            return
+        request.settimeout(self.read_timeout)
+        thread = threading.Thread(
+            target=self._adopted, args=(Prefixed(request, first), client_address), name="sbdlq-emulator-https"
+        )
+        thread.daemon = True
+        thread.start()
+
+    def _adopted(self, request: Any, client_address: Any) -> None:
+        self._slot.held = True
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+            self.free_slot()
+
     def free_slot(self) -> None:
         """Give back this thread's slot: at the end of a request, or once it became a WebSocket
         relay (bounded from then on by the AMQP listener's connection cap, not the HTTP slots)."""
@@ -384,6 +419,10 @@ class HttpEndpoint:
 
     def start(self) -> None:
         self._thread.start()
+
+    def adopt(self, request: socket.socket, first: bytes, client_address: Any) -> None:
+        """Serve an HTTPS connection the AMQPS port took (see _Server.adopt)."""
+        self._server.adopt(request, first, client_address)
 
     def stop(self) -> None:
         self._server.shutdown()

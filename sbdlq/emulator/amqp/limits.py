@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from sbdlq.emulator.engine.vocabulary import GENEROUS, Quotas
 from sbdlq.errors import BadInput
 
 KEY_ENV = "SBDLQ_EMULATOR_KEY"
@@ -33,6 +34,7 @@ class Limits:
     http_max_clients: int = HTTP_MAX_CLIENTS
     emfile_backoff_s: float = 0.5  # stop accepting this long when out of file descriptors
     log_interval_s: float = 10.0  # one warning per interval for floods, not one per event
+    quotas: Quotas = GENEROUS  # the namespace's quotas (--quotas), which the engine enforces
 
     def __post_init__(self) -> None:
         if self.max_connections < 1:

@@ -47,6 +47,20 @@ def sign(resource: str, key: str, expiry: int) -> str:
 
 def verify(token: str, key: str, *, now: float | None = None) -> Grant:
     """The grant of a valid token; TokenRejected says why it is not."""
+    grant, resource, signature = _read(token, now)
+    if not hmac.compare_digest(sign(resource, key, int(grant.expires)), signature):
+        raise TokenRejected("the token's signature does not match the key")
+    return grant
+
+
+def well_formed(token: str, *, now: float | None = None) -> Grant:
+    """The grant of a well-formed, unexpired token whatever key signed it (a keyless listener's
+    check); TokenRejected says why it is not one."""
+    return _read(token, now)[0]
+
+
+def _read(token: str, now: float | None) -> tuple[Grant, str, str]:
+    """A token's grant, resource and signature; TokenRejected when malformed or expired."""
     if not token.startswith(PREFIX):
         raise TokenRejected("not a SharedAccessSignature token")
     fields = {k.lower(): v[0] for k, v in parse_qs(token[len(PREFIX) :], keep_blank_values=True).items()}
@@ -59,7 +73,5 @@ def verify(token: str, key: str, *, now: float | None = None) -> Grant:
         raise TokenRejected("the token's expiry is not a number")
     if expires <= (time.time() if now is None else now):
         raise TokenRejected("the token has expired")
-    if not hmac.compare_digest(sign(resource, key, expires), signature):
-        raise TokenRejected("the token's signature does not match the key")
     path = urlparse(resource).path if "://" in resource else resource
-    return Grant(unquote(path), float(expires))
+    return Grant(unquote(path), float(expires)), resource, signature

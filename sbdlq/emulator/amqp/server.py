@@ -20,6 +20,7 @@ from sbdlq.emulator.signals import stop_on_signals
 from sbdlq.emulator.tls import TlsFiles, server_context
 from sbdlq.errors import BadInput, ServiceUnavailable
 
+from . import sasl
 from .broker import Broker
 from .driver import Driver, Listening
 from .guard import Guard
@@ -51,6 +52,36 @@ def _default_clock() -> Callable[[], float]:
     from sbdlq.emulator.clock import emulator_clock
 
     return emulator_clock() or time.time
+
+
+def _driver(
+    listener: socket.socket,
+    also: tuple[Listening, ...],
+    engine: Engine,
+    key: str | None,
+    clock: Callable[[], float],
+    limits: Limits,
+) -> Driver:
+    """The socket loop, with the broker behind the guard, for the listeners."""
+    broker = Broker(engine, key=key, clock=clock)
+    guard = Guard(
+        broker,
+        request_max_bytes=limits.request_max_bytes,
+        clock=clock,
+        discard_max_bytes=limits.discard_max_bytes,
+    )
+    return Driver(
+        listener,
+        guard,
+        also=also,
+        configure=partial(_configure, max_frame_size=limits.max_frame_size),
+        admitted=guard.admitted,
+        admit_timeout=limits.auth_timeout_s,
+        max_connections=limits.max_connections,
+        check_plain=sasl.plain_checker(key),
+        backoff=limits.emfile_backoff_s,
+        log_interval=limits.log_interval_s,
+    )
 
 
 def serve(
@@ -88,7 +119,7 @@ def serve(
     from .http import HttpEndpoint  # the HTTP side only when asked for
 
     context: ssl.SSLContext | None = server_context(tls) if tls is not None else None
-    engine = Engine(store_path)
+    engine = Engine(store_path, quotas=limits.quotas)
     listener: socket.socket | None = None
     secure: socket.socket | None = None
     web: HttpEndpoint | None = None
@@ -109,24 +140,9 @@ def serve(
             ready(amqp_port, web.port if web else None)
         # The caller that passes its own stop_event handles signals itself.
         with stop_on_signals(stop) if stop_event is None else nullcontext():
-            broker = Broker(engine, key=key, clock=clock)
-            guard = Guard(
-                broker,
-                request_max_bytes=limits.request_max_bytes,
-                clock=clock,
-                discard_max_bytes=limits.discard_max_bytes,
-            )
-            Driver(
-                listener,
-                guard,
-                also=(Listening(secure, context),) if secure is not None else (),
-                configure=partial(_configure, max_frame_size=limits.max_frame_size),
-                admitted=guard.admitted,
-                admit_timeout=limits.auth_timeout_s,
-                max_connections=limits.max_connections,
-                backoff=limits.emfile_backoff_s,
-                log_interval=limits.log_interval_s,
-            ).run(stop)
+            # The AMQPS port answers HTTPS too (handoff.py): one endpoint port for every stack.
+            also = (Listening(secure, context, web.adopt if web else None),) if secure is not None else ()
+            _driver(listener, also, engine, key, clock, limits).run(stop)
     finally:
         if web is not None:
             web.stop()

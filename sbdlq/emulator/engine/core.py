@@ -19,6 +19,7 @@ from sbdlq.models import Choose, Counts, EntityInfo, Message, MovedBatch, Outbou
 
 from ..store import Store
 from . import entities, locks, sessions
+from . import quotas as quota_rules
 from .errors import (
     AlreadyDeadLettered,
     EntityFull,
@@ -40,12 +41,14 @@ from .rules import check_rule, find_rule_id, put_rule, read_rules, store_rules
 from .sessions import AcceptedSession
 from .upkeep import materialize_due, upkeep
 from .vocabulary import (
+    GENEROUS,
     MAX_ID_CHARS,
     DeadLetterCause,
     Draft,
     Entity,
     EntityKind,
     Queue,
+    Quotas,
     Rule,
     State,
     message_ids,
@@ -64,8 +67,10 @@ class Engine:
         *,
         clock: Callable[[], float] | None = None,
         busy_timeout_s: float | None = None,
+        quotas: Quotas = GENEROUS,
     ) -> None:
         self.path = os.fspath(path)
+        self.quotas = quotas
         self.store = Store(self.path, busy_timeout_s=busy_timeout_s)
         self.clock = clock or time.time
         self._router = Router()
@@ -97,8 +102,10 @@ class Engine:
         return self._create(name, EntityKind.TOPIC, exist_ok, props)
 
     def _create(self, path: str, kind: EntityKind, exist_ok: bool, props: dict[str, Any]) -> EntityInfo:
+        props = quota_rules.entity_props(self.quotas, props)
         with self.store.write() as db:
-            ent = entities.put_entity(db, path, kind.value, None, exist_ok, props)
+            quota_rules.check_new_entity(db, self.quotas, path)
+            ent = entities.put_entity(db, path, kind.value, None, exist_ok, props, self._now())
             return entities.info(db, ent)
 
     def create_subscription(
@@ -111,12 +118,15 @@ class Engine:
         path = str(EntityPath(topic, name))
         parse_address(path)  # validates both names
         checked = [check_rule(r) for r in rules] if rules is not None else None
+        props = quota_rules.entity_props(self.quotas, props)
         with self.store.write() as db:
             topic_ent = entities.entity_by_path(db, topic)
             if topic_ent.kind != EntityKind.TOPIC:
                 raise NotATopic(topic, topic_ent.kind)
             existed = entities.find_entity(db, path) is not None
-            ent = entities.put_entity(db, path, EntityKind.SUBSCRIPTION.value, topic_ent.id, exist_ok, props)
+            quota_rules.check_new_subscription(db, self.quotas, topic_ent, path)
+            kind = EntityKind.SUBSCRIPTION.value
+            ent = entities.put_entity(db, path, kind, topic_ent.id, exist_ok, props, self._now())
             info = entities.info(db, ent)
             if checked is None:
                 if existed:
@@ -159,7 +169,7 @@ class Engine:
             ent = entities.entity_by_path(db, str(entity))
             if ent.topic_id is not None:
                 ent = entities.entity_by_id(db, ent.topic_id) or ent
-            return ent.max_message_bytes
+            return quota_rules.message_limit(self.quotas, ent)
 
     def subscription_names(self, topic: EntityPath | str) -> list[str]:
         """The names of a topic's subscriptions; EntityNotFound when there is no such topic."""
@@ -267,13 +277,16 @@ class Engine:
                 raise EntityIsDisabled(ent.path)
             if not messages:
                 return []
-            limit = ent.max_message_bytes
+            entities.touch(db, ent, now)
+            limit = quota_rules.message_limit(self.quotas, ent)
             for m in messages:
                 if len(m.body) > limit or message_size(m) > limit:
                     raise MessageTooLarge(ent.path, message_size(m), limit)
                 for name, value in (("MessageId", m.message_id), ("SessionId", m.session_id)):
                     if value is not None and len(value) > MAX_ID_CHARS:
                         raise IdTooLong(name, value[:16], len(value))
+            quota_rules.check_send(db, self.quotas, ent, messages)
+            messages = quota_rules.capped_ttl(self.quotas, messages)
             if ent.kind == EntityKind.QUEUE:
                 if ent.requires_session and any(m.session_id is None for m in messages):
                     raise SessionIdMissing()
@@ -398,6 +411,8 @@ class Engine:
             locks.settle_lapsed(db, self._router, ent, now)
             queue = Queue.of(address.sub_queue)
             got = locks.take_available(db, self._router, ent, queue, max_count, mode, session_id, now)
+            if got:
+                entities.touch(db, ent, now)
             if held is not None and session_id is not None and mode is ReceiveMode.PEEK_LOCK:
                 sessions.bind_message_locks(db, ent, session_id, held.locked_until_ms, now)
                 for m in got:

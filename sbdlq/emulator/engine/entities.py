@@ -21,6 +21,7 @@ from .errors import (
     TopicNotReadable,
     UnknownEntityProperties,
 )
+from .rows import stamp
 from .vocabulary import ENTITY_COLUMNS, MAX_LOCK_S, MAX_MESSAGE_KB, STATUSES, Entity, EntityKind, Queue
 
 _KNOWN_PROPS = frozenset(
@@ -46,8 +47,11 @@ _SETTINGS = (
     "dl_on_filter_exc", "requires_session", "requires_dup", "dup_window_ms", "forward_to", "forward_dlq_to",
     "status", "max_size", "max_message_kb",
 )  # fmt: skip
-_INSERT_ENTITY = f"INSERT INTO entity (path, {', '.join(_SETTINGS)}) VALUES (?, {', '.join('?' * len(_SETTINGS))})"
-_UPDATE_ENTITY = f"UPDATE entity SET {', '.join(f'{c} = ?' for c in _SETTINGS)} WHERE path = ?"
+_INSERT_ENTITY = (
+    f"INSERT INTO entity (path, {', '.join(_SETTINGS)}, created_ms, updated_ms, accessed_ms)"
+    f" VALUES (?, {', '.join('?' * len(_SETTINGS))}, ?, ?, ?)"
+)
+_UPDATE_ENTITY = f"UPDATE entity SET {', '.join(f'{c} = ?' for c in _SETTINGS)}, updated_ms = ? WHERE path = ?"
 
 
 def check_status(status: object) -> None:
@@ -111,9 +115,16 @@ def _message_kb(value: Any) -> int | None:
 
 
 def put_entity(
-    db: sqlite3.Connection, path: str, kind: str, topic_id: int | None, exist_ok: bool, props: dict[str, Any]
+    db: sqlite3.Connection,
+    path: str,
+    kind: str,
+    topic_id: int | None,
+    exist_ok: bool,
+    props: dict[str, Any],
+    now: int,
 ) -> Entity:
-    """Create the entity, or with exist_ok update an existing one of the same kind."""
+    """Create the entity (created, updated and accessed now), or with exist_ok update an existing
+    one of the same kind (updated now)."""
     row = _settings(kind, topic_id, props)
     existing = db.execute("SELECT kind FROM entity WHERE path = ?", (path,)).fetchone()
     if existing:
@@ -122,10 +133,15 @@ def put_entity(
             raise EntityExists(path)
         if existing_kind != kind:
             raise KindMismatch(path, existing_kind, kind)
-        db.execute(_UPDATE_ENTITY, (*row, path))
+        db.execute(_UPDATE_ENTITY, (*row, now, path))
     else:
-        db.execute(_INSERT_ENTITY, (path, *row))
+        db.execute(_INSERT_ENTITY, (path, *row, now, now, now))
     return entity_by_path(db, path)
+
+
+def touch(db: sqlite3.Connection, ent: Entity, now: int) -> None:
+    """Note a use of the entity (a message sent to it or received from it): its AccessedAt."""
+    db.execute("UPDATE entity SET accessed_ms = ? WHERE id = ?", (now, ent.id))
 
 
 def delete_entity(db: sqlite3.Connection, ent: Entity) -> None:
@@ -209,4 +225,7 @@ def info(db: sqlite3.Connection, e: Entity) -> EntityInfo:
         subscription_count=subs,
         duplicate_window_s=e.dup_window_ms / 1000,
         max_message_size_kb=e.max_message_bytes // 1024,
+        created_at=stamp(e.created_ms),
+        updated_at=stamp(e.updated_ms),
+        accessed_at=stamp(e.accessed_ms),
     )

@@ -55,6 +55,41 @@ class EntityFull(Refusal, QuotaExceeded):
     wording = "The messaging entity '{}' is full ({} messages)."  # (path, max_size)
 
 
+class EntityCountQuota(Refusal, QuotaExceeded):
+    """A queue or topic past the namespace's quota of them (--quotas). The wording is ours,
+    in the service's words for its other quotas: Service Bus's text for this one is not published."""
+
+    wording = (
+        "The maximum number of queues and topics in the namespace ({}) has been reached or exceeded: "
+        "'{}' was not created. QuotaType: EntityCount"
+    )  # (quota, path)
+
+
+class SubscriptionCountQuota(Refusal, QuotaExceeded):
+    """A subscription past its topic's quota of them (--quotas). The wording is ours (see
+    EntityCountQuota)."""
+
+    wording = (
+        "The maximum number of subscriptions on topic '{}' ({}) has been reached or exceeded: "
+        "'{}' was not created. QuotaType: SubscriptionCount"
+    )  # (topic, quota, path)
+
+
+class EntitySizeQuota(Refusal, QuotaExceeded):
+    """A send that would take an entity past its size quota (--quotas): Service Bus's wording."""
+
+    wording = (
+        "The maximum entity size has been reached or exceeded for {}: '{}'. "
+        "Size of entity in bytes:{}, Max entity size in bytes: {}. QuotaType: EntitySize"
+    )  # (Queue | Topic, path, size, quota)
+
+
+class TimeToLiveOverQuota(Refusal, BadInput):
+    """A DefaultMessageTimeToLive past the quota's (--quotas). The wording is ours."""
+
+    wording = "The value supplied for DefaultMessageTimeToLive ({}) exceeds the maximum of {} allowed here."
+
+
 class MessageTooLarge(InvalidOperation):
     """A message over the entity's maximum message size (MaxMessageSizeInKilobytes)."""
 

@@ -30,6 +30,36 @@ DEFAULT_MAX_MESSAGE_KB = 256
 MAX_MESSAGE_KB = 102400
 
 
+@dataclass(frozen=True, slots=True)
+class Quotas:
+    """The namespace's quotas past the broker's own rules (None: no cap).
+
+    GENEROUS is the default (what serve always did); MICROSOFT is the Microsoft emulator's
+    documented quotas, so a setup tested under it fits in that emulator.
+    """
+
+    name: str = "generous"
+    queues_and_topics: int | None = None
+    subscriptions_per_topic: int | None = None
+    message_kb: int | None = None  # the largest MaxMessageSizeInKilobytes, and the cap on sends
+    entity_bytes: int | None = None  # what an entity's messages may hold in all
+    ttl_s: float | None = None  # the longest DefaultMessageTimeToLive, and every message's TTL cap
+    connections: int | None = None  # serve's --max-connections when not given
+
+
+GENEROUS = Quotas()
+MICROSOFT = Quotas(
+    name="microsoft",
+    queues_and_topics=50,
+    subscriptions_per_topic=50,
+    message_kb=256,
+    entity_bytes=100 * 1024 * 1024,
+    ttl_s=3600.0,
+    connections=10,
+)
+#: The quota sets `emulator serve --quotas` takes, by name.
+QUOTA_SETS = {q.name: q for q in (GENEROUS, MICROSOFT)}
+
 #: A message's optional properties, session_id ... partition_key, in the store's column order.
 OptionalProps = tuple[str | None, str | None, str | None, str | None, str | None, str | None, str | None, str | None]
 
@@ -180,6 +210,9 @@ class Entity:
     status: str
     max_size: int | None
     max_message_kb: int | None  # NULL: the default (DEFAULT_MAX_MESSAGE_KB)
+    created_ms: int  # when it was created (a store older than schema 7: when it was migrated)
+    updated_ms: int  # when its properties last changed
+    accessed_ms: int  # when a message was last sent to it or received from it
 
     def __post_init__(self) -> None:
         # SQLite stores the flags as 0/1.
