@@ -609,7 +609,7 @@ class ReplayResult(CopyingResult):
         "not_matching",
         "skipped",
         "unroutable",
-        "unconfirmed",
+        "held_back",
         "repeated",
     )
     SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = (
@@ -617,32 +617,32 @@ class ReplayResult(CopyingResult):
         "not_tried",
         "not_matching",
         "unroutable",
-        "unconfirmed",
+        "held_back",
         "repeated",
         "retries",
     )
     LABELS: ClassVar[dict[str, str]] = {
-        "unconfirmed": "held back: delete not confirmed",
+        "held_back": "held back: delete not confirmed",
         "repeated": "exported again later in the file",
     }
 
     replayed: int = 0
     #: Matching records a `purge --export` wrote but never marked deleted (a kill between export and
     #: delete, a lock lost): they may still be in the DLQ, so they are not sent (not in `selected`)
-    #: unless --include-unconfirmed.
-    unconfirmed: int = 0
+    #: unless --include-held-back.
+    held_back: int = 0
     #: Matching records never marked deleted whose message the file holds again further on (a rerun
     #: exported it again): the later record is the one sent.
     repeated: int = 0
-    #: The sequence numbers of the unconfirmed records, for the advice line.
-    unconfirmed_sequences: list[int] = field(default_factory=list)
+    #: The sequence numbers of the records held back, for the advice line.
+    held_back_sequences: list[int] = field(default_factory=list)
 
     def left_over(self) -> str | None:
         """Records not sent (no originals: a file is never changed): fix the cause, resume; records held
         back because their delete was never confirmed: check the DLQ first; copies a targeted replay
         may have put in another subscription."""
         strays = self.stray_line() if self.stray_copies and not self.dry_run else ""
-        if self.dry_run or not (self.failed or self.not_tried or self.unroutable or self.unconfirmed):
+        if self.dry_run or not (self.failed or self.not_tried or self.unroutable or self.held_back):
             return strays or None
         cause = f"{self.errors[0]}; " if self.errors else ""
         parts = []
@@ -653,12 +653,12 @@ class ReplayResult(CopyingResult):
             )
         elif strays:
             parts.append(strays)
-        if self.unconfirmed:
-            ranges = sequence_ranges(self.unconfirmed_sequences)
+        if self.held_back:
+            ranges = sequence_ranges(self.held_back_sequences)
             shown = ", ".join(ranges[:SHOWN_RANGES]) + (", ..." if len(ranges) > SHOWN_RANGES else "")
             parts.append(
-                f"{self.unconfirmed} record(s) were not sent: the purge that exported them did not confirm their "
+                f"{self.held_back} record(s) were not sent: the purge that exported them did not confirm their "
                 f"delete, so they may still be in the DLQ (sequence numbers {shown}); check it "
-                "(`sbdlq peek ENTITY --sequence ...`); to send them, rerun with --resume --include-unconfirmed"
+                "(`sbdlq peek ENTITY --sequence ...`); to send them, rerun with --resume --include-held-back"
             )
         return cause + "; ".join(parts)

@@ -171,10 +171,10 @@ def replay(
     ] = False,
     fan_out: ReplayFanOut = False,
     only_subscription: OnlySubscription = None,
-    include_unconfirmed: Annotated[
+    include_held_back: Annotated[
         bool,
         typer.Option(
-            "--include-unconfirmed",
+            "--include-held-back",
             help="Also send records a stopped purge --export never marked deleted (may still be in the DLQ).",
         ),
     ] = False,
@@ -211,7 +211,7 @@ def replay(
             target_subscription=only_subscription,
             state=state or (None if source is None else source.with_name(source.name + STATE_SUFFIX)),
             resume=resume,
-            include_unconfirmed=include_unconfirmed,
+            include_held_back=include_held_back,
         )
         async with open_target(s) as backend:
             with progress(f"replay {file}") as bars:

@@ -49,7 +49,7 @@ class ReplayOptions(CopyOptions):
     state: Path | None = None
     resume: bool = False
     #: Send the records a purge never marked deleted too (they may still be in the DLQ).
-    include_unconfirmed: bool = False
+    include_held_back: bool = False
 
 
 async def replay(
@@ -83,7 +83,7 @@ class Replay:
     done: set[int] = field(init=False, default_factory=set)
     #: what the delete marks hold back (read by the first pass)
     marks: DeleteMarks = field(init=False, default_factory=DeleteMarks)
-    #: lines not sent because of their marks (repeated; unconfirmed unless --include-unconfirmed)
+    #: lines not sent because of their marks (repeated; unconfirmed unless --include-held-back)
     held: set[int] = field(init=False, default_factory=set)
     state: ReplayState | None = field(init=False, default=None)
     source_label: str = field(init=False)
@@ -261,7 +261,7 @@ class Replay:
             )
         if self.marks.any:
             # Known only at the end (a later record repeats an earlier one): count again with them.
-            unconfirmed = set() if self.options.include_unconfirmed else self.marks.unconfirmed
+            unconfirmed = set() if self.options.include_held_back else self.marks.unconfirmed
             self.held = self.marks.repeated | unconfirmed
             first = self._recount()
         await self.check_takers(kind)
@@ -294,8 +294,8 @@ class Replay:
             if record.line in self.marks.repeated:
                 r.repeated += 1
             else:
-                r.unconfirmed += 1
-                r.unconfirmed_sequences.append(record.message.sequence_number)
+                r.held_back += 1
+                r.held_back_sequences.append(record.message.sequence_number)
             return False
         r.selected += 1
         return True
@@ -419,8 +419,8 @@ class Replay:
 
     def _finished(self) -> bool:
         r = self.result
-        # Records held back are not done: `--resume --include-unconfirmed` sends them later.
-        held_back = r.unconfirmed
+        # Records held back are not done: `--resume --include-held-back` sends them later.
+        held_back = r.held_back
         return (
             not r.dry_run
             and r.replayed == r.selected

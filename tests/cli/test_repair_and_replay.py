@@ -234,7 +234,7 @@ def test_replay_a_peek_jsonl_file_with_a_selection_as_json(cli: Cli, orders: See
             "not_matching": 1,
             "skipped": 1,
             "unroutable": 0,
-            "unconfirmed": 0,
+            "held_back": 0,
             "repeated": 0,
             "dry_run": False,
             "sdk_fallbacks": [],
@@ -566,10 +566,10 @@ def test_a_record_never_marked_deleted_is_held_back_until_asked(cli: Cli, orders
     assert err.splitlines()[1:] == [
         "sbdlq: 1 record(s) were not sent: the purge that exported them did not confirm their delete, so they "
         f"may still be in the DLQ (sequence numbers {docs[1]['sequence_number']}); check it (`sbdlq peek ENTITY "
-        "--sequence ...`); to send them, rerun with --resume --include-unconfirmed"
+        "--sequence ...`); to send them, rerun with --resume --include-held-back"
     ]
     assert [m.message_id for m in orders.active("retry")] == ["m0", "m2"]
-    code, out, _ = cli("replay", str(export), "--to", "retry", "--resume", "--include-unconfirmed")
+    code, out, _ = cli("replay", str(export), "--to", "retry", "--resume", "--include-held-back")
     assert (code, out) == (0, "replayed 1 of 1 selected message(s) in 0.00s\n")
     assert sorted(m.message_id for m in orders.active("retry")) == ["m0", "m1", "m2"]
 
@@ -582,10 +582,10 @@ def test_a_record_exported_again_later_is_sent_once(cli: Cli, orders: Seeder, ex
     code, out, _ = cli("replay", str(export), "--to", "retry", "-o", "json")
     doc = json.loads(out)
     assert code == 1
-    assert {k: doc[k] for k in ("selected", "replayed", "unconfirmed", "repeated", "failed")} == {
+    assert {k: doc[k] for k in ("selected", "replayed", "held_back", "repeated", "failed")} == {
         "selected": 2,
         "replayed": 2,
-        "unconfirmed": 1,
+        "held_back": 1,
         "repeated": 1,
         "failed": 0,
     }

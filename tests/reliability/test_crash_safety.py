@@ -190,7 +190,7 @@ def test_sigkill_never_loses_a_message(tmp_path: Path, scenario: str) -> None:
     if export.exists():
         # The export replayed (the records never marked deleted too: the DLQ is empty now) gives
         # each message one copy, however many times the kills made it export one.
-        replay = ["replay", str(export), "--to", "retry", "--include-unconfirmed", "--state", str(tmp_path / "s")]
+        replay = ["replay", str(export), "--to", "retry", "--include-held-back", "--state", str(tmp_path / "s")]
         _run(replay, store, (KILLS + 2) * (LOCK_S + 1), kill_after=None, latency="")
         copies = Counter(_ids(store, "retry", 10**6))
         assert set(copies) == all_ids and max(copies.values()) == 1

@@ -8,7 +8,7 @@ after the sync, after the delete and before any mark, and halfway through the ma
   one batch (--batch-size) is marked 0;
 - a replay of the file sends exactly the records marked 1: none of them is in the DLQ, none twice.
 Then the purge runs again to the end onto the same file, and a replay of it (plus, with
-`--resume --include-unconfirmed`, the records whose delete the killed run never marked) puts
+`--resume --include-held-back`, the records whose delete the killed run never marked) puts
 every message into the target exactly once.
 """
 
@@ -150,7 +150,7 @@ def test_a_purge_export_killed_at_each_moment_replays_each_message_once(tmp_path
     state = tmp_path / "final.state"
     first = _replay(export, "final", state, later)
     assert first == (1 if moment in ("deleted", "marking") else 0)  # held back: deleted, never marked
-    assert _replay(export, "final", state, later, "--resume", "--include-unconfirmed") == 0
+    assert _replay(export, "final", state, later, "--resume", "--include-held-back") == 0
     final = Counter(stored_ids(store, "final"))
     assert set(final) == all_ids and max(final.values()) == 1
 

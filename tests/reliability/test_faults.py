@@ -193,7 +193,7 @@ def test_purge_export_through_faults_and_lost_locks_marks_only_what_left(
     assert _ids(store, "orders/$DeadLetterQueue") == []
     assert any(d["sbdlq_deleted"] == 0 for d in docs), "no lock was lost: the test tests nothing"
     backend = EmulatorBackend(str(store), clock=lambda: 10**9 + runs * 3600)
-    options = ReplayOptions(include_unconfirmed=True)
+    options = ReplayOptions(include_held_back=True)
     replayed = asyncio.run(replay(backend, export, EntityPath("retry"), options))
     assert replayed.repeated > 0
     copies = Counter(_ids(store, "retry"))
