@@ -355,6 +355,8 @@ class RunResult:
     errors: list[str] = field(default_factory=list)
     #: Sequence numbers of the originals counted in left_beside_copy (for the advice line).
     left_sequences: list[int] = field(default_factory=list)
+    #: Why the run could not check that those originals are still in the DLQ (None: it checked).
+    left_unchecked: str | None = None
     #: A dry run with edits: one message and its copy, before and after (see operations/edits.py).
     example: dict[str, Any] | None = None
     #: Private SDK shortcuts the backend gave up during the run, for the public SDK API (Service Bus).
@@ -432,6 +434,12 @@ class RunResult:
         return "run the command again to retry"
 
     def beside_line(self) -> str:
+        if self.left_unchecked is not None:
+            return (
+                f"{self.left_beside_copy} original(s) may have stayed in the queue after their copy was sent"
+                f"{self._listed()}: the check of the queue failed too ({self.left_unchecked}), so their state is "
+                "unknown (see peek --sequence)"
+            )
         return f"{self.left_beside_copy} original(s) stayed in the queue after their copy was sent{self._listed()}"
 
     def beside_advice(self) -> str:
@@ -556,6 +564,11 @@ class PurgeResult(RunResult):
     exported: int = 0
 
     def beside_line(self) -> str:
+        if self.left_unchecked is not None:
+            return (
+                f"{self.left_beside_copy} message(s) were exported and may have stayed in the queue{self._listed()}: "
+                f"the check of the queue failed too ({self.left_unchecked}), so their state is unknown"
+            )
         return f"{self.left_beside_copy} message(s) were exported but stayed in the queue{self._listed()}"
 
     def beside_advice(self) -> str:
@@ -576,18 +589,37 @@ class ReplayResult(CopyingResult):
         "replayed",
         "failed",
         "not_tried",
+        "unconfirmed",
         "not_matching",
         "skipped",
         "unroutable",
     )
-    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = ("failed", "not_tried", "not_matching", "unroutable", "retries")
+    SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = (
+        "failed",
+        "not_tried",
+        "unconfirmed",
+        "not_matching",
+        "unroutable",
+        "retries",
+    )
+    ADDS_UP: ClassVar[tuple[str, ...]] = (*CopyingResult.ADDS_UP, "unconfirmed")
 
     replayed: int = 0
+    #: Sent, but the send got no answer (a cut connection, a timeout): the copy may be in the
+    #: target or not. Never sent again in the run; `--resume` would send it again.
+    unconfirmed: int = 0
 
     def left_over(self) -> str | None:
         """Records not sent (no originals: a file is never changed): fix the cause, resume."""
-        if self.dry_run or not (self.failed or self.not_tried or self.unroutable):
+        if self.dry_run or not (self.failed or self.not_tried or self.unroutable or self.unconfirmed):
             return None
         cause = f"{self.errors[0]}; " if self.errors else ""
         left = self.failed + self.not_tried + self.unroutable
-        return f"{cause}{left} record(s) were not replayed; fix the cause and rerun with --resume to send only those"
+        parts = [f"{left} record(s) were not replayed"] if left else []
+        if self.unconfirmed:
+            parts.append(
+                f"{self.unconfirmed} record(s) were sent without an answer: their copy may be in the target, "
+                "and --resume would send them again (check the target first)"
+            )
+        advice = "fix the cause and rerun with --resume to send only those" if left else ""
+        return cause + "; ".join([*parts, advice] if advice else parts)

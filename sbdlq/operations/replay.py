@@ -21,7 +21,7 @@ from pathlib import Path
 from sbdlq.addresses import EntityPath
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
-from sbdlq.models import OutboundMessage, ReplayResult
+from sbdlq.models import OutboundMessage, ReplayResult, sequence_ranges
 from sbdlq.operations.edits import copy_example
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.ratelimit import RateLimiter
@@ -92,6 +92,16 @@ class Replay:
             RateLimiter(self.options.rate),
             copy_of=self.copy_of,
             name_of=lambda r: f"line {r.line}",
+            unconfirmed=self.unconfirmed,
+        )
+
+    def unconfirmed(self, records: list[Record]) -> None:
+        """Records whose send got no answer: their copy may be in the target. Counted, never sent again."""
+        self.result.unconfirmed += len(records)
+        lines = ", ".join(sequence_ranges([r.line for r in records]))
+        self.stats.error(
+            f"{len(records)} record(s) may have reached {self.target} (their send got no answer; lines {lines}): "
+            "not sent again"
         )
 
     def copy_of(self, record: Record) -> OutboundMessage:
@@ -375,4 +385,8 @@ class Replay:
 
     def _finished(self) -> bool:
         r = self.result
-        return not r.dry_run and r.replayed == r.selected and not (r.failed or r.unroutable or self.stats.aborted)
+        return (
+            not r.dry_run
+            and r.replayed == r.selected
+            and not (r.failed or r.unroutable or r.unconfirmed or self.stats.aborted)
+        )
