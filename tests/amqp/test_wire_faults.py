@@ -55,6 +55,9 @@ def _run(cli: Any, emulator: Any, proxy: FaultyProxy, *args: str) -> tuple[int, 
     env = {"SBDLQ_EMULATOR_HTTP_PORT": str(emulator.http_port)}
     code, out, err = cli.bare("--connection-string", conn, "--timeout", TIMEOUT, *args, "-o", "json", env=env)
     assert out.strip(), err
+    # sbdlq's stderr is its own: no SDK, AMQP or asyncio log line (`socket.send() raised exception.`).
+    foreign = [line for line in err.splitlines() if line and not line.startswith("sbdlq: ")]
+    assert not foreign, foreign
     return code, json.loads(out), err
 
 
@@ -196,3 +199,48 @@ def test_replay_cut_once_sends_no_record_twice(emulator: Any, cli: Any, records:
     assert maybe <= CONCURRENCY, (result, err)
     left_over = result["failed"] + result["not_tried"] + maybe + result["unroutable"]
     assert (code == 1) == bool(left_over), (code, result, err)
+
+
+@pytest.mark.parametrize("fault", ["cut", "stall"])
+@pytest.mark.parametrize("at", _points("stderr", n=1))
+def test_a_bad_wire_writes_only_sbdlq_lines_on_stderr(emulator: Any, tmp_path: Path, at: int, fault: str) -> None:
+    # A process of its own: in pytest, its logging plugin takes the records a CLI would print.
+    import os
+    import subprocess
+    import sys
+
+    seed, q, dlq, target = _dead_lettered(emulator)
+    with FaultyProxy(emulator.port, rtt_s=RTT_S) as proxy:
+        if fault == "cut":
+            proxy.cut_after(at)
+        else:
+            proxy.stall_after(at, for_s=5.0)
+        conn = emulator.conn_str().replace(f":{emulator.port};", f":{proxy.port};")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SBDLQ_")}
+        env.update(HOME=str(tmp_path), SBDLQ_CONFIG=str(tmp_path / "none"))
+        env["SBDLQ_EMULATOR_HTTP_PORT"] = str(emulator.http_port)
+        cmd = [sys.executable, "-m", "sbdlq", "--connection-string", conn, "--timeout", TIMEOUT]
+        cmd += ["resubmit", q, "--to", target, *MOVE_OPTIONS, "-o", "json"]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    foreign = [line for line in done.stderr.splitlines() if line and not line.startswith("sbdlq: ")]
+    assert not foreign, foreign
+    _check_moved(seed, dlq, target, json.loads(done.stdout), done.returncode, done.stderr)
+
+
+def test_library_log_lines_stay_off_stderr_unless_debug() -> None:
+    # What a cut makes the libraries log (asyncio's line for writes on a lost connection, the
+    # SDK's retries): off stderr once a command opened its target without --debug.
+    import subprocess
+    import sys
+
+    logs = (
+        "import logging; "
+        "logging.getLogger('asyncio').warning('socket.send() raised exception.'); "
+        "logging.getLogger('azure.servicebus._pyamqp.aio._connection_async').warning('Connection lost'); "
+        "logging.getLogger('uamqp').error('link detached')"
+    )
+    quiet = "from sbdlq.cli.common import quiet_foreign_loggers; quiet_foreign_loggers(); "
+    loud = subprocess.run([sys.executable, "-c", logs], capture_output=True, text=True, timeout=60)
+    assert "socket.send() raised exception." in loud.stderr  # what a user saw
+    done = subprocess.run([sys.executable, "-c", quiet + logs], capture_output=True, text=True, timeout=60)
+    assert done.stderr == ""

@@ -300,6 +300,10 @@ def test_retry_settings_fit_the_timeout() -> None:
         attempts = kw["retry_total"] + 1
         backoff = sum(min(kw["retry_backoff_factor"] * 2**i, kw["retry_backoff_max"]) for i in range(kw["retry_total"]))
         assert attempts * kw["try_timeout"] + backoff < timeout
+    for timeout in (1.0, 30.0):
+        # The senders' one attempt: the SDK never sends a batch again (sbdlq owns send retries).
+        sending = amqp_client_kwargs(timeout, sending=True)
+        assert sending["retry_total"] == 0 and sending["try_timeout"] < timeout
     assert admin_client_kwargs(30, emulator=True)["retry_total"] == 0
     assert admin_client_kwargs(30, emulator=False)["timeout"] == 30
 
