@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 
 from sbdlq.addresses import EntityPath
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput, InvalidOperation, SbdlqError, SendUnconfirmed
+from sbdlq.errors import BadInput, InvalidOperation, SbdlqError, SendUnconfirmed, TransientError
 from sbdlq.models import EntityInfo, OutboundMessage
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.ratelimit import RateLimiter
@@ -133,8 +133,9 @@ class CopySender(Generic[T]):
         if not rest:
             return maybe
         cause = exc.__cause__
-        if maybe or not isinstance(cause, SbdlqError):
-            # Never sent (the batches after the one that got no answer): sent now, on a new link.
+        if maybe or not isinstance(cause, SbdlqError) or isinstance(cause, TransientError):
+            # Never sent (the batches after the one that got no answer, or one the broker refused
+            # as busy): sent now, on a new link, with the retries of any send.
             return maybe + await self.send(rest, charged=True)
         if isinstance(cause, PER_MESSAGE):
             return await self._one_by_one(rest, cause)

@@ -247,3 +247,32 @@ def test_a_run_that_fails_and_loses_locks_adds_up_and_advises_truly(
     # "Run it again" alone would send the left-over originals a second time.
     assert "running the command again would send those originals a second time" in line
     assert "run the command again to retry" not in line
+
+
+class CutMidChunk(FlakyBackend):
+    """The first send of a full chunk stops part way: 2 copies accepted, 3 reach the target without
+    an answer (the connection went), the last 3 of the chunk are never sent."""
+
+    def __init__(self, inner: Backend) -> None:
+        super().__init__(inner, rate=0.0, seed=0)
+        self.cut: list[str] = []
+
+    async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
+        if not self.cut and len(messages) == 8:
+            self.cut = [str(m.message_id) for m in messages]
+            await self.inner.send(entity, messages[:5])
+            raise SendUnconfirmed("send: connection reset", sent=2, unknown=3)
+        await self.inner.send(entity, messages)
+
+
+def test_a_send_cut_part_way_completes_what_went_leaves_what_may_have_and_sends_the_rest(store: Path) -> None:
+    backend = CutMidChunk(EmulatorBackend(str(store), clock=lambda: 10**9))
+    result = asyncio.run(resubmit(backend, DLQ, EntityPath("retry"), batch_size=17, concurrency=8))
+    copies = Counter(_ids(store, "retry"))
+    left = _ids(store, "orders/$DeadLetterQueue")
+    assert set(copies.values()) == {1} and set(copies) == {f"m-{i}" for i in range(N)}
+    maybe = backend.cut[2:5]
+    # Those whose send got no answer stay beside their copy, counted; nothing else stays.
+    assert sorted(left) == sorted(maybe)
+    assert (result.resubmitted, result.left_beside_copy, result.failed) == (N - 3, 3, 0)
+    assert any("may have reached retry" in e for e in result.errors)
