@@ -27,6 +27,8 @@ class LoopStats:
     unconfirmed_sequences: set[int] = field(default_factory=set)
     #: why the originals left beside their copy could not be checked at the end (None: they were)
     left_unchecked: str | None = None
+    #: the error lines that said originals stayed (see stayed)
+    stayed_lines: list[str] = field(default_factory=list)
     #: lost their lock before their action: nothing done with them, left for a later batch
     let_go: int = 0
     renewals: int = 0
@@ -47,13 +49,22 @@ class LoopStats:
         if unconfirmed:
             self.unconfirmed_sequences.update(m.sequence_number for m in messages)
 
+    def stayed(self, text: str) -> None:
+        """An error line saying that originals stayed beside their copy (taken back by gone_after_all)."""
+        self.error(text)
+        self.stayed_lines.append(text)
+
     def gone_after_all(self, sequences: set[int]) -> None:
         """Originals counted as left beside their copy that a check found gone: their complete's
         answer was lost, not the complete. They were moved (or deleted) after all."""
         gone = [s for s in self.left_sequences if s in sequences]
+        if not gone:
+            return
         self.left_sequences = [s for s in self.left_sequences if s not in sequences]
         self.left_beside_copy -= len(gone)
         self.handled += len(gone)
+        # The lines that said they stayed are not true any more; the summary says what is left.
+        self.errors = [e for e in self.errors if e not in self.stayed_lines]
 
     def abort(self, text: str) -> None:
         """Stop taking new messages; what is in flight finishes, the rest is released."""

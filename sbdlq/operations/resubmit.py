@@ -446,7 +446,7 @@ class Resubmit(MovingRun[ResubmitResult]):
         stats.handled += len(sent) - len(lost)
         if lost:
             stats.left_beside(lost)
-            stats.error(f"{len(lost)} original(s) stayed in the {queue_word(self.source)} after their copy was sent")
+            stats.stayed(f"{len(lost)} original(s) stayed in the {queue_word(self.source)} after their copy was sent")
         # Nothing was deleted for the refused ones: they are released at the end of the run.
         return refused + lost
 
