@@ -76,7 +76,11 @@ class Sending:
                 raise _unconfirmed(self._translate(exc, what), what, sent=sent, count=0) from exc
             if len(batch):
                 await flush(batch, len(batch))
-                batch = await self._guard(sender.create_message_batch(), what)
+                try:
+                    batch = await self._guard(sender.create_message_batch(), what)
+                except SbdlqError as exc:
+                    # After copies were accepted: the caller must not send this call's copies again.
+                    raise _unconfirmed(exc, what, sent=sent, count=0) from exc
             try:
                 batch.add_message(sdk_message)
             except MessageSizeExceededError:
