@@ -103,6 +103,8 @@ class Replay:
             f"{len(records)} record(s) may have reached {self.target} (their send got no answer; lines {lines}): "
             "not sent again"
         )
+        # Stop: at most --concurrency records per run may be in the target unconfirmed.
+        self.stats.abort(f"a send to {self.target} got no answer: stopped before sending more records")
 
     def copy_of(self, record: Record) -> OutboundMessage:
         """The copy a record is sent as: resubmit's copy rules, then the edits."""

@@ -446,7 +446,10 @@ class Resubmit(MovingRun[ResubmitResult]):
         stats.handled += len(sent) - len(lost)
         if lost:
             stats.left_beside(lost)
-            stats.stayed(f"{len(lost)} original(s) stayed in the {queue_word(self.source)} after their copy was sent")
+            line = f"{len(lost)} original(s) stayed in the {queue_word(self.source)} after their copy was sent"
+            stats.stayed(line)
+            # Stop too (the same per-run bound); the line is taken back if a check finds them gone.
+            stats.abort(line)
         # Nothing was deleted for the refused ones: they are released at the end of the run.
         return refused + lost
 
@@ -458,6 +461,9 @@ class Resubmit(MovingRun[ResubmitResult]):
             f"{len(chunk)} copy(ies) may have reached {self.target} (their send got no answer): their originals "
             f"stay in the {queue_word(self.source)} and were not sent again"
         )
+        # Stop, as after a failed complete: the bound on originals beside their copy is
+        # --concurrency per run, and a second lost answer would leave a second chunk.
+        self.stats.abort(f"a send to {self.target} got no answer: stopped before sending more copies")
 
     async def send_and_complete(self, chunk: list[Message], copies: list[OutboundMessage]) -> list[Message]:
         """The copies sent and the originals completed in one transaction; the originals whose lock was lost."""

@@ -135,6 +135,22 @@ def test_resubmit_with_answers_held_back_reports_what_the_dlq_holds(emulator: An
     assert "may have stayed" not in err, err  # the answers came back: the check could be made
 
 
+# Points where the first cut takes a send's answer (the run went on) and a later one another's:
+# before the fix, 32 were left beside their copy at both.
+@pytest.mark.parametrize(("first", "gap"), [(420_000, 100_000), (500_000, 100_000)])
+def test_resubmit_cut_three_times_leaves_at_most_concurrency_beside_their_copy(
+    emulator: Any, cli: Any, first: int, gap: int
+) -> None:
+    # The bound is per run: a send with no answer stops the run as a failed complete does, so a
+    # second cut cannot leave a second chunk beside its copy (before: 32 at --concurrency 16).
+    seed, q, dlq, target = _dead_lettered(emulator)
+    with FaultyProxy(emulator.port, rtt_s=RTT_S) as proxy:
+        proxy.cut_after(first, then_every=gap, times=3)
+        code, result, err = _run(cli, emulator, proxy, "resubmit", q, "--to", target, *MOVE_OPTIONS)
+        assert proxy.cuts >= 1, f"the run ended before the cut at byte {first} of {proxy.sent}"
+    _check_moved(seed, dlq, target, result, code, err)
+
+
 def _named_sequences(err: str) -> set[int]:
     """The sequence numbers a stderr line names (`sequence numbers 3-5, 9`)."""
     found = re.search(r"sequence numbers ([0-9, -]+)", err)
@@ -198,6 +214,22 @@ def test_replay_cut_once_sends_no_record_twice(emulator: Any, cli: Any, records:
     assert done <= sum(copies.values()) <= done + maybe, (result, err)
     assert maybe <= CONCURRENCY, (result, err)
     left_over = result["failed"] + result["not_tried"] + maybe + result["unroutable"]
+    assert (code == 1) == bool(left_over), (code, result, err)
+
+
+def test_replay_cut_three_times_leaves_at_most_concurrency_unconfirmed(emulator: Any, cli: Any, records: Path) -> None:
+    seed = Seeder(emulator.engine)
+    target = emulator.queue()
+    with FaultyProxy(emulator.port, rtt_s=RTT_S) as proxy:
+        proxy.cut_after(60_000, then_every=60_000, times=3)
+        code, result, err = _run(
+            cli, emulator, proxy, "replay", str(records), "--to", target, "--concurrency", str(CONCURRENCY)
+        )
+    copies = Counter(seed.peek_ids(target))
+    assert not {i for i, n in copies.items() if n > 1}, f"records sent twice: {copies.most_common(3)}; {err}"
+    assert result["unconfirmed"] <= CONCURRENCY, (result, err)
+    assert result["replayed"] <= sum(copies.values()) <= result["replayed"] + result["unconfirmed"], (result, err)
+    left_over = result["failed"] + result["not_tried"] + result["unconfirmed"] + result["unroutable"]
     assert (code == 1) == bool(left_over), (code, result, err)
 
 

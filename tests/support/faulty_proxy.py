@@ -33,6 +33,8 @@ class FaultyProxy(DelayingProxy):
         self.cuts = 0
         self.stalls = 0
         self._cut_at: int | None = None
+        #: bytes after one cut at which the next one strikes, for each cut still to come
+        self._cut_gaps: list[int] = []
         self._stall_at: int | None = None
         self._stall_for: float | None = None
         self._answers: asyncio.Event | None = None  # set: answers flow; clear: held back
@@ -44,9 +46,11 @@ class FaultyProxy(DelayingProxy):
 
         asyncio.run_coroutine_threadsafe(make_gate(), self._loop).result(10)
 
-    def cut_after(self, sent_bytes: int) -> None:
-        """Cut every connection once this many bytes have crossed."""
+    def cut_after(self, sent_bytes: int, *, then_every: int | None = None, times: int = 1) -> None:
+        """Cut every connection once this many bytes have crossed (`times` cuts in all, the next
+        each `then_every` bytes after the one before)."""
         self._cut_at = sent_bytes
+        self._cut_gaps = [then_every or sent_bytes] * (times - 1)
 
     def stall_after(self, sent_bytes: int, for_s: float | None = None) -> None:
         """Hold the answers back once this many bytes have crossed (for for_s, or until release)."""
@@ -71,7 +75,7 @@ class FaultyProxy(DelayingProxy):
         """Count bytes forwarded; trigger an armed fault once its threshold is passed."""
         self.sent += n
         if self._cut_at is not None and self.sent >= self._cut_at:
-            self._cut_at = None
+            self._cut_at = self.sent + self._cut_gaps.pop() if self._cut_gaps else None
             self.cuts += 1
             asyncio.get_running_loop().create_task(self._cut_all())
         if self._stall_at is not None and self.sent >= self._stall_at and self._answers is not None:
