@@ -355,8 +355,10 @@ class RunResult:
     errors: list[str] = field(default_factory=list)
     #: Sequence numbers of the originals counted in left_beside_copy (for the advice line).
     left_sequences: list[int] = field(default_factory=list)
-    #: Why the run could not check that those originals are still in the DLQ (None: it checked).
-    left_unchecked: str | None = None
+    #: Of those, the ones whose copy's send got no answer: the copy may or may not be in the target.
+    unconfirmed_sequences: list[int] = field(default_factory=list)
+    #: Why the run could not check that the others are still in the DLQ (None: it checked).
+    unchecked_reason: str | None = None
     #: A dry run with edits: one message and its copy, before and after (see operations/edits.py).
     example: dict[str, Any] | None = None
     #: Private SDK shortcuts the backend gave up during the run, for the public SDK API (Service Bus).
@@ -375,6 +377,16 @@ class RunResult:
     @done.setter
     def done(self, n: int) -> None:
         setattr(self, self.VERB, n)
+
+    @property
+    def left_unconfirmed(self) -> int:
+        """Of left_beside_copy, the originals whose copy's send got no answer."""
+        return len(self.unconfirmed_sequences)
+
+    @property
+    def left_unchecked(self) -> int:
+        """Of left_beside_copy, the originals the end-of-run check could not look at (it failed)."""
+        return self.left_beside_copy - self.left_unconfirmed if self.unchecked_reason is not None else 0
 
     def unaccounted(self) -> int:
         """Selected messages in none of the ADDS_UP counts yet (the run's accounting places them)."""
@@ -434,28 +446,48 @@ class RunResult:
         return "run the command again to retry"
 
     def beside_line(self) -> str:
-        if self.left_unchecked is not None:
-            return (
-                f"{self.left_beside_copy} original(s) may have stayed in the queue after their copy was sent"
-                f"{self._listed()}: the check of the queue failed too ({self.left_unchecked}), so their state is "
-                "unknown (see peek --sequence)"
+        unconfirmed = set(self.unconfirmed_sequences)
+        sent = [s for s in self.left_sequences if s not in unconfirmed]
+        parts = []
+        if self.left_beside_copy > self.left_unconfirmed:
+            count = self.left_beside_copy - self.left_unconfirmed
+            if self.unchecked_reason is not None:
+                parts.append(
+                    f"{count} original(s) may have stayed in the queue after their copy was sent"
+                    f"{self._listed(sent)}: the check of the queue failed too ({self.unchecked_reason}), so their "
+                    "state is unknown (see peek --sequence)"
+                )
+            else:
+                parts.append(f"{count} original(s) stayed in the queue after their copy was sent{self._listed(sent)}")
+        if self.left_unconfirmed:
+            # Their copy may never have reached the target: purged unchecked, the message would be lost.
+            parts.append(
+                f"{self.left_unconfirmed} original(s) stayed in the queue after a send that got no answer"
+                f"{self._listed(self.unconfirmed_sequences)}: their copy may have reached the target: check the "
+                "target for their message ids before purging them"
             )
-        return f"{self.left_beside_copy} original(s) stayed in the queue after their copy was sent{self._listed()}"
+        return "; ".join(parts)
 
     def beside_advice(self) -> str:
         return "check the target before resubmitting them again"
 
     def retry_beside_advice(self) -> str:
+        if self.left_unconfirmed:
+            return (
+                "running the command again would send those originals a second time: purge (purge --sequence) "
+                "only those whose copy is in the target, then run the command again"
+            )
         return (
             "running the command again would send those originals a second time: check the target, "
             "purge them (purge --sequence), then run the command again"
         )
 
-    def _listed(self) -> str:
+    def _listed(self, sequences: list[int] | None = None) -> str:
         """The left-over originals' sequence numbers, as --sequence ranges (the first few)."""
-        if not self.left_sequences:
+        sequences = self.left_sequences if sequences is None else sequences
+        if not sequences:
             return ""
-        ranges = sequence_ranges(self.left_sequences)
+        ranges = sequence_ranges(sequences)
         shown = ", ".join(ranges[:SHOWN_RANGES]) + (", ..." if len(ranges) > SHOWN_RANGES else "")
         return f" (sequence numbers {shown})"
 
@@ -508,6 +540,8 @@ class CopyingResult(RunResult):
             "failed",
             "not_tried",
             "left_beside_copy",
+            "left_unconfirmed",
+            "left_unchecked",
             "not_received",
             "not_matching",
             "skipped",
@@ -546,6 +580,7 @@ class PurgeResult(RunResult):
         "failed",
         "not_tried",
         "left_beside_copy",
+        "left_unchecked",
         "not_received",
         "not_matching",
     )
@@ -564,10 +599,10 @@ class PurgeResult(RunResult):
     exported: int = 0
 
     def beside_line(self) -> str:
-        if self.left_unchecked is not None:
+        if self.unchecked_reason is not None:
             return (
                 f"{self.left_beside_copy} message(s) were exported and may have stayed in the queue{self._listed()}: "
-                f"the check of the queue failed too ({self.left_unchecked}), so their state is unknown"
+                f"the check of the queue failed too ({self.unchecked_reason}), so their state is unknown"
             )
         return f"{self.left_beside_copy} message(s) were exported but stayed in the queue{self._listed()}"
 

@@ -26,7 +26,7 @@ class LoopStats:
     #: of those, the ones whose copy's send got no answer (never completed by the run)
     unconfirmed_sequences: set[int] = field(default_factory=set)
     #: why the originals left beside their copy could not be checked at the end (None: they were)
-    left_unchecked: str | None = None
+    unchecked_reason: str | None = None
     #: the error lines that said originals stayed (see stayed)
     stayed_lines: list[str] = field(default_factory=list)
     #: lost their lock before their action: nothing done with them, left for a later batch

@@ -188,7 +188,7 @@ class MovingRun(ABC, Generic[R]):
         try:
             there = await sequences_in(self.backend, self.source, completed, stats)
         except SbdlqError as exc:
-            stats.left_unchecked = exc.message
+            stats.unchecked_reason = exc.message
             return
         stats.gone_after_all(set(completed) - there)
 
@@ -247,7 +247,8 @@ class MovingRun(ABC, Generic[R]):
         r.not_tried = stats.not_tried
         r.left_beside_copy = stats.left_beside_copy
         r.left_sequences = list(stats.left_sequences)
-        r.left_unchecked = stats.left_unchecked
+        r.unchecked_reason = stats.unchecked_reason
+        r.unconfirmed_sequences = sorted(stats.unconfirmed_sequences)
         r.not_received = 0
         r.retries = stats.retries
         r.errors = stats.errors

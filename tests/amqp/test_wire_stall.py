@@ -94,7 +94,7 @@ def test_originals_completed_without_an_answer_are_not_reported_as_left(emulator
     assert result.resubmitted <= sum(copies.values()) <= result.resubmitted + result.left_beside_copy
     assert set(result.left_sequences) <= left, (result.left_sequences, left)
     assert result.left_beside_copy <= CONCURRENCY
-    assert result.left_unchecked is None
+    assert result.unchecked_reason is None
     line = result.left_over()
     assert line is not None and "may have stayed" not in line
     # No line of the run's says more stayed than the look found.
@@ -106,6 +106,8 @@ def test_originals_that_could_not_be_checked_are_reported_as_unknown(emulator: A
     # Held back until the run has ended: neither the complete nor any look at the DLQ is answered.
     result = _run(emulator, q, target, stall_at_complete=2, release_at_peek=None)
     line = result.left_over()
-    assert result.left_unchecked is not None
+    assert result.unchecked_reason is not None
     assert line is not None and "may have stayed" in line and "state is unknown" in line, line
     assert "original(s) stayed in the queue" not in line
+    doc = result.to_json()
+    assert doc["left_unchecked"] == result.left_beside_copy - doc["left_unconfirmed"] > 0, doc

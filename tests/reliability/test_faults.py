@@ -284,3 +284,10 @@ def test_a_send_cut_part_way_completes_what_went_leaves_what_may_have_and_sends_
     assert (result.left_beside_copy, result.failed) == (3, 0)
     assert result.resubmitted == len(copies) - 3 and result.not_tried == len(left) - 3 > 0
     assert any("may have reached retry" in e for e in result.errors)
+    # Their copy may never have reached the target: the report says check it, never purge them blindly.
+    doc = result.to_json()
+    assert (doc["left_beside_copy"], doc["left_unconfirmed"], doc["left_unchecked"]) == (3, 3, 0)
+    line = result.left_over()
+    assert line is not None
+    assert "their copy may have reached the target: check the target for their message ids before purging" in line
+    assert "after their copy was sent" not in line and "purge them (purge --sequence)" not in line
