@@ -105,3 +105,14 @@ class QuotaExceeded(OperationFailed):
 
 class RuleChanged(OperationFailed):
     """A subscription rule is not the one the caller read: a compare-and-write refused (exit 1)."""
+
+
+class SendUnconfirmed(OperationFailed):
+    """A send stopped part way: its first `sent` messages were accepted, the next `unknown` may
+    have reached the broker (their answer was lost with the connection, or never came), and the
+    rest were not sent. Never repeated blindly: a copy sent twice is a duplicate nobody counts."""
+
+    def __init__(self, message: str, *, sent: int, unknown: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.sent = sent
+        self.unknown = unknown

@@ -332,6 +332,10 @@ class RunResult:
     hint: str | None = None
     #: Sequence numbers of the originals counted in left_beside_copy (for the advice line).
     left_sequences: list[int] = field(default_factory=list)
+    #: Of those, the ones whose copy's send got no answer: the copy may or may not be in the target.
+    unconfirmed_sequences: list[int] = field(default_factory=list)
+    #: Why the run could not check that the others are still in the DLQ (None: it checked).
+    unchecked_reason: str | None = None
     #: A dry run with edits: one message and its copy, before and after (see operations/edits.py).
     example: dict[str, Any] | None = None
     #: Private SDK shortcuts the backend gave up during the run, for the public SDK API (Service Bus).
@@ -350,6 +354,16 @@ class RunResult:
     @done.setter
     def done(self, n: int) -> None:
         setattr(self, self.VERB, n)
+
+    @property
+    def left_unconfirmed(self) -> int:
+        """Of left_beside_copy, the originals whose copy's send got no answer."""
+        return len(self.unconfirmed_sequences)
+
+    @property
+    def left_unchecked(self) -> int:
+        """Of left_beside_copy, the originals the end-of-run check could not look at (it failed)."""
+        return self.left_beside_copy - self.left_unconfirmed if self.unchecked_reason is not None else 0
 
     def unaccounted(self) -> int:
         """Selected messages in none of the ADDS_UP counts yet (the run's accounting places them)."""
@@ -409,22 +423,48 @@ class RunResult:
         return "run the command again to retry"
 
     def beside_line(self) -> str:
-        return f"{self.left_beside_copy} original(s) stayed in the queue after their copy was sent{self._listed()}"
+        unconfirmed = set(self.unconfirmed_sequences)
+        sent = [s for s in self.left_sequences if s not in unconfirmed]
+        parts = []
+        if self.left_beside_copy > self.left_unconfirmed:
+            count = self.left_beside_copy - self.left_unconfirmed
+            if self.unchecked_reason is not None:
+                parts.append(
+                    f"{count} original(s) may have stayed in the queue after their copy was sent"
+                    f"{self._listed(sent)}: the check of the queue failed too ({self.unchecked_reason}), so their "
+                    "state is unknown (see peek --sequence)"
+                )
+            else:
+                parts.append(f"{count} original(s) stayed in the queue after their copy was sent{self._listed(sent)}")
+        if self.left_unconfirmed:
+            # Their copy may never have reached the target: purged unchecked, the message would be lost.
+            parts.append(
+                f"{self.left_unconfirmed} original(s) stayed in the queue after a send that got no answer"
+                f"{self._listed(self.unconfirmed_sequences)}: their copy may have reached the target: check the "
+                "target for their message ids before purging them"
+            )
+        return "; ".join(parts)
 
     def beside_advice(self) -> str:
         return "check the target before resubmitting them again"
 
     def retry_beside_advice(self) -> str:
+        if self.left_unconfirmed:
+            return (
+                "running the command again would send those originals a second time: purge (purge --sequence) "
+                "only those whose copy is in the target, then run the command again"
+            )
         return (
             "running the command again would send those originals a second time: check the target, "
             "purge them (purge --sequence), then run the command again"
         )
 
-    def _listed(self) -> str:
+    def _listed(self, sequences: list[int] | None = None) -> str:
         """The left-over originals' sequence numbers, as --sequence ranges (the first few)."""
-        if not self.left_sequences:
+        sequences = self.left_sequences if sequences is None else sequences
+        if not sequences:
             return ""
-        ranges = sequence_ranges(self.left_sequences)
+        ranges = sequence_ranges(sequences)
         shown = ", ".join(ranges[:SHOWN_RANGES]) + (", ..." if len(ranges) > SHOWN_RANGES else "")
         return f" (sequence numbers {shown})"
 
@@ -482,6 +522,8 @@ class CopyingResult(RunResult):
             "failed",
             "not_tried",
             "left_beside_copy",
+            "left_unconfirmed",
+            "left_unchecked",
             "not_received",
             "not_matching",
             "skipped",
@@ -565,6 +607,7 @@ class PurgeResult(RunResult):
         "failed",
         "not_tried",
         "left_beside_copy",
+        "left_unchecked",
         "not_received",
         "not_matching",
     )
@@ -583,6 +626,11 @@ class PurgeResult(RunResult):
     exported: int = 0
 
     def beside_line(self) -> str:
+        if self.unchecked_reason is not None:
+            return (
+                f"{self.left_beside_copy} message(s) were exported and may have stayed in the queue{self._listed()}: "
+                f"the check of the queue failed too ({self.unchecked_reason}), so their state is unknown"
+            )
         return f"{self.left_beside_copy} message(s) were exported but stayed in the queue{self._listed()}"
 
     def beside_advice(self) -> str:
@@ -606,6 +654,7 @@ class ReplayResult(CopyingResult):
         "replayed",
         "failed",
         "not_tried",
+        "unconfirmed",
         "not_matching",
         "skipped",
         "unroutable",
@@ -615,18 +664,23 @@ class ReplayResult(CopyingResult):
     SUMMARY_COUNTS: ClassVar[tuple[str, ...]] = (
         "failed",
         "not_tried",
+        "unconfirmed",
         "not_matching",
         "unroutable",
         "held_back",
         "repeated",
         "retries",
     )
+    ADDS_UP: ClassVar[tuple[str, ...]] = (*CopyingResult.ADDS_UP, "unconfirmed")
     LABELS: ClassVar[dict[str, str]] = {
         "held_back": "held back: delete not confirmed",
         "repeated": "exported again later in the file",
     }
 
     replayed: int = 0
+    #: Sent, but the send got no answer (a cut connection, a timeout): the copy may be in the
+    #: target or not. Never sent again in the run; `--resume` would send it again.
+    unconfirmed: int = 0
     #: Matching records a `purge --export` wrote but never marked deleted (a kill between export and
     #: delete, a lock lost): they may still be in the DLQ, so they are not sent (not in `selected`)
     #: unless --include-held-back.
@@ -638,11 +692,11 @@ class ReplayResult(CopyingResult):
     held_back_sequences: list[int] = field(default_factory=list)
 
     def left_over(self) -> str | None:
-        """Records not sent (no originals: a file is never changed): fix the cause, resume; records held
-        back because their delete was never confirmed: check the DLQ first; copies a targeted replay
-        may have put in another subscription."""
+        """Records not sent (no originals: a file is never changed): fix the cause, resume; records sent
+        without an answer: check the target first; records held back because their delete was never
+        confirmed: check the DLQ first; copies a targeted replay may have put in another subscription."""
         strays = self.stray_line() if self.stray_copies and not self.dry_run else ""
-        if self.dry_run or not (self.failed or self.not_tried or self.unroutable or self.held_back):
+        if self.dry_run or not (self.failed or self.not_tried or self.unroutable or self.unconfirmed or self.held_back):
             return strays or None
         cause = f"{self.errors[0]}; " if self.errors else ""
         parts = []
@@ -653,6 +707,11 @@ class ReplayResult(CopyingResult):
             )
         elif strays:
             parts.append(strays)
+        if self.unconfirmed:
+            parts.append(
+                f"{self.unconfirmed} record(s) were sent without an answer: their copy may be in the target, "
+                "and --resume would send them again (check the target first)"
+            )
         if self.held_back:
             ranges = sequence_ranges(self.held_back_sequences)
             shown = ", ".join(ranges[:SHOWN_RANGES]) + (", ..." if len(ranges) > SHOWN_RANGES else "")

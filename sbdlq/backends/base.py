@@ -5,7 +5,7 @@ against this interface; backends translate their own errors into `sbdlq.errors` 
 at the edge, so nothing above sees sqlite3 or azure exceptions.
 
 Errors a backend may raise: EntityNotFound, AuthError, ServiceUnavailable (and its
-TransientError), LockLost, InvalidOperation, BadInput, OperationFailed.
+TransientError), LockLost, InvalidOperation, BadInput, OperationFailed, SendUnconfirmed (send).
 """
 
 from __future__ import annotations
@@ -209,7 +209,9 @@ class Backend(ABC):
 
     @abstractmethod
     async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
-        """Send to a queue or topic; all accepted, or an error and none assumed accepted."""
+        """Send to a queue or topic: all accepted; or SendUnconfirmed when some may have reached the
+        broker (its `sent` first accepted, its next `unknown` without an answer: never to be sent
+        again); or another error, and none was accepted (a TransientError may be retried)."""
 
     #: Whether send_and_complete sends and completes in one transaction (the local emulator):
     #: then no message is ever between its copy's send and its own completion.

@@ -249,12 +249,8 @@ def open_target(s: Settings, *, create: bool = False) -> Any:
     from sbdlq.backends import open_backend
 
     target = s.target()
-    if target.kind != "emulator" and not s.debug:
-        import logging
-
-        # The SDK logs retries with tracebacks; one line per error is ours to print.
-        logging.getLogger("azure").addHandler(logging.NullHandler())
-        logging.getLogger("azure").propagate = False
+    if not s.debug:
+        quiet_foreign_loggers()
     network = s.network() if target.kind != "emulator" else None
     if network is not None:
         s.log(f"network: {network.describe(_endpoint_port(target))}")
@@ -266,6 +262,24 @@ def open_target(s: Settings, *, create: bool = False) -> Any:
     if backend.description:
         s.log(f"backend: {backend.description}")
     return backend
+
+
+#: Loggers of the libraries under a run: the SDK (its AMQP stack is `azure.servicebus._pyamqp`),
+#: uamqp where the SDK uses it, and asyncio, which logs `socket.send() raised exception.` for
+#: writes on a cut connection and "Task exception was never retrieved".
+FOREIGN_LOGGERS = ("azure", "uamqp", "asyncio")
+
+
+def quiet_foreign_loggers() -> None:
+    """Keep the libraries' log lines off stderr (--debug shows them): sbdlq's stderr is its own,
+    one line per event in its words, and the run's summary says what a cut or a stall cost."""
+    import logging
+
+    for name in FOREIGN_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+        logger.propagate = False
 
 
 def _endpoint_port(target: Any) -> int | None:

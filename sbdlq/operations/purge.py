@@ -232,7 +232,7 @@ class Purge(MovingRun[PurgeResult]):
         if error is not None:
             stats.abort(f"delete failed: {error.message}")
         elif left:
-            stats.error(f"{len(left)} message(s) stayed in the {queue_word(self.source)} (lock lost before delete)")
+            stats.stayed(f"{len(left)} message(s) stayed in the {queue_word(self.source)} (lock lost before delete)")
         return left
 
     def mark_deleted(self, chunk: list[Message], marks: list[int], left: list[Message]) -> None:

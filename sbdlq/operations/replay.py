@@ -22,7 +22,7 @@ from pathlib import Path
 from sbdlq.addresses import EntityPath
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
-from sbdlq.models import OutboundMessage, ReplayResult
+from sbdlq.models import OutboundMessage, ReplayResult, sequence_ranges
 from sbdlq.operations.edits import copy_example
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.ratelimit import RateLimiter
@@ -99,7 +99,19 @@ class Replay:
             RateLimiter(self.options.rate),
             copy_of=self.copy_of,
             name_of=lambda r: f"line {r.line}",
+            unconfirmed=self.unconfirmed,
         )
+
+    def unconfirmed(self, records: list[Record]) -> None:
+        """Records whose send got no answer: their copy may be in the target. Counted, never sent again."""
+        self.result.unconfirmed += len(records)
+        lines = ", ".join(sequence_ranges([r.line for r in records]))
+        self.stats.error(
+            f"{len(records)} record(s) may have reached {self.target} (their send got no answer; lines {lines}): "
+            "not sent again"
+        )
+        # Stop: at most --concurrency records per run may be in the target unconfirmed.
+        self.stats.abort(f"a send to {self.target} got no answer: stopped before sending more records")
 
     def copy_of(self, record: Record) -> OutboundMessage:
         """The copy a record is sent as: resubmit's copy rules, then the edits."""
@@ -420,9 +432,8 @@ class Replay:
     def _finished(self) -> bool:
         r = self.result
         # Records held back are not done: `--resume --include-held-back` sends them later.
-        held_back = r.held_back
         return (
             not r.dry_run
             and r.replayed == r.selected
-            and not (r.failed or r.unroutable or held_back or self.stats.aborted)
+            and not (r.failed or r.unroutable or r.unconfirmed or r.held_back or self.stats.aborted)
         )

@@ -228,6 +228,7 @@ class Resubmit(MovingRun[ResubmitResult]):
             copy_of=self.copy_of,
             name_of=lambda m: f"sequence number {m.sequence_number}",
             deliver=self.send_and_complete if self.atomic else None,
+            unconfirmed=self.unconfirmed,
         )
         #: The target topic's rules (None: a queue, or rules unread and that allowed).
         self.routing: RoutingCheck | None = None
@@ -484,9 +485,24 @@ class Resubmit(MovingRun[ResubmitResult]):
         stats.handled += len(sent) - len(lost)
         if lost:
             stats.left_beside(lost)
-            stats.error(f"{len(lost)} original(s) stayed in the {queue_word(self.source)} after their copy was sent")
+            line = f"{len(lost)} original(s) stayed in the {queue_word(self.source)} after their copy was sent"
+            stats.stayed(line)
+            # Stop too (the same per-run bound); the line is taken back if a check finds them gone.
+            stats.abort(line)
         # Nothing was deleted for the refused ones: they are released at the end of the run.
         return refused + lost
+
+    def unconfirmed(self, chunk: list[Message]) -> None:
+        """Originals whose copy may have reached the target (the send's answer was lost): left in
+        the DLQ beside it, counted so, and never copied again in this run (LockedLoop skips them)."""
+        self.stats.left_beside(chunk, unconfirmed=True)
+        self.stats.error(
+            f"{len(chunk)} copy(ies) may have reached {self.target} (their send got no answer): their originals "
+            f"stay in the {queue_word(self.source)} and were not sent again"
+        )
+        # Stop, as after a failed complete: the bound on originals beside their copy is
+        # --concurrency per run, and a second lost answer would leave a second chunk.
+        self.stats.abort(f"a send to {self.target} got no answer: stopped before sending more copies")
 
     async def send_and_complete(self, chunk: list[Message], copies: list[OutboundMessage]) -> list[Message]:
         """The copies sent and the originals completed in one transaction; the originals whose lock was lost."""

@@ -23,6 +23,7 @@ from sbdlq.models import EntityInfo, Message, RunResult
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.move import LockedLoop
 from sbdlq.operations.planning import Plan, dlq_left, plan_run, report_unreceived
+from sbdlq.operations.settle_recovery import sequences_in
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
 from sbdlq.selection import Selection
 
@@ -150,6 +151,7 @@ class MovingRun(ABC, Generic[R]):
             # The loop has wound down (chunks in flight finished, the rest released): a
             # failing broker or store ends the run with its partial summary, not a bare error.
             self.stats.abort(exc.message)
+        await self.check_left()
         await self.recount()
         self.account(stopped=stopper.signum is not None)
         if stopper.signum is not None:
@@ -173,6 +175,23 @@ class MovingRun(ABC, Generic[R]):
             large_bodies=self.options.concurrency,
         )
         await loop.run(limit=plan.selected, last_sequence=plan.last_sequence)
+
+    async def check_left(self) -> None:
+        """Before the report says originals stayed beside their copy, look: one peek by sequence
+        number. Those gone were completed after all (the complete's answer was lost, as when the
+        answers stop while the requests still reach the broker); when the peek fails too, the
+        report says it could not tell rather than that they stayed."""
+        stats = self.stats
+        # An original whose copy's send got no answer was never completed by the run: not re-credited.
+        completed = [s for s in stats.left_sequences if s not in stats.unconfirmed_sequences]
+        if not completed:
+            return
+        try:
+            there = await sequences_in(self.backend, self.source, completed, stats)
+        except SbdlqError as exc:
+            stats.unchecked_reason = exc.message
+            return
+        stats.gone_after_all(set(completed) - there)
 
     def kept_back(self) -> int:
         """Messages the run chose to leave in the DLQ (resubmit: copies no subscription takes)."""
@@ -229,6 +248,8 @@ class MovingRun(ABC, Generic[R]):
         r.not_tried = stats.not_tried
         r.left_beside_copy = stats.left_beside_copy
         r.left_sequences = list(stats.left_sequences)
+        r.unchecked_reason = stats.unchecked_reason
+        r.unconfirmed_sequences = sorted(stats.unconfirmed_sequences)
         r.not_received = 0
         r.retries = stats.retries
         r.errors = stats.errors

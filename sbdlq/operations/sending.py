@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 
 from sbdlq.addresses import EntityPath
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput, InvalidOperation, SbdlqError
+from sbdlq.errors import BadInput, InvalidOperation, SbdlqError, SendUnconfirmed, TransientError
 from sbdlq.models import EntityInfo, OutboundMessage
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.ratelimit import RateLimiter
@@ -49,8 +49,12 @@ def check_target(info: EntityInfo, target: EntityPath, *, new_message_id: bool, 
 
 
 #: Sends the copies of items and (when it settles them too) returns the items it did not
-#: move because their lock was lost; raises when nothing was sent.
+#: move because their lock was lost; raises when nothing was sent (SendUnconfirmed: some may have been).
 Deliver = Callable[[list[T], list[OutboundMessage]], Awaitable[list[T]]]
+
+#: Told of the items whose copy may have reached the target (a send whose answer was lost):
+#: never sent again in this run, and counted apart (resubmit: left beside their copy).
+Unconfirmed = Callable[[list[T]], None]
 
 
 @dataclass(eq=False)
@@ -67,6 +71,9 @@ class CopySender(Generic[T]):
     #: Sends and settles in one transaction (resubmit where the backend moves atomically);
     #: None: a plain send.
     deliver: Deliver[T] | None = None
+    #: The items whose copy may have reached the target (see Unconfirmed); the send returns them
+    #: with the refused ones, as not accepted.
+    unconfirmed: Unconfirmed[T] = lambda _: None
 
     async def _send(self, items: list[T], copies: list[OutboundMessage]) -> list[T]:
         await self.backend.send(self.target, copies)
@@ -74,7 +81,11 @@ class CopySender(Generic[T]):
 
     async def send(self, items: list[T], *, charged: bool = False) -> list[T]:
         """Send copies of the items; returns the items whose copy was not accepted (or, when the
-        deliver settles, that were not moved)."""
+        deliver settles, that were not moved), and those whose copy may have been (unconfirmed).
+
+        Only a call that provably sent nothing is tried again (a transient error before the
+        send, a batch refused whole); a send whose answer was lost is never repeated.
+        """
         copies = [self.copy_of(m) for m in items]
         if not charged:
             await self.limiter.take(len(items))
@@ -83,17 +94,10 @@ class CopySender(Generic[T]):
             # A deliver that settles too is one transaction: retried whole, it cannot duplicate.
             deliver = self.deliver or self._send
             lost = await retrying(lambda: deliver(items, copies), stats)
+        except SendUnconfirmed as exc:
+            return await self._part_sent(items, exc)
         except PER_MESSAGE as exc:
-            if len(items) == 1:
-                stats.failed += 1
-                stats.error(f"send to {target} refused {self.name_of(items[0])}: {exc.message}")
-                return items
-            # A batch is all or nothing: one bad message must not hold back the others.
-            refused: list[T] = []
-            for m in items:
-                # Already counted against --rate when the batch was tried.
-                refused += await self.send([m], charged=True)
-            return refused
+            return await self._one_by_one(items, exc)
         except SbdlqError as exc:
             # The target takes nothing (disabled, missing, full, unreachable): stop the run.
             stats.failed += len(items)
@@ -104,3 +108,37 @@ class CopySender(Generic[T]):
             stats.failed += len(lost)
             stats.error(f"{len(lost)} message(s) lost their lock before they were moved: not copied, left in place")
         return lost
+
+    async def _one_by_one(self, items: list[T], exc: SbdlqError) -> list[T]:
+        """A batch refused because of one message: each sent alone, so one bad message holds back no other."""
+        if len(items) == 1:
+            self.stats.failed += 1
+            self.stats.error(f"send to {self.target} refused {self.name_of(items[0])}: {exc.message}")
+            return items
+        refused: list[T] = []
+        for m in items:
+            # Already counted against --rate when the batch was tried.
+            refused += await self.send([m], charged=True)
+        return refused
+
+    async def _part_sent(self, items: list[T], exc: SendUnconfirmed) -> list[T]:
+        """A send that stopped part way: the accepted ones are sent, the unconfirmed ones are handed
+        to `unconfirmed` (never sent again), the rest were not sent and are tried as a batch would be."""
+        sent, unknown = exc.sent, exc.unknown
+        maybe = items[sent : sent + unknown]
+        rest = items[sent + unknown :]
+        self.stats.error(exc.message)
+        if maybe:
+            self.unconfirmed(maybe)
+        if not rest:
+            return maybe
+        cause = exc.__cause__
+        if maybe or not isinstance(cause, SbdlqError) or isinstance(cause, TransientError):
+            # Never sent (the batches after the one that got no answer, or one the broker refused
+            # as busy): sent now, on a new link, with the retries of any send.
+            return maybe + await self.send(rest, charged=True)
+        if isinstance(cause, PER_MESSAGE):
+            return await self._one_by_one(rest, cause)
+        self.stats.failed += len(rest)
+        self.stats.abort(f"send to {self.target} failed: {cause.message}")
+        return rest

@@ -21,6 +21,31 @@ from sbdlq.operations.retries import retrying
 STILL_IN_PAGE = 1000
 
 
+async def sequences_in(backend: Backend, source: Address, wanted: Sequence[int], stats: LoopStats) -> set[int]:
+    """Which of these sequence numbers the queue holds, by peeking them (raises what the peek raised).
+
+    Dense: one peek from the lowest, as many as the range holds (pages of STILL_IN_PAGE past
+    that); sparse (a selective scan's chunks): one peek each, fewer calls than paging the range.
+    """
+    numbers = sorted(set(wanted))
+    seen: set[int] = set()
+    if not numbers:
+        return seen
+    if numbers[-1] - numbers[0] >= STILL_IN_PAGE * len(numbers):
+        for seq in numbers:
+            page = await retrying(partial(backend.peek, source, seq, 1), stats)
+            seen.update(m.sequence_number for m in page)
+        return seen & set(numbers)
+    at, last = numbers[0], numbers[-1]
+    while at <= last:
+        page = await retrying(partial(backend.peek, source, at, min(STILL_IN_PAGE, last - at + 1)), stats)
+        if not page:
+            break
+        seen.update(m.sequence_number for m in page)
+        at = page[-1].sequence_number + 1
+    return seen & set(numbers)
+
+
 async def still_in(backend: Backend, source: Address, messages: Sequence[Message], stats: LoopStats) -> list[Message]:
     """Of messages whose settlement failed or said "lock lost", those still in the queue.
 
@@ -30,22 +55,8 @@ async def still_in(backend: Backend, source: Address, messages: Sequence[Message
     """
     if not messages:
         return []
-    wanted = sorted({m.sequence_number for m in messages})
-    seen: set[int] = set()
     try:
-        if wanted[-1] - wanted[0] >= STILL_IN_PAGE * len(wanted):
-            # Sparse (a selective scan's chunk): one peek each is fewer calls than paging the range.
-            for seq in wanted:
-                page = await retrying(partial(backend.peek, source, seq, 1), stats)
-                seen.update(m.sequence_number for m in page)
-        else:
-            at, last = wanted[0], wanted[-1]
-            while at <= last:
-                page = await retrying(partial(backend.peek, source, at, min(STILL_IN_PAGE, last - at + 1)), stats)
-                if not page:
-                    break
-                seen.update(m.sequence_number for m in page)
-                at = page[-1].sequence_number + 1
+        seen = await sequences_in(backend, source, [m.sequence_number for m in messages], stats)
     except SbdlqError:
         return list(messages)
     return [m for m in messages if m.sequence_number in seen]

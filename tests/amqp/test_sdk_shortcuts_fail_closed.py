@@ -86,6 +86,23 @@ def _count_renamed(request: Any) -> Any:
     return mgmt
 
 
+def _count_in_a_list(request: Any) -> Any:
+    """`_mgmt_request_response` whose reply body is a list instead of a map (after the broker acted)."""
+
+    class Listed:
+        def __init__(self, message: Any) -> None:
+            self.application_properties = message.application_properties
+            self.value = list((message.value or {}).items())
+
+    async def mgmt(operation: Any, body: Any, callback: Callable[..., Any], **kwargs: Any) -> Any:
+        def reply(status: Any, message: Any, description: Any, **kw: Any) -> Any:
+            return callback(status, Listed(message), description, **kw)
+
+        return await request(operation, body, reply, **kwargs)
+
+    return mgmt
+
+
 def _keyword_renamed(request: Any) -> Any:
     """`_mgmt_request_response` that calls the reply callback with a renamed keyword argument."""
 
@@ -106,6 +123,21 @@ def _fails_after_settling(settle: Any) -> Any:
         raise TypeError("settle_messages_async() got an unexpected keyword argument 'outcome_timeout'")
 
     return settle_then_fail
+
+
+def _decoder_called_another_way(decode: Any) -> Any:
+    def decode_payload(buffer: Any, *, frame_type: Any) -> Any:
+        return decode(buffer)
+
+    return decode_payload
+
+
+def _decoder_answers_a_tuple(decode: Any) -> Any:
+    def decode_payload(buffer: Any) -> Any:
+        decoded = decode(buffer)
+        return (decoded.value, decoded.sequence)
+
+    return decode_payload
 
 
 #: (id, what sbdlq no longer sees as today, the shortcut it must give up: None where today's
@@ -139,6 +171,11 @@ SIMULATIONS: list[tuple[str, Callable[[], Any], str | None]] = [
         "batch_delete",
     ),
     (
+        "batch delete reply a list",
+        lambda: swapped(_receiver_class(), "_mgmt_request_response", _count_in_a_list),
+        "batch_delete",
+    ),
+    (
         "batch delete callback keyword renamed",
         lambda: swapped(_receiver_class(), "_mgmt_request_response", _keyword_renamed),
         None,
@@ -155,6 +192,14 @@ IDS = [s[0] for s in SIMULATIONS]
 CODEC_SIMULATIONS: list[tuple[str, Callable[[], Any]]] = [
     ("encode_payload moved", lambda: hidden(_module("azure.servicebus._pyamqp._encode"), "encode_payload")),
     ("decode_payload moved", lambda: hidden(_module("azure.servicebus._pyamqp._decode"), "decode_payload")),
+    (
+        "decode_payload called another way",
+        lambda: swapped(_module("azure.servicebus._pyamqp._decode"), "decode_payload", _decoder_called_another_way),
+    ),
+    (
+        "decode_payload answers another shape",
+        lambda: swapped(_module("azure.servicebus._pyamqp._decode"), "decode_payload", _decoder_answers_a_tuple),
+    ),
 ]
 
 
@@ -292,10 +337,37 @@ def test_a_shortcut_given_up_is_one_line_with_verbose(emulator: Any, sbcli: Cli)
     assert len(_dlq_ids(seed, queue)) == N - PURGE_MAX
 
 
-#: what lock renewal relies on, gone or reshaped: renewal goes one message at a time, the public way
+def _renew_reply_a_list(renew: Any) -> Any:
+    async def renew_locks(*tokens: Any, **kwargs: Any) -> Any:
+        return list((await renew(*tokens, **kwargs))[b"expirations"])
+
+    return renew_locks
+
+
+def _renew_reply_short(renew: Any) -> Any:
+    async def renew_locks(*tokens: Any, **kwargs: Any) -> Any:
+        reply = await renew(*tokens, **kwargs)
+        return {b"expirations": list(reply[b"expirations"])[:-1]}
+
+    return renew_locks
+
+
+def _renew_reply_unreadable(renew: Any) -> Any:
+    async def renew_locks(*tokens: Any, **kwargs: Any) -> Any:
+        await renew(*tokens, **kwargs)  # renewed at the broker; then the SDK cannot read the reply
+        raise TypeError("list indices must be integers or slices, not bytes")
+
+    return renew_locks
+
+
+#: what lock renewal relies on, gone or answering in another shape: the renewal is made again,
+#: one message at a time, the public way, before anything depends on it (issue 34 #10)
 RENEW_SIMULATIONS: list[tuple[str, Callable[[], Any]]] = [
     ("renew_locks hidden", lambda: hidden(_receiver_class(), "_renew_locks")),
     ("renew reply reshaped", lambda: swapped(_receiver_class(), "_renew_locks", _renamed_expirations)),
+    ("renew reply a list", lambda: swapped(_receiver_class(), "_renew_locks", _renew_reply_a_list)),
+    ("renew reply too short", lambda: swapped(_receiver_class(), "_renew_locks", _renew_reply_short)),
+    ("renew reply unreadable", lambda: swapped(_receiver_class(), "_renew_locks", _renew_reply_unreadable)),
     ("expiry hidden", lambda: hidden(_message_class(), "_expiry")),
 ]
 

@@ -231,6 +231,7 @@ def test_replay_a_peek_jsonl_file_with_a_selection_as_json(cli: Cli, orders: See
             "replayed": 1,
             "failed": 0,
             "not_tried": 0,
+            "unconfirmed": 0,
             "not_matching": 1,
             "skipped": 1,
             "unroutable": 0,

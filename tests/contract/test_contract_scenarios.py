@@ -70,6 +70,8 @@ def test_dry_run_resubmit_changes_nothing(backend: Backend, mixed: list[str], se
         "failed": 0,
         "not_tried": 0,
         "left_beside_copy": 0,
+        "left_unconfirmed": 0,
+        "left_unchecked": 0,
         "not_received": 0,
         "not_matching": 0,
         "skipped": 0,

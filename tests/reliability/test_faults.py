@@ -20,7 +20,7 @@ from support import Cli, dead_lettered_store, stored_ids
 from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.backends.emulator import EmulatorBackend
-from sbdlq.errors import OperationFailed, TransientError
+from sbdlq.errors import OperationFailed, SendUnconfirmed, TransientError
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
 from sbdlq.operations import retries
 from sbdlq.operations.purge import purge
@@ -42,6 +42,7 @@ class FlakyBackend(Backend):
         self.lose_locks = lose_locks
         self.rng = random.Random(seed)
         self.faults: Counter[str] = Counter()
+        self.sending = 0
 
     async def _call(self, name: str, coro_fn: Any) -> Any:
         roll = self.rng.random()
@@ -54,8 +55,11 @@ class FlakyBackend(Backend):
             raise TransientError(f"{name}: operation timed out")
         result = await coro_fn()
         if roll < self.rate and name in ("send", "complete", "abandon"):
-            # The work was done but the answer was lost: the caller will retry.
+            # The work was done but the answer was lost: a settlement is retried (it cannot act
+            # twice); a send says its outcome is unknown, as the Service Bus backend does.
             self.faults[f"{name}:after"] += 1
+            if name == "send":
+                raise SendUnconfirmed("send: connection reset", sent=0, unknown=self.sending)
             raise TransientError(f"{name}: connection reset")
         return result
 
@@ -99,6 +103,7 @@ class FlakyBackend(Backend):
         return await self._call("renew", lambda: self.inner.renew_locks(address, messages))  # type: ignore[no-any-return]
 
     async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
+        self.sending = len(messages)
         await self._call("send", lambda: self.inner.send(entity, messages))
 
     async def close(self) -> None:
@@ -133,7 +138,13 @@ def test_resubmit_through_faults_accounts_for_every_message(store: Path, seed: i
             EmulatorBackend(str(store), clock=lambda r=runs: 10**9 + r * 3600), rate=0.25, seed=seed * 100 + runs
         )
         before = len(_ids(store, "orders/$DeadLetterQueue"))
+        copies_before = Counter(_ids(store, "retry"))
         result = asyncio.run(resubmit(flaky, DLQ, EntityPath("retry"), batch_size=17, concurrency=8))
+        # One run never sends a message twice: a send whose answer was lost is not repeated, its
+        # original stays beside the copy, counted.
+        new = Counter(_ids(store, "retry")) - copies_before
+        assert max(new.values(), default=1) == 1, new
+        assert result.resubmitted <= sum(new.values()) <= result.resubmitted + result.left_beside_copy
         retries += result.retries
         lost_answers += flaky.faults["send:after"]
         assert result.resubmitted + result.failed <= result.selected
@@ -219,7 +230,10 @@ def test_lost_locks_exit_1_with_exact_summary(store: Path, tmp_path: Path, monke
     # Resubmitted means sent and completed (issue 12 item 6): the left-over originals are not counted.
     assert doc["resubmitted"] == N - left
     assert doc["failed"] == 0
-    assert f"{left} original(s) stayed in the queue after their copy was sent" in result.stderr
+    # The first lost lock stops the run: at most --concurrency (default 32) beside their copy.
+    beside = doc["left_beside_copy"]
+    assert 0 < beside <= 32 and doc["not_tried"] == left - beside
+    assert f"{beside} original(s) stayed in the queue after their copy was sent" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -262,11 +276,52 @@ def test_a_run_that_fails_and_loses_locks_adds_up_and_advises_truly(
     assert sum(doc[k] for k in counts) == doc["selected"] == N
     assert doc["left_beside_copy"] == len(beside)
     assert doc["resubmitted"] == len(copies - left)
-    # One chunk was tried and refused; what came after it was never tried.
-    assert doc["failed"] == 10 and doc["not_tried"] == N - 10 - len(copies)
+    # The first chunk that lost a lock after its send stopped the run (the per-run bound):
+    # what came after it was never tried.
+    assert doc["left_beside_copy"] <= 10
+    assert doc["failed"] == 0 and doc["not_tried"] == N - len(copies)
     line = result.stderr.splitlines()[-1]
     assert f"{doc['failed'] + doc['not_tried']} message(s) were not resubmitted" in line
     assert f"{len(beside)} original(s) stayed in the queue after their copy was sent (sequence numbers " in line
     # "Run it again" alone would send the left-over originals a second time.
     assert "running the command again would send those originals a second time" in line
     assert "run the command again to retry" not in line
+
+
+class CutMidChunk(FlakyBackend):
+    """The first send of a full chunk stops part way: 2 copies accepted, 3 reach the target without
+    an answer (the connection went), the last 3 of the chunk are never sent."""
+
+    def __init__(self, inner: Backend) -> None:
+        super().__init__(inner, rate=0.0, seed=0)
+        self.cut: list[str] = []
+
+    async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
+        if not self.cut and len(messages) == 8:
+            self.cut = [str(m.message_id) for m in messages]
+            await self.inner.send(entity, messages[:5])
+            raise SendUnconfirmed("send: connection reset", sent=2, unknown=3)
+        await self.inner.send(entity, messages)
+
+
+def test_a_send_cut_part_way_completes_what_went_leaves_what_may_have_and_sends_the_rest(store: Path) -> None:
+    backend = CutMidChunk(EmulatorBackend(str(store), clock=lambda: 10**9))
+    result = asyncio.run(resubmit(backend, DLQ, EntityPath("retry"), batch_size=17, concurrency=8))
+    copies = Counter(_ids(store, "retry"))
+    left = _ids(store, "orders/$DeadLetterQueue")
+    assert set(copies.values()) == {1}
+    maybe = backend.cut[2:5]
+    # Those whose send got no answer stay beside their copy, counted; the run stops there (the
+    # per-run bound), so the chunks after it are not tried.
+    assert set(maybe) <= set(left) and not set(left) & (set(copies) - set(maybe))
+    assert set(copies) | set(left) == {f"m-{i}" for i in range(N)}
+    assert (result.left_beside_copy, result.failed) == (3, 0)
+    assert result.resubmitted == len(copies) - 3 and result.not_tried == len(left) - 3 > 0
+    assert any("may have reached retry" in e for e in result.errors)
+    # Their copy may never have reached the target: the report says check it, never purge them blindly.
+    doc = result.to_json()
+    assert (doc["left_beside_copy"], doc["left_unconfirmed"], doc["left_unchecked"]) == (3, 3, 0)
+    line = result.left_over()
+    assert line is not None
+    assert "their copy may have reached the target: check the target for their message ids before purging" in line
+    assert "after their copy was sent" not in line and "purge them (purge --sequence)" not in line

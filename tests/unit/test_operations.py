@@ -300,14 +300,16 @@ def test_run_results_share_one_json_shape_and_summary() -> None:
     r.done = 7
     assert r.resubmitted == 7
     assert json.dumps(r.to_json()) == (
-        '{"selected": 9, "resubmitted": 7, "failed": 2, "not_tried": 0, "left_beside_copy": 0, "not_received": 0, '
-        '"not_matching": 4, "skipped": 4, "unroutable": 0, "dry_run": false, "elapsed_s": 1.235, "sdk_fallbacks": []}'
+        '{"selected": 9, "resubmitted": 7, "failed": 2, "not_tried": 0, "left_beside_copy": 0, "left_unconfirmed": 0, '
+        '"left_unchecked": 0, "not_received": 0, "not_matching": 4, "skipped": 4, "unroutable": 0, '
+        '"dry_run": false, "elapsed_s": 1.235, "sdk_fallbacks": []}'
     )
     assert r.summary() == "resubmitted 7 of 9 selected message(s) in 1.23s (2 failed, 4 not matching, 1 retries)"
     p = PurgeResult(selected=5, purged=5, exported=5, elapsed_s=0.5)
     assert json.dumps(p.to_json()) == (
         '{"selected": 5, "purged": 5, "exported": 5, "failed": 0, "not_tried": 0, "left_beside_copy": 0, '
-        '"not_received": 0, "not_matching": 0, "dry_run": false, "elapsed_s": 0.5, "sdk_fallbacks": []}'
+        '"left_unchecked": 0, "not_received": 0, "not_matching": 0, "dry_run": false, "elapsed_s": 0.5, '
+        '"sdk_fallbacks": []}'
     )
     assert p.summary() == "purged 5 of 5 selected message(s) in 0.50s (5 exported)"
     assert PurgeResult(selected=3).summary() == "purged 0 of 3 selected message(s) in 0.00s"

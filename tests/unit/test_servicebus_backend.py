@@ -51,6 +51,7 @@ from sbdlq.errors import (
     OperationFailed,
     QuotaExceeded,
     SbdlqError,
+    SendUnconfirmed,
     ServiceUnavailable,
     TransientError,
 )
@@ -299,6 +300,10 @@ def test_retry_settings_fit_the_timeout() -> None:
         attempts = kw["retry_total"] + 1
         backoff = sum(min(kw["retry_backoff_factor"] * 2**i, kw["retry_backoff_max"]) for i in range(kw["retry_total"]))
         assert attempts * kw["try_timeout"] + backoff < timeout
+    for timeout in (1.0, 30.0):
+        # The senders' one attempt: the SDK never sends a batch again (sbdlq owns send retries).
+        sending = amqp_client_kwargs(timeout, sending=True)
+        assert sending["retry_total"] == 0 and sending["try_timeout"] < timeout
     assert admin_client_kwargs(30, emulator=True)["retry_total"] == 0
     assert admin_client_kwargs(30, emulator=False)["timeout"] == 30
 
@@ -539,6 +544,64 @@ def test_send_failure_is_translated(sdk: SimpleNamespace) -> None:
         sdk.client.get_queue_sender.side_effect = lambda name, **kw: sender
         with pytest.raises(TransientError):
             await b.send(ORDERS, [OutboundMessage(body=b"x")])
+        await b.close()
+
+    run(go())
+
+
+def _second_batch_fails(error: Exception) -> MagicMock:
+    """A sender of 1200-byte batches whose second send_messages raises error (the first is accepted)."""
+    sender = fake_sender(1200)
+    calls = 0
+
+    async def send_messages(message: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise error
+
+    sender.send_messages.side_effect = send_messages
+    return sender
+
+
+@pytest.mark.parametrize(
+    ("error", "unknown"),
+    [
+        # No answer (the connection went): the batch may be on the broker.
+        (sb.ServiceBusConnectionError(message="connection reset"), True),
+        (sb.OperationTimeoutError(message="timed out"), True),
+        # The broker's answer: it took nothing of the batch.
+        (sb.ServiceBusServerBusyError(message="busy"), False),
+        (sb.ServiceBusQuotaExceededError(message="full"), False),
+    ],
+)
+def test_a_send_that_stops_part_way_says_which_copies_went(
+    sdk: SimpleNamespace, error: Exception, unknown: bool
+) -> None:
+    async def go() -> SendUnconfirmed:
+        b = backend()
+        sender = _second_batch_fails(error)
+        sdk.client.get_queue_sender.side_effect = lambda name, **kw: sender
+        messages = [OutboundMessage(body=b"x" * 300, message_id=f"m-{i}") for i in range(10)]
+        with pytest.raises(SendUnconfirmed) as caught:
+            await b.send(ORDERS, messages)
+        batches = [c.args[0] for c in sender.send_messages.await_args_list]
+        assert len(batches) == 2  # never sent again, and nothing after the failed batch
+        assert caught.value.sent == len(batches[0])
+        assert caught.value.unknown == (len(batches[1]) if unknown else 0)
+        await b.close()
+        return caught.value
+
+    run(go())
+
+
+def test_the_senders_client_never_retries_inside_the_sdk(sdk: SimpleNamespace) -> None:
+    async def go() -> None:
+        b = backend(EMU, timeout_s=8)
+        await b.send(ORDERS, [OutboundMessage(body=b"x")])
+        await b.peek(ORDERS_DLQ, 1, 1)
+        given = [call.kwargs for call in sdk.client_cls.from_connection_string.call_args_list]
+        assert amqp_client_kwargs(8, sending=True) in given and amqp_client_kwargs(8) in given
         await b.close()
 
     run(go())
@@ -1221,8 +1284,10 @@ def test_a_sender_whose_send_was_cut_short_is_replaced(sdk: SimpleNamespace) -> 
         first.send_messages.side_effect = hang
         second = fake_sender()
         sdk.client.get_queue_sender.side_effect = [first, second]
-        with pytest.raises(ServiceUnavailable):
+        # No answer within the timeout: the copy may be on the broker, and that is what it says.
+        with pytest.raises(SendUnconfirmed) as caught:
             await b.send(ORDERS, [OutboundMessage(body=b"x")])
+        assert (caught.value.sent, caught.value.unknown) == (0, 1)
         first.close.assert_awaited()
         await b.send(ORDERS, [OutboundMessage(body=b"x")])
         second.send_messages.assert_awaited_once()

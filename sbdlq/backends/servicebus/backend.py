@@ -36,10 +36,11 @@ from sbdlq.backends.servicebus.credentials import (
     default_async_credential,
     is_async_credential,
 )
-from sbdlq.backends.servicebus.errors import VERDICTS, describe, guarded, translate_error
+from sbdlq.backends.servicebus.errors import VERDICTS, guarded, translate_error
 from sbdlq.backends.servicebus.links import Held, Link, lock_token
 from sbdlq.backends.servicebus.renewal import LockRenewal
 from sbdlq.backends.servicebus.runs import PEEK_PAGE, RunSettlement
+from sbdlq.backends.servicebus.senders import Sending
 from sbdlq.backends.servicebus.shortcuts import SdkShims, Shortcuts, sdk_version
 from sbdlq.connstr import ConnectionInfo, parse_connection_string, redact
 from sbdlq.errors import (
@@ -64,7 +65,7 @@ _HELD_GRACE = timedelta(seconds=60)
 BATCH_DELETE_MAX = 500
 
 
-class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
+class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
     """Broker primitives over a real namespace (or Microsoft's emulator) through the azure SDK."""
 
     name = "servicebus"
@@ -110,6 +111,7 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
         self._credential: Any | None = None  # the async credential the AMQP client uses
         self._owned_credential: Any | None = None  # created here, so closed here
         self._client: Any | None = None
+        self._send_client: Any | None = None
         # The emulator's admin (HTTP) port: given, found where `sbdlq emulator serve` left it, or 5300.
         found = AdminPort(admin_port or ADMIN_EMULATOR_PORT)
         if self._emulator and self._info is not None:
@@ -133,6 +135,10 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
         #: lock tokens whose settlement is on its way (a renewal leaves them out: see renew_locks)
         self._settling: set[str] = set()
         self._batch_delete_refused = False
+        #: a send got no answer: the locks the next chunk acts on are proven by a renewal first
+        self._wire_doubted = False
+        #: wire failures so far (a sender opened before the last one is replaced before it sends)
+        self._wire_failures = 0
         #: a run of settlements went unanswered (not refused): settle one by one from then on
         self._runs_unanswered = False
 
@@ -349,7 +355,25 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
             held = self._held.get(m.lock_token or "")
             if held is not None and self._usable(held):
                 out.append(m)
+        if len(out) < len(messages):
+            # Their receiver's link went (a blip the SDK noticed first): the senders' may have gone
+            # with it unnoticed; they open again before they send (senders.py).
+            self._wire_failures += 1
+        if out and self._wire_doubted:
+            # A send got no answer: the connection may be gone, and the receivers' with it, before
+            # the SDK noticed. One renewal round trip proves which locks are still held.
+            try:
+                lost = {id(m) for m in await self.renew_locks(address, out)}
+            except SbdlqError:
+                return []
+            self._wire_doubted = False
+            # A renewal the SDK retried on a new link proves nothing of the old link's deliveries.
+            out = [m for m in out if id(m) not in lost and self._still_usable(m)]
         return out
+
+    def _still_usable(self, message: Message) -> bool:
+        held = self._held.get(message.lock_token or "")
+        return held is not None and self._usable(held)
 
     async def _settle(
         self,
@@ -418,62 +442,6 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
         sdk_messages = [to_sdk_message(m, self._sdk) for m in messages]
         await self._with_sender(entity, sdk_messages)
 
-    async def _send_batches(self, sender: Any, sdk_messages: list[Any], what: str) -> None:
-        from azure.servicebus.exceptions import MessageSizeExceededError
-
-        batch = await self._guard(sender.create_message_batch(), what)
-        for sdk_message in sdk_messages:
-            try:
-                batch.add_message(sdk_message)
-                continue
-            except MessageSizeExceededError:
-                pass
-            except Exception as exc:
-                raise self._translate(exc, what) from exc
-            if len(batch):
-                await self._guard(sender.send_messages(batch), what)
-                batch = await self._guard(sender.create_message_batch(), what)
-            try:
-                batch.add_message(sdk_message)
-            except MessageSizeExceededError:
-                # A batch holds at most 1 MB even where the entity takes 100 MB (Premium):
-                # a larger message goes alone, and the SDK checks it against the link's limit
-                # (InvalidOperation, as the emulator backend says it, when the entity refuses it).
-                await self._guard(sender.send_messages(sdk_message), what)
-        if len(batch):
-            await self._guard(sender.send_messages(batch), what)
-
-    async def _with_sender(self, entity: EntityPath, sdk_messages: list[Any] | None) -> None:
-        """Open the entity's cached sender if need be, then send (None: only open), one call at a time.
-
-        A sender the SDK shut down, or whose call was cut short, is closed and replaced, so
-        no later call inherits a half-torn-down handler.
-        """
-        key = str(entity)
-        what = describe(entity)
-        while True:
-            link = self._senders.get(key)
-            if link is None:
-                link = self._senders[key] = Link(key, self._new_sender(entity))
-            async with link.lock:
-                if self._senders.get(key) is not link:
-                    continue  # replaced while we waited for it
-                if self._sdk.half_torn(link.handler):
-                    await self._drop(self._senders, link)
-                    continue
-                try:
-                    if not link.opened:
-                        # Opening is the first batch: it attaches the link and learns its size limit.
-                        await self._guard(link.handler.create_message_batch(), what)
-                        link.opened = True
-                    if sdk_messages is not None:
-                        await self._send_batches(link.handler, sdk_messages, what)
-                except BaseException as exc:
-                    if _sender_broken(self._sdk.running(link.handler), exc):
-                        await self._drop(self._senders, link)
-                    raise
-                return
-
     async def _on_receiver(
         self, link: Link, awaitable: Awaitable[T], what: object, *, timeout: float | None = None
     ) -> T:
@@ -503,9 +471,10 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
         for link in links:
             self._sdk.stop_keep_alive(link.handler)
         await asyncio.gather(*(self._quietly(link.handler.close()) for link in links))
-        if self._client is not None:
-            await self._quietly(self._client.close())
-            self._client = None
+        for client in (self._client, self._send_client):
+            if client is not None:
+                await self._quietly(client.close())
+        self._client = self._send_client = None
         self._admin.close()
         if self._owned_credential is not None:
             await self._quietly(self._owned_credential.close())
@@ -515,25 +484,35 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
     # ------------------------------------------------------------------ plumbing
 
     def _sb_client(self) -> Any:
+        """The client of receivers (and of peeks, renewals and settlements): the SDK retries its calls."""
         if self._client is None:
-            from azure.servicebus.aio import ServiceBusClient
-
-            kwargs = amqp_client_kwargs(self._timeout_s)
-            kwargs |= amqp_network_kwargs(
-                self._network, emulator=self._emulator, host=self._host, admin_port=self._admin_port
-            )
-            if self._info is not None:
-                info = self._info
-                if "custom_endpoint_address" in kwargs and self._admin_tls.https:
-                    # WebSockets to `serve --tls`: its HTTP port speaks wss, which the SDK dials only
-                    # without UseDevelopmentEmulator (that flag means "no TLS"), trusting the server's CA.
-                    info = dataclasses.replace(info, use_emulator=False)
-                    if self._admin_tls.ca is not None:
-                        kwargs["connection_verify"] = self._admin_tls.ca
-                self._client = ServiceBusClient.from_connection_string(sdk_connection_string(info), **kwargs)
-            else:
-                self._client = ServiceBusClient(self._host, self._async_credential(), **kwargs)
+            self._client = self._new_client(sending=False)
         return self._client
+
+    def _sending_client(self) -> Any:
+        """The client of senders: the SDK never retries a send (see clients.amqp_client_kwargs)."""
+        if self._send_client is None:
+            self._send_client = self._new_client(sending=True)
+        return self._send_client
+
+    def _new_client(self, *, sending: bool) -> Any:
+        from azure.servicebus.aio import ServiceBusClient
+
+        kwargs = amqp_client_kwargs(self._timeout_s, sending=sending)
+        network = amqp_network_kwargs(
+            self._network, emulator=self._emulator, host=self._host, admin_port=self._admin_port
+        )
+        kwargs |= network
+        if self._info is None:
+            return ServiceBusClient(self._host, self._async_credential(), **kwargs)
+        info = self._info
+        if "custom_endpoint_address" in kwargs and self._admin_tls.https:
+            # WebSockets to `serve --tls`: its HTTP port speaks wss, which the SDK dials only
+            # without UseDevelopmentEmulator (that flag means "no TLS"), trusting the server's CA.
+            info = dataclasses.replace(info, use_emulator=False)
+            if self._admin_tls.ca is not None:
+                kwargs["connection_verify"] = self._admin_tls.ca
+        return ServiceBusClient.from_connection_string(sdk_connection_string(info), **kwargs)
 
     async def _live_receiver(self, address: Address, mode: ReceiveMode) -> Link:
         """The cached receiver of an address, replaced first if the SDK shut it down since it last worked."""
@@ -591,16 +570,6 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
         link = self._receivers[key] = Link(key, receiver)
         return link
 
-    def _new_sender(self, entity: EntityPath) -> Any:
-        try:
-            # A queue sender and a topic sender differ only in name: both target the entity path.
-            sender = self._sb_client().get_queue_sender(entity.name, socket_timeout=SOCKET_TIMEOUT_S)
-            return self._sdk.prepared(sender)
-        except SbdlqError:
-            raise
-        except Exception as exc:
-            raise self._translate(exc, describe(entity)) from exc
-
     def _async_credential(self) -> Any:
         if self._credential is None:
             credential = self._user_credential
@@ -627,7 +596,13 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
         return await guarded(awaitable, limit, lambda exc: self._translate(exc, what))
 
     def _translate(self, exc: BaseException, what: str) -> SbdlqError:
-        return translate_error(exc, host=self._host, what=what, timeout_s=self._timeout_s, emulator=self._emulator)
+        error = translate_error(exc, host=self._host, what=what, timeout_s=self._timeout_s, emulator=self._emulator)
+        if isinstance(error, ServiceUnavailable):
+            # The wire failed somewhere: every connection may be gone before the SDK notices. The
+            # next chunk's locks are proven by a renewal, and senders open again before they send.
+            self._wire_doubted = True
+            self._wire_failures += 1
+        return error
 
     async def _quietly(self, awaitable: Awaitable[Any]) -> None:
         try:
@@ -650,19 +625,3 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
         if text not in self._said:
             self._said.add(text)
             self._say(text)
-
-
-# ---------------------------------------------------------------------- SDK handlers
-
-
-def _sender_broken(running: bool, exc: BaseException) -> bool:
-    """Whether a sender must be replaced after exc: the SDK shut it down, or a send was cut short.
-
-    A send cancelled inside its socket write may have gone out without the SDK counting its
-    delivery-id, so the next one would repeat it. (Receivers are replaced only once the SDK
-    shut them down: a new one would lose every lock the old one holds.)
-    """
-    cause = exc.__cause__ if isinstance(exc, SbdlqError) else exc
-    if isinstance(exc, asyncio.CancelledError) or isinstance(cause, (TimeoutError, asyncio.CancelledError)):
-        return True
-    return not running

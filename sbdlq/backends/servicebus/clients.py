@@ -112,19 +112,25 @@ def sdk_connection_string(info: ConnectionInfo) -> str:
 SOCKET_TIMEOUT_S = 0.01
 
 
-def amqp_client_kwargs(timeout_s: float) -> dict[str, Any]:
+def amqp_client_kwargs(timeout_s: float, *, sending: bool = False) -> dict[str, Any]:
     """SDK retry settings under which an unreachable broker answers within timeout_s.
 
     Three attempts of a quarter of the budget each, plus exponential back-off of at most
     0.15 of it, leave headroom under the `asyncio.wait_for` guard around every call.
+
+    `sending`: the senders' client, which never retries. A send whose answer was lost (a cut
+    connection, a timeout) may have reached the broker; the SDK's retry would send the copies
+    again. sbdlq owns every send retry instead: it retries opening a sender (nothing is sent),
+    and a send whose outcome is unknown is never repeated (backend.py, DESIGN §4). Its one
+    attempt may use most of the budget.
     """
     factor = min(0.8, timeout_s / 20)
     return {
-        "retry_total": 2,
+        "retry_total": 0 if sending else 2,
         "retry_backoff_factor": factor,
         "retry_backoff_max": max(2 * factor, 0.01),
         "retry_mode": "exponential",
-        "try_timeout": max(timeout_s / 4, 0.05),
+        "try_timeout": max(timeout_s * (0.9 if sending else 0.25), 0.05),
     }
 
 

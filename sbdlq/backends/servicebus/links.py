@@ -36,6 +36,8 @@ class Link:
     handler: Any
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     opened: bool = False
+    #: the backend's count of wire failures when it opened (a sender opened before the last one is replaced)
+    epoch: int = 0
     #: settlements awaiting their outcome on this link (see SETTLING_MAX)
     settling: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SETTLING_MAX))
 

@@ -174,8 +174,15 @@ async def renew_many(receiver: Any, sdk_messages: list[Any]) -> list[datetime]:
         renew = receiver._renew_locks
     except SHAPE_ERRORS as exc:
         raise Unavailable(f"batch renewal: {exc}") from exc
-    response = await renew(*tokens)
     try:
+        # A renewal changes nothing but the locks' expiry: one that failed in a shape of its own
+        # (the SDK reading a reply it no longer knows) is made again the public way, one by one.
+        response = await renew(*tokens)
+    except SHAPE_ERRORS as exc:
+        raise Unavailable(f"batch renewal failed in a shape sbdlq does not know: {type(exc).__name__}: {exc}") from exc
+    try:
+        if not isinstance(response, dict):
+            raise TypeError(f"renew-lock answered a {type(response).__name__}, not a map")
         stamps = list(response[b"expirations"])
         if len(stamps) != len(sdk_messages):
             raise ValueError(f"renew-lock answered {len(stamps)} expiries for {len(sdk_messages)} locks")
@@ -324,7 +331,12 @@ def decode_amqp_body(body: bytes) -> tuple[Any, list[Any] | None]:
         from azure.servicebus._pyamqp._decode import decode_payload
     except ImportError as exc:
         raise Unavailable(f"body decoder: {exc}") from exc
-    decoded = decode_payload(memoryview(body))
+    try:
+        decoded = decode_payload(memoryview(body))
+    except TypeError as exc:
+        # A decoder called another way (or answering another shape); the public path decodes it,
+        # and refuses a body that is bad indeed.
+        raise Unavailable(f"body decoder: {exc}") from exc
     try:
         return decoded.value, decoded.sequence
     except AttributeError as exc:

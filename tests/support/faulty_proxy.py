@@ -1,0 +1,146 @@
+"""A TCP proxy on loopback that delays, cuts and stalls: a bad wire in front of `emulator serve`.
+
+The delaying proxy (support/proxy.py) with three faults a test arms before a run:
+- `cut_after(n)`: once n bytes have crossed (both ways, all connections), every connection is
+  cut (once); the proxy keeps listening, so the SDK reconnects.
+- `stall_after(n, for_s)`: once n bytes have crossed, the answers stop: bytes from a client
+  still reach the server, bytes from the server are held back (on every connection, new ones
+  too) for `for_s` seconds, or until `release()`, then delivered in order.
+- latency each way (`rtt_s`), as the delaying proxy adds it.
+
+Faults trigger on the bytes that crossed, not on a clock: a seeded list of byte counts
+places them at the same points of a run whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from support.proxy import DelayingProxy
+
+#: bytes read from a socket at once
+READ_SIZE = 65536
+
+
+class FaultyProxy(DelayingProxy):
+    """DelayingProxy plus one cut or stall, triggered by the bytes that have crossed."""
+
+    def __init__(self, target_port: int, rtt_s: float = 0.0) -> None:
+        #: bytes forwarded, both ways, on every connection
+        self.sent = 0
+        self.cuts = 0
+        self.stalls = 0
+        self._cut_at: int | None = None
+        #: bytes after one cut at which the next one strikes, for each cut still to come
+        self._cut_gaps: list[int] = []
+        self._stall_at: int | None = None
+        self._stall_for: float | None = None
+        self._answers: asyncio.Event | None = None  # set: answers flow; clear: held back
+        super().__init__(target_port, rtt_s)
+
+        async def make_gate() -> None:
+            self._answers = asyncio.Event()
+            self._answers.set()
+
+        asyncio.run_coroutine_threadsafe(make_gate(), self._loop).result(10)
+
+    def cut_after(self, sent_bytes: int, *, then_every: int | None = None, times: int = 1) -> None:
+        """Cut every connection once this many bytes have crossed (`times` cuts in all, the next
+        each `then_every` bytes after the one before)."""
+        self._cut_at = sent_bytes
+        self._cut_gaps = [then_every or sent_bytes] * (times - 1)
+
+    def stall_after(self, sent_bytes: int, for_s: float | None = None) -> None:
+        """Hold the answers back once this many bytes have crossed (for for_s, or until release)."""
+        self._stall_at, self._stall_for = sent_bytes, for_s
+
+    def stall(self, for_s: float | None = None) -> None:
+        """Hold the answers back now (for for_s, or until release)."""
+        self.stall_after(0, for_s)
+
+        async def trigger() -> None:
+            self._count(0)
+
+        asyncio.run_coroutine_threadsafe(trigger(), self._loop).result(10)
+
+    def release(self) -> None:
+        """Let the held answers go, in order (a stall ends)."""
+        gate = self._answers
+        if gate is not None:
+            self._loop.call_soon_threadsafe(gate.set)
+
+    def _count(self, n: int) -> None:
+        """Count bytes forwarded; trigger an armed fault once its threshold is passed."""
+        self.sent += n
+        if self._cut_at is not None and self.sent >= self._cut_at:
+            self._cut_at = self.sent + self._cut_gaps.pop() if self._cut_gaps else None
+            self.cuts += 1
+            asyncio.get_running_loop().create_task(self._cut_all())
+        if self._stall_at is not None and self.sent >= self._stall_at and self._answers is not None:
+            self._stall_at = None
+            self.stalls += 1
+            self._answers.clear()
+            if self._stall_for is not None:
+                asyncio.get_running_loop().call_later(self._stall_for, self._answers.set)
+
+    async def _cut_all(self) -> None:
+        tasks = [t for t in self._tasks if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _forward(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self._open += 1
+        upstream_w: asyncio.StreamWriter | None = None
+        pumps: list[asyncio.Task[None]] = []
+        try:
+            upstream_r, upstream_w = await asyncio.open_connection("127.0.0.1", self.target_port)
+            pumps += [
+                asyncio.create_task(self._pump_dir(client_r, upstream_w, upward=True)),
+                asyncio.create_task(self._pump_dir(upstream_r, client_w, upward=False)),
+            ]
+            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        except OSError:
+            pass
+        finally:
+            for pump in pumps:
+                pump.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
+            self._open -= 1
+            for w in (client_w, upstream_w):
+                if w is not None:
+                    with contextlib.suppress(Exception):
+                        w.close()
+
+    async def _pump_dir(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, *, upward: bool) -> None:
+        """Copy source to sink one_way_s late, in order; answers wait while a stall holds them."""
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def read() -> None:
+            while data := await source.read(READ_SIZE):
+                await queue.put((time.monotonic() + self.one_way_s, data))
+            await queue.put((0.0, b""))
+
+        reading = asyncio.create_task(read())
+        try:
+            while True:
+                due, data = await queue.get()
+                if not data:
+                    return
+                wait = due - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if not upward and self._answers is not None:
+                    await self._answers.wait()
+                sink.write(data)
+                await sink.drain()
+                self._count(len(data))
+        except OSError:
+            return
+        finally:
+            reading.cancel()
+            with contextlib.suppress(BaseException):
+                await reading
