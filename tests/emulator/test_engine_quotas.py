@@ -116,6 +116,8 @@ def test_an_entity_holds_at_most_its_size_quota(store: Path) -> None:
         engine.dead_letter(parse_address("q"), [m.lock_token], reason="r")
         with pytest.raises(EntitySizeQuota):
             engine.send("q", [OutboundMessage(body=b"x")])
+        engine.create_queue("other")  # per entity: the store is past the quota, this queue is not
+        engine.send("other", [OutboundMessage(body=b"x" * 1000)])
         engine.create_topic("t")
         engine.create_subscription("t", "a")
         engine.create_subscription("t", "b")

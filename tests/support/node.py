@@ -46,9 +46,15 @@ def node_sdk() -> Path:
         except subprocess.TimeoutExpired:
             pytest.skip(f"npm install {JS_SDK} took over {_INSTALL_SECONDS} s (is its registry reachable?)")
         if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            pytest.skip(f"npm install {JS_SDK} failed (registry unreachable?): {last}")
+            pytest.skip(f"npm install {JS_SDK} failed (registry unreachable?): {_npm_reason(done.stderr)}")
     return folder
+
+
+def _npm_reason(stderr: str) -> str:
+    """npm's own reason for a failed install (its error code and the request's failure), not its log line."""
+    lines = [line.removeprefix("npm error").strip() for line in stderr.splitlines() if line.startswith("npm error")]
+    told = [line for line in lines if line.startswith(("code ", "FetchError", "network", "request to"))]
+    return "; ".join(told[:2]) or (lines or [stderr.strip() or "no output"])[0]
 
 
 def run_node(folder: Path, script: str, *args: str, ca: Path | None = None, timeout: float = 120) -> dict[str, Any]:
