@@ -289,7 +289,7 @@ def purge(
     ] = False,
     batch_size: Annotated[int, count_option("--batch-size", "Messages per batch.")] = 500,
     concurrency: Annotated[
-        int, count_option("--concurrency", "Messages in flight at most (--export: bodies held).")
+        int, count_option("--concurrency", "Batch deletes (or messages) in flight at most (--export: bodies held).")
     ] = 32,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
     yes: Yes = False,
