@@ -103,6 +103,8 @@ def count(
 
 #: how many messages `peek` shows in a table when --max is not given (other formats: every one)
 TABLE_PEEK_MAX = 20
+#: rows of a `peek` table printed at a time (all at the first page's widths): its memory bound
+TABLE_PAGE_ROWS = 1000
 
 
 @selection_options
@@ -148,21 +150,24 @@ def peek(
 async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_sequence: int, limit: int | None) -> None:
     """A table of the first `limit` messages, and a note pointing at the rest."""
     from sbdlq.operations.browse import iter_messages
+    from sbdlq.render import PagedTable
 
-    # Rows, not messages: a table of large messages must not hold their bodies.
-    rows: list[tuple[Any, ...]] = []
-    last_sequence = 0
+    # Rows, not messages, and a page of them at a time: `--all` over a million messages
+    # holds one page of rows, never the bodies.
+    shown = PagedTable(table_columns(PEEK_COLUMNS), lambda n: _peek_title(str(address), n), TABLE_PAGE_ROWS)
+    count = last_sequence = 0
     # One more than shown tells whether to point at the rest.
     async for m in iter_messages(
         backend, address, selection=sel, from_sequence=from_sequence, limit=None if limit is None else limit + 1
     ):
-        if limit is not None and len(rows) == limit:
+        if limit is not None and count == limit:
             break
-        rows.append(_peek_row(m))
+        shown.add(_peek_row(m))
+        count += 1
         last_sequence = m.sequence_number
     else:
         limit = None  # no more than shown
-    _peek_table(rows, str(address))
+    shown.close()
     if limit is not None:
         note(f"sbdlq: showing the first {limit}; see more with --from-sequence {last_sequence + 1}, --max N or --all")
 
@@ -369,11 +374,5 @@ def _peek_row(m: Any) -> tuple[Any, ...]:
     return table_row(PEEK_COLUMNS, m, body)
 
 
-def _peek_table(rows: list[tuple[Any, ...]], title: str) -> None:
-    from sbdlq.render import table
-
-    table(
-        table_columns(PEEK_COLUMNS),
-        rows,
-        title=f"{title}: {len(rows)} message(s)",
-    )
+def _peek_title(address: str, n: int | None) -> str:
+    return address if n is None else f"{address}: {n} message(s)"
