@@ -203,6 +203,44 @@ BUILDERS: dict[str, Any] = {
 }
 
 
+#: each command's line in the root's help, so that `sbdlq --help` imports no command module.
+#: The command's own help (its docstring, its group's help) is what the line shows; the test
+#: that the console script's help is the whole app's (tests/cli/test_startup_paths.py) holds
+#: them equal.
+COMMAND_HELP = {
+    "count": "Count active, dead-letter, transfer dead-letter and scheduled messages.",
+    "peek": "Browse the queue without locking or changing anything.",
+    "inspect-reason": "Group messages by why they failed: count, first and last enqueued, samples.",
+    "resubmit": "Send copies of DLQ messages back (send first, then complete the original).",
+    "purge": "Delete DLQ messages, optionally exporting each one first.",
+    "replay": "Send the records of an export or peek file to a queue or topic (every line checked first).",
+    "apply": "Run a policy file's rules (resubmit, purge, alert) in order, e.g. from cron.",
+    "ui": "Browse and fix dead-letter queues in a terminal console (needs the ui extra).",
+    "transfer-dlq": "The same commands on the transfer dead-letter queue (forwarding failures).",
+    "emulator": "The local emulator: init, list, send, receive, demo, reset, serve, ca.",
+    "config": "Profiles: where the config file is, what it holds, and which settings apply.",
+    "routing": "Targeted routing: let a resubmit reach one subscription of a topic (sbdlq-target).",
+}
+_GROUPS = frozenset({"transfer-dlq", "emulator", "config", "routing"})
+
+
+def _listed() -> None:
+    """A command's place in the root's help (never run: a start that runs one builds it)."""
+
+
+def build_index() -> None:
+    """The root's help: every command by name and line, none of their modules imported."""
+    app.built = True
+    from sbdlq.cli import helpfmt
+
+    helpfmt.install()
+    for name, line in COMMAND_HELP.items():
+        if name in _GROUPS:
+            app.add_typer(typer.Typer(name=name, help=line), name=name)
+        else:
+            app.command(name, help=line)(_listed)
+
+
 def build(only: str | None = None) -> None:
     """Register every command (or only the one named) on the app, once, with its examples."""
     if app.built:
@@ -236,8 +274,12 @@ def run() -> None:
     (Typer reads every registered signature on each start); the root's help, completion and an
     unknown name (which gets the nearest one suggested) build them all."""
     refuse_undecodable(sys.argv[1:])
-    name = asked_command(sys.argv[1:])
-    build(name if name in BUILDERS and "_SBDLQ_COMPLETE" not in os.environ else None)
+    args = sys.argv[1:]
+    name = asked_command(args)
+    completing = "_SBDLQ_COMPLETE" in os.environ
+    if name is None and not completing and ("--help" in args or "-h" in args):
+        build_index()
+    build(name if name in BUILDERS and not completing else None)
     app()
 
 
