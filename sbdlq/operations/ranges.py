@@ -113,7 +113,7 @@ class RangeReader:
             self.ended = True
             return None
         self._read += len(page)
-        self._span += page[-1].sequence_number - head.lo + 1
+        self._span += page[-1].sequence_number - page[0].sequence_number + 1
         after = page[-1].sequence_number + 1
         if (head.hi is None or after < head.hi) and (self.stop is None or after <= self.stop):
             return after, head.hi  # not past its end: the rest of this range comes first
@@ -147,5 +147,7 @@ class RangeReader:
 
     def _ask(self, lo: int, hi: int | None) -> _Range:
         size = self.wanted(self.sizer.next_count())
+        if hi is not None:
+            size = min(size, hi - lo)  # a range holds at most one message per sequence number
         request = asyncio.ensure_future(self.backend.peek(self.address, lo, size))
         return _Range(lo, hi, size, request, self.window.now())

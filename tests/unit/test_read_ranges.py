@@ -32,6 +32,7 @@ class FarBroker:
         self.in_flight = 0
         self.most_in_flight = 0
         self.peeks = 0
+        self.answered = 0  # messages the peeks answered, handed out or not
 
     async def peek(self, address: object, from_sequence: int, max_count: int) -> list[Message]:
         self.peeks += 1
@@ -43,7 +44,9 @@ class FarBroker:
                 del self.held[n]
                 self.taken.add(n)
             count = self.rng.randint(1, max_count) if self.short else max_count
-            return [self.held[n] for n in sorted(self.held) if n >= from_sequence][:count]
+            page = [self.held[n] for n in sorted(self.held) if n >= from_sequence][:count]
+            self.answered += len(page)
+            return page
         finally:
             self.in_flight -= 1
 
@@ -82,6 +85,13 @@ def test_messages_taken_meanwhile_are_never_shown_twice_and_those_that_stay_neve
     stayed = set(sequences) - broker.taken
     assert stayed <= set(shown)
     assert set(shown) <= set(sequences)
+
+
+def test_consecutive_numbers_are_each_read_once() -> None:
+    """A range asks for no more than it can hold (one message per number): nothing is read twice."""
+    broker = FarBroker(list(range(1, 3001)), seed=3)
+    assert _read(broker) == list(range(1, 3001))
+    assert broker.answered == 3000
 
 
 def test_a_selection_range_and_a_limit_stop_the_read_and_leave_no_peek_behind() -> None:
