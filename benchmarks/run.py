@@ -2,6 +2,7 @@
 
     python -m benchmarks.run [--quick] [--only overlap,engine,memory,startup,wire,fingerprint] [--json PATH]
     python -m benchmarks.run --only ui     (selectable only: `sbdlq ui` over a 1M-message DLQ)
+    python -m benchmarks.run --only million  (selectable only: incident scale through serve, 0 and 70 ms)
 
 Every figure is a ratio measured in the same run; nothing here is a pass/fail test.
 """
@@ -67,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks import fingerprint
 
             figures[section] = fingerprint.run(n=20_000 if args.quick else 200_000)
+        elif section == "million":
+            from benchmarks import million
+
+            figures[section] = million.run(100_000, 20_000) if args.quick else million.run()
         elif section == "wire":
             from benchmarks import wire
 

@@ -271,18 +271,46 @@ def table_renderable(
     console: Any = None,
 ) -> Any:
     """The Rich table `table` prints, for a caller that draws it itself (`count --watch`'s Live)."""
-    from rich.table import Table
-    from rich.text import Text
-
-    # A column named by a bare string holds identifiers or numbers: kept whole.
-    cols = [c if isinstance(c, Col) else Col(c, numeric=c in _NUMERIC, whole=True) for c in columns]
+    cols = _cols(columns)
     texts = [[cell_text(v) for v in r] for r in rows]
     con = console or stdout_console()
+    fitted = _fit(cols, texts, width, con)
+    return _rich_table(cols, texts, fitted, title=title)
+
+
+def _cols(columns: Sequence[str | Col]) -> list[Col]:
+    # A column named by a bare string holds identifiers or numbers: kept whole.
+    return [c if isinstance(c, Col) else Col(c, numeric=c in _NUMERIC, whole=True) for c in columns]
+
+
+def _fit(cols: Sequence[Col], texts: Sequence[Sequence[str]], width: int | None, con: Any) -> list[tuple[int, int]]:
     fitted = layout(cols, texts, width or (con.width if con.is_terminal else None))
     if width is None and not con.is_terminal:
         # Off a terminal Rich would squeeze the table into 80 columns: give it its own width.
         con.width = table_width([w for _, w in fitted])
-    t = Table(title=Text(title) if title else None, show_lines=False, header_style="bold", expand=False)
+    return fitted
+
+
+def _rich_table(
+    cols: Sequence[Col],
+    texts: Sequence[Sequence[str]],
+    fitted: Sequence[tuple[int, int]],
+    *,
+    title: str | None = None,
+    caption: str | None = None,
+    show_header: bool = True,
+) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(
+        title=Text(title) if title else None,
+        caption=Text(caption) if caption else None,
+        show_header=show_header,
+        show_lines=False,
+        header_style="bold",
+        expand=False,
+    )
     for i, w in fitted:
         whole = cols[i].kept_whole
         t.add_column(
@@ -296,6 +324,56 @@ def table_renderable(
         # Text, not str: message content must never be read as Rich markup.
         t.add_row(*[Text(r[i] if cols[i].kept_whole else clip(r[i], w)) for i, w in fitted])
     return t
+
+
+class PagedTable:
+    """A table of any number of rows in the memory of one page: rows are printed a page at a
+    time, every page at the widths the first page was fitted to.
+
+    Up to one page, the table is exactly what `table` prints, its title given the row count.
+    Past it, the first page's title says it comes in pages, and the last page's caption is the
+    title with the count. `title(n)` makes the title: n rows, or None while the count is not known.
+    """
+
+    def __init__(self, columns: Sequence[str | Col], title: Callable[[int | None], str], page_rows: int) -> None:
+        self.cols = _cols(columns)
+        self.title = title
+        self.page_rows = max(1, page_rows)
+        self.rows: list[list[str]] = []
+        self.printed = 0
+        self.fitted: list[tuple[int, int]] | None = None
+
+    def add(self, row: Sequence[Any]) -> None:
+        """A row; a full page is printed when the row after it comes (so the last page knows it is last)."""
+        if len(self.rows) == self.page_rows:
+            self._print_page(last=False)
+        self.rows.append([cell_text(v) for v in row])
+
+    def close(self) -> None:
+        """Print what is left: the whole table if it fit in one page, else the last page."""
+        if self.fitted is None:
+            table(self.cols, self.rows, title=self.title(len(self.rows)))
+        elif self.rows:
+            self._print_page(last=True)
+        self.rows = []
+
+    def _print_page(self, *, last: bool) -> None:
+        con = stdout_console()
+        first = self.fitted is None
+        if self.fitted is None:
+            self.fitted = _fit(self.cols, self.rows, None, con)
+        else:
+            # The first page's widths, but a number is never cut: a longer one widens its column.
+            self.fitted = [
+                (i, max(w, *(len(r[i]) for r in self.rows)) if self.cols[i].numeric else w) for i, w in self.fitted
+            ]
+            if not con.is_terminal:
+                con.width = table_width([w for _, w in self.fitted])
+        self.printed += len(self.rows)
+        title = f"{self.title(None)} (in pages of {self.page_rows})" if first else None
+        caption = self.title(self.printed) if last else None
+        con.print(_rich_table(self.cols, self.rows, self.fitted, title=title, caption=caption, show_header=first))
+        self.rows = []
 
 
 _NUMERIC = frozenset({"active", "dead_letter", "transfer_dead_letter", "scheduled", "count", "seq", "deliveries"})

@@ -168,8 +168,13 @@ class Backend(ABC):
         """Open the receiver of an address (and the sender of a target) before a run's first receive."""
         return None  # nothing to attach where receiving is a local call
 
+    #: the most one delete_messages request takes (a broker's limit per request); a caller
+    #: that bounds a run (--max) reserves this much for each request it has in flight
+    delete_request_max: int = 500
+
     async def delete_messages(self, address: Address, max_count: int, *, before: datetime | None = None) -> int | None:
-        """Delete up to max_count messages on the broker side (enqueued before `before`): how many went.
+        """Delete up to max_count (at most `delete_request_max`) messages on the broker side,
+        enqueued before `before`: how many went. Several may be in flight at once.
 
         None when the broker has no such operation; the caller then receives and deletes.
         """

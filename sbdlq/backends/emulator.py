@@ -7,6 +7,7 @@ how it would behave against a namespace far away (the benchmarks rely on it).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend, ReceiveMode
@@ -136,6 +137,16 @@ class EmulatorBackend(Backend):
         await self._round_trip()
         return self.engine.discard(address, max_count)
 
+    async def delete_messages(self, address: Address, max_count: int, *, before: datetime | None = None) -> int | None:
+        """With SBDLQ_EMULATOR_LATENCY, a namespace's batch delete (Standard's 500 a request);
+        the local store has none, as its receive-and-delete costs no round trip."""
+        if not self.latency_s:
+            return None
+        await self._round_trip()
+        # No cutoff: any message, as a client's (.NET's DateTime.MaxValue), not the clock's now.
+        cutoff = before if before is not None else _NO_CUTOFF
+        return self.engine.delete_messages(address, min(max_count, self.delete_request_max), before=cutoff)
+
     async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         await self._round_trip()
         return _lost(messages, self.engine.complete(address, _tokens(messages)))
@@ -214,6 +225,9 @@ class EmulatorBackend(Backend):
 
     async def close(self) -> None:
         self.engine.close()
+
+
+_NO_CUTOFF = datetime(9999, 12, 31, tzinfo=UTC)
 
 
 def _tokens(messages: Sequence[Message]) -> list[str]:

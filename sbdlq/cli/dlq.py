@@ -103,6 +103,8 @@ def count(
 
 #: how many messages `peek` shows in a table when --max is not given (other formats: every one)
 TABLE_PEEK_MAX = 20
+#: rows of a `peek` table printed at a time (all at the first page's widths): its memory bound
+TABLE_PAGE_ROWS = 1000
 
 
 @selection_options
@@ -149,10 +151,12 @@ async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_se
     """A table of the first `limit` messages, and a note pointing at the rest."""
     from sbdlq.nearest import PassedOver
     from sbdlq.operations.browse import iter_messages
+    from sbdlq.render import PagedTable
 
-    # Rows, not messages: a table of large messages must not hold their bodies.
-    rows: list[tuple[Any, ...]] = []
-    last_sequence = 0
+    # Rows, not messages, and a page of them at a time: `--all` over a million messages
+    # holds one page of rows, never the bodies.
+    shown = PagedTable(table_columns(PEEK_COLUMNS), lambda n: _peek_title(str(address), n), TABLE_PAGE_ROWS)
+    count = last_sequence = 0
     passed = PassedOver(sel)
     # One more than shown tells whether to point at the rest.
     async for m in iter_messages(
@@ -163,14 +167,15 @@ async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_se
         limit=None if limit is None else limit + 1,
         on_passed=passed,
     ):
-        if limit is not None and len(rows) == limit:
+        if limit is not None and count == limit:
             break
-        rows.append(_peek_row(m))
+        shown.add(_peek_row(m))
+        count += 1
         last_sequence = m.sequence_number
     else:
         limit = None  # no more than shown
-    _peek_table(rows, str(address))
-    if not rows:
+    shown.close()
+    if not count:
         reporting.warn_nearest(passed)
     if limit is not None:
         note(f"sbdlq: showing the first {limit}; see more with --from-sequence {last_sequence + 1}, --max N or --all")
@@ -331,7 +336,10 @@ def purge(
         int, count_option("--batch-size", "Messages per batch (--export: written, then deleted, a batch at a time).")
     ] = 500,
     concurrency: Annotated[
-        int, count_option("--concurrency", "Messages in flight at most (--export: one batch, --batch-size).")
+        int,
+        count_option(
+            "--concurrency", "Batch deletes (or messages) in flight at most (--export: one batch, --batch-size)."
+        ),
     ] = 32,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted; change nothing.")] = False,
     yes: Yes = False,
@@ -410,11 +418,5 @@ def _peek_row(m: Any) -> tuple[Any, ...]:
     return table_row(PEEK_COLUMNS, m, body)
 
 
-def _peek_table(rows: list[tuple[Any, ...]], title: str) -> None:
-    from sbdlq.render import table
-
-    table(
-        table_columns(PEEK_COLUMNS),
-        rows,
-        title=f"{title}: {len(rows)} message(s)",
-    )
+def _peek_title(address: str, n: int | None) -> str:
+    return address if n is None else f"{address}: {n} message(s)"

@@ -18,7 +18,32 @@ DIAG = "Diagnostics"
 # The global options that become Settings (value and where it came from).
 GLOBAL_SETTINGS = ("connection_string", "namespace", "emulator", "timeout", "profile", "transport", "proxy")
 
-app = typer.Typer(
+
+class _BuiltWhenRead(typer.Typer):
+    """The app, its commands registered when first read (every one), unless `run` built the one it runs."""
+
+    built = False
+
+    @property  # type: ignore[override]
+    def registered_commands(self) -> Any:
+        build()
+        return self._commands
+
+    @registered_commands.setter
+    def registered_commands(self, value: Any) -> None:
+        self._commands = value
+
+    @property  # type: ignore[override]
+    def registered_groups(self) -> Any:
+        build()
+        return self._groups
+
+    @registered_groups.setter
+    def registered_groups(self, value: Any) -> None:
+        self._groups = value
+
+
+app = _BuiltWhenRead(
     cls=SbdlqGroup,
     name="sbdlq",
     help="Operate Azure Service Bus dead-letter queues: count, peek, inspect, resubmit, purge.",
@@ -96,25 +121,28 @@ def main(
     ctx.obj = Settings(options=options, profile=profile, timeout=timeout, verbose=verbose, debug=debug)
 
 
-def register_dlq_commands(group: typer.Typer, sub_queue: SubQueue) -> None:
-    """Define the five DLQ commands on `group`, reading `sub_queue` (dlq.py's four and copy_cmds.py's resubmit)."""
-    from sbdlq.cli.copy_cmds import resubmit
-    from sbdlq.cli.dlq import count, fail_above_option, inspect_reason, peek, purge
+#: the five DLQ commands, and the module each is defined in (dlq.py's four, copy_cmds.py's resubmit)
+DLQ_COMMANDS = ("count", "peek", "inspect-reason", "resubmit", "purge")
+
+
+def register_dlq_commands(group: typer.Typer, sub_queue: SubQueue, only: str | None = None) -> None:
+    """Define the five DLQ commands (or the one named) on `group`, reading `sub_queue`."""
     from sbdlq.cli.options import for_sub_queue
 
-    group.command("count")(for_sub_queue(count, sub_queue, options={"fail_above": fail_above_option(sub_queue)}))
-    group.command("peek")(for_sub_queue(peek, sub_queue))
-    group.command("inspect-reason")(for_sub_queue(inspect_reason, sub_queue))
-    group.command("resubmit")(for_sub_queue(resubmit, sub_queue))
-    group.command("purge")(for_sub_queue(purge, sub_queue))
+    for name in DLQ_COMMANDS if only is None else (only,):
+        if name == "resubmit":
+            from sbdlq.cli.copy_cmds import resubmit
+
+            group.command(name)(for_sub_queue(resubmit, sub_queue))
+            continue
+        from sbdlq.cli import dlq
+
+        options = {"fail_above": dlq.fail_above_option(sub_queue)} if name == "count" else None
+        callback = {"count": dlq.count, "peek": dlq.peek, "inspect-reason": dlq.inspect_reason, "purge": dlq.purge}
+        group.command(name)(for_sub_queue(callback[name], sub_queue, options=options))
 
 
-def _build() -> None:
-    from sbdlq.cli import helpfmt
-
-    helpfmt.install()
-
-    register_dlq_commands(app, SubQueue.DEAD_LETTER)
+def _transfer_dlq() -> None:
     transfer = typer.Typer(
         name="transfer-dlq",
         help="The same commands on the transfer dead-letter queue (forwarding failures).",
@@ -122,33 +150,112 @@ def _build() -> None:
     )
     register_dlq_commands(transfer, SubQueue.TRANSFER_DEAD_LETTER)
     app.add_typer(transfer, name="transfer-dlq")
+
+
+def _replay() -> None:
     from sbdlq.cli.copy_cmds import replay
 
     app.command("replay")(replay)
+
+
+def _apply() -> None:
     from sbdlq.cli.apply_cmd import apply
 
     app.command("apply")(apply)
-    from sbdlq.cli.config_cmds import app as config_app
+
+
+def _emulator() -> None:
     from sbdlq.cli.emulator_cmds import app as emulator_app
     from sbdlq.cli.emulator_entities import register as register_entity_commands
 
     register_entity_commands(emulator_app)
-
     app.add_typer(emulator_app, name="emulator")
 
+
+def _config() -> None:
+    from sbdlq.cli.config_cmds import app as config_app
+
     app.add_typer(config_app, name="config")
+
+
+def _routing() -> None:
     from sbdlq.cli.routing_cmds import app as routing_app
 
     app.add_typer(routing_app, name="routing")
+
+
+def _ui() -> None:
     from sbdlq.ui.command import ui
 
     app.command("ui")(ui)
+
+
+#: every top-level command, in help order, and what registers it (a start builds the one it runs)
+BUILDERS: dict[str, Any] = {
+    **{name: lambda name=name: register_dlq_commands(app, SubQueue.DEAD_LETTER, name) for name in DLQ_COMMANDS},
+    "transfer-dlq": _transfer_dlq,
+    "replay": _replay,
+    "apply": _apply,
+    "emulator": _emulator,
+    "config": _config,
+    "routing": _routing,
+    "ui": _ui,
+}
+
+
+#: each command's line in the root's help, so that `sbdlq --help` imports no command module.
+#: The command's own help (its docstring, its group's help) is what the line shows; the test
+#: that the console script's help is the whole app's (tests/cli/test_startup_paths.py) holds
+#: them equal.
+COMMAND_HELP = {
+    "count": "Count active, dead-letter, transfer dead-letter and scheduled messages.",
+    "peek": "Browse the queue without locking or changing anything.",
+    "inspect-reason": "Group messages by why they failed: count, first and last enqueued, samples.",
+    "resubmit": "Send copies of DLQ messages back (send first, then complete the original).",
+    "purge": "Delete DLQ messages, optionally exporting each one first.",
+    "replay": "Send the records of an export or peek file to a queue or topic (every line checked first).",
+    "apply": "Run a policy file's rules (resubmit, purge, alert) in order, e.g. from cron.",
+    "ui": "Browse and fix dead-letter queues in a terminal console (needs the ui extra).",
+    "transfer-dlq": "The same commands on the transfer dead-letter queue (forwarding failures).",
+    "emulator": "The local emulator: init, list, send, receive, demo, reset, serve, ca.",
+    "config": "Profiles: where the config file is, what it holds, and which settings apply.",
+    "routing": "Targeted routing: let a resubmit reach one subscription of a topic (sbdlq-target).",
+}
+_GROUPS = frozenset({"transfer-dlq", "emulator", "config", "routing"})
+
+
+def _listed() -> None:
+    """A command's place in the root's help (never run: a start that runs one builds it)."""
+
+
+def build_index() -> None:
+    """The root's help: every command by name and line, and the root's examples, none of their modules imported."""
+    app.built = True
+    from sbdlq.cli import helpfmt
     from sbdlq.cli.examples import attach
 
+    helpfmt.install()
+    for name, line in COMMAND_HELP.items():
+        if name in _GROUPS:
+            app.add_typer(typer.Typer(name=name, help=line), name=name)
+        else:
+            app.command(name, help=line)(_listed)
+    attach(app)  # the root's examples end its help, as the whole app's do
+
+
+def build(only: str | None = None) -> None:
+    """Register every command (or only the one named) on the app, once, with its examples."""
+    if app.built:
+        return
+    app.built = True
+    from sbdlq.cli import helpfmt
+    from sbdlq.cli.examples import attach
+
+    helpfmt.install()
+    for name, register in BUILDERS.items():
+        if only is None or name == only:
+            register()
     attach(app)
-
-
-_build()
 
 
 # Options before the command that take a value (every global setting does, and the output
@@ -164,25 +271,17 @@ def asked_command(args: list[str]) -> str | None:
     return args[i] if i < len(args) else None
 
 
-def keep_only(name: str | None) -> None:
-    """Leave `name` the one command Typer turns into a click command, when it is one of ours.
-
-    Typer converts every registered command on each start (~15 ms for the 26 of them: it reads
-    each signature's annotations); a call runs one. The root's help, completion and an
-    unknown name (which gets the nearest one suggested) keep them all.
-    """
-    if name is None or "_SBDLQ_COMPLETE" in os.environ:
-        return
-    commands = [c for c in app.registered_commands if c.name == name]
-    groups = [g for g in app.registered_groups if g.name == name]
-    if commands or groups:
-        app.registered_commands, app.registered_groups = commands, groups
-
-
 def run() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: only the command the line names is imported and converted
+    (Typer reads every registered signature on each start); the root's help, completion and an
+    unknown name (which gets the nearest one suggested) build them all."""
     refuse_undecodable(sys.argv[1:])
-    keep_only(asked_command(sys.argv[1:]))
+    args = sys.argv[1:]
+    name = asked_command(args)
+    completing = "_SBDLQ_COMPLETE" in os.environ
+    if name is None and not completing and ("--help" in args or "-h" in args):
+        build_index()
+    build(name if name in BUILDERS and not completing else None)
     app()
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
@@ -12,7 +12,7 @@ from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
 from sbdlq.groups import FingerprintGroup, ReasonGroup
 from sbdlq.models import Counts, Message
-from sbdlq.operations.sizing import LARGE_BODY_BYTES, BatchSizer
+from sbdlq.operations.sizing import BatchSizer
 from sbdlq.run_inline import pause
 from sbdlq.selection import Selection
 
@@ -44,9 +44,9 @@ async def iter_messages(
     `on_passed` is called for each message read that the selection passes over.
 
     Pages are sized from the bodies seen (BatchSizer): at most LARGE_PAGE large bodies are held.
-    While bodies are small, the next page is asked for as soon as a page arrives, so a far
-    broker's round trip overlaps the work on this page (writing it out, say) instead of
-    following it.
+    Over a round trip, while bodies are small, several sequence ranges are read at once
+    (operations/ranges.py), so a far broker's round trips overlap each other and the work on
+    this page (writing it out, say); a backend that answers at once is read page after page.
     """
     sel = selection or Selection()
     start = max(from_sequence, sel.first_sequence)
@@ -54,35 +54,23 @@ async def iter_messages(
     found = 0
     sizer = BatchSizer(page_size, LARGE_PAGE)
 
-    def ask(start: int) -> Awaitable[list[Message]]:
-        size = sizer.next_count()
-        if limit is not None:
-            size = min(size, max(limit - found, MIN_PAGE))
-        request = backend.peek(address, start, size)
-        if backend.answers_at_once:
-            return request  # nothing to overlap: it runs when awaited, and needs no event loop
-        import asyncio
+    def wanted(size: int) -> int:
+        return size if limit is None else min(size, max(limit - found, MIN_PAGE))
 
-        return asyncio.ensure_future(request)
+    at_once = backend.answers_at_once
+    if at_once:
+        pages = _one_after_the_other(backend, address, sizer, start, stop, wanted)
+    else:
+        from sbdlq.operations.ranges import RangeReader
 
-    ahead: Awaitable[list[Message]] | None = ask(start)
-    try:
-        while ahead is not None and (limit is None or found < limit):
-            page, ahead = await ahead, None
-            if not page:
-                return
-            sizer.seen(page)
-            start = page[-1].sequence_number + 1
+        pages = RangeReader(backend, address, sizer, start=start, stop=stop, wanted=wanted).pages()
+    async with contextlib.aclosing(pages):
+        async for page in pages:
             if on_page:
                 on_page(len(page))
-            estimate = sizer.estimate
-            small = estimate is not None and estimate < LARGE_BODY_BYTES
-            if small and (stop is None or start <= stop):
-                ahead = ask(start)
-                await pause()  # let the request start before this page is worked on
             for i, m in enumerate(_drain(page), 1):
-                if ahead is not None and i % _LET_AHEAD_RUN == 0:
-                    # A reader that never awaits (writing lines out) would hold the request back.
+                if not at_once and i % _LET_AHEAD_RUN == 0:
+                    # A reader that never awaits (writing lines out) would hold the requests back.
                     await pause()
                 if stop is not None and m.sequence_number > stop:
                     return
@@ -93,17 +81,24 @@ async def iter_messages(
                         return
                 elif on_passed is not None:
                     on_passed(m)
-            if stop is not None and start > stop:
-                return
-            if ahead is None:
-                ahead = ask(start)  # large bodies: one page in memory at a time
-    finally:
-        if isinstance(ahead, Coroutine):
-            ahead.close()  # never started
-        elif ahead is not None:
-            ahead.cancel()  # type: ignore[attr-defined]
-            with contextlib.suppress(BaseException):
-                await ahead
+
+
+async def _one_after_the_other(
+    backend: Backend,
+    address: Address,
+    sizer: BatchSizer,
+    start: int,
+    stop: int | None,
+    wanted: Callable[[int], int],
+) -> AsyncGenerator[list[Message], None]:
+    """Pages from a backend that answers at once: nothing to overlap, and no event loop needed."""
+    while stop is None or start <= stop:
+        page = await backend.peek(address, start, wanted(sizer.next_count()))
+        if not page:
+            return
+        sizer.seen(page)
+        start = page[-1].sequence_number + 1
+        yield page
 
 
 def _drain(page: list[Message]) -> Iterator[Message]:

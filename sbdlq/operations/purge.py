@@ -12,6 +12,7 @@ from sbdlq.addresses import Address
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, OperationFailed, SbdlqError, TransientError
 from sbdlq.models import EntityInfo, Message, PurgeResult
+from sbdlq.operations.broker_deletes import BrokerDeletes
 from sbdlq.operations.browse import queue_word
 from sbdlq.operations.export import LazyExporter, check_export_target
 from sbdlq.operations.move import EMPTY_RETRIES
@@ -134,19 +135,11 @@ class Purge(MovingRun[PurgeResult]):
 
         `counted`: the DLQ's count the plan saw (None: counted here, before the first delete).
         """
-        stats, backend, source = self.stats, self.backend, self.source
-        start = counted if counted is not None else await dlq_left(backend, source, stats)
-        while stats.handled < limit and stats.aborted is None:
-            gone = await self.deleting(lambda n: backend.delete_messages(source, n, before=before), limit, start, tick)
-            if gone is None:
-                # Refused or given up, perhaps after some went: the public path takes the rest.
-                return False
-            if not gone:
-                break  # what is left is locked by another receiver, or newer than the cutoff
-            stats.handled += gone
-            if tick:
-                tick(gone)
-        return True
+        start = counted if counted is not None else await dlq_left(self.backend, self.source, self.stats)
+        deletes = BrokerDeletes(
+            self.backend, self.source, self.stats, before=before, concurrency=self.options.concurrency, tick=tick
+        )
+        return await deletes.run(limit, start)
 
     async def discard(self, limit: int, tick: Callable[[int], None] | None) -> None:
         """Nothing to keep and nothing to choose: delete on receive, in large batches.

@@ -155,3 +155,19 @@ def test_a_keyless_listener_refuses_links_until_a_token_is_put(emulator: Any) ->
         bare.close()
     (stored,) = emulator.engine.peek(parse_address(q), 0, 5)
     assert stored.body.endswith(b"after the token")
+
+
+def test_batch_delete_past_standards_limit_is_refused_as_service_bus_words_it(
+    emulator: Any, conn: BlockingConnection
+) -> None:
+    """A Premium-sized request (4,000) on Standard: 400 argument-out-of-range, nothing deleted."""
+    q = emulator.queue()
+    emulator.seed(q, "one", "two")
+    body = {"message-count": int32(4000)}
+    reply = _request(conn, f"{q}/$management", "com.microsoft:batch-delete-messages", body)
+    assert reply.properties["statusCode"] == 400
+    assert reply.properties["errorCondition"] == "com.microsoft:argument-out-of-range"
+    assert reply.properties["statusDescription"] == (
+        "Invalid Message Count : requested 4000. Message count should be between 1 and 500."
+    )
+    assert emulator.engine.counts(q).active == 2

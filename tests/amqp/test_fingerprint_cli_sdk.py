@@ -42,6 +42,12 @@ def test_fingerprints_and_hints_through_the_sdk(emulator: Any, cli: Any) -> None
     assert "--reason 'OrderNotFund': nearest OrderNotFound (3)" in err
     assert emulator.engine.counts(q).dead_letter == 3
 
+    # A table peek over the wire reads in parallel ranges: each message passed over still feeds the hint.
+    code, out, err = cli.bare(*target, "peek", q, "--reason", "OrderNotFund", env=env)
+    assert code == 0, err
+    assert "--reason 'OrderNotFund': nearest OrderNotFound (3)" in err
+    assert "0 message(s)" in out
+
     code, out, err = cli.bare(*target, "peek", q + "x", env=env)
     assert code == 4
     # The serve is shared with other tests: its other queues (q3 beside q23) may be named too.

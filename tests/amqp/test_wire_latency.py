@@ -88,3 +88,18 @@ def test_purge_older_than_deletes_on_the_broker_up_to_the_cutoff(emulator: Any, 
     assert code == 0, err
     assert (result["selected"], result["purged"]) == (2, 2)
     assert sorted(seed.dlq_ids(q)) == ["new0", "new1", "new2"]
+
+
+def test_purge_keeps_deletes_in_flight_side_by_side_and_max_exact(emulator: Any, cli: Any) -> None:
+    """Premium's 4,000 a request is refused by Standard (serve) once, then 500 a request, several
+    at once on receivers of their own; --max deletes exactly that many, the oldest."""
+    seed = Seeder(emulator.engine)
+    q = emulator.queue()
+    seed.dead_letter(q, 1600)
+    with DelayingProxy(emulator.port, rtt_s=0.07) as proxy:
+        code, result, err = _run(cli, emulator, proxy, "purge", q, "--yes", "--max", "1300", "-v")
+    assert code == 0, err
+    assert (result["selected"], result["purged"], result["failed"]) == (1300, 1300, 0)
+    assert seed.dlq_ids(q) == [f"m{i}" for i in range(1300, 1600)]
+    assert "batch delete of 1300 refused: 500 per request" in err
+    assert proxy.connections >= 2  # the second and third requests went side by side

@@ -64,10 +64,22 @@ def test_help_imports_neither_markdown_nor_tracebacks(seeded: dict[str, str]) ->
     assert "rich.markdown" not in modules and "rich.traceback" not in modules
 
 
+def test_help_imports_no_command_and_a_command_only_its_own(seeded: dict[str, str]) -> None:
+    """The root's help lists every command from main.COMMAND_HELP; `count` loads dlq.py, not the others."""
+    others = {"sbdlq.cli.copy_cmds", "sbdlq.cli.apply_cmd", "sbdlq.cli.emulator_cmds", "sbdlq.cli.config_cmds"}
+    status, modules = _imported(["--help"], seeded)
+    assert status == 0
+    assert not modules & {*others, "sbdlq.cli.dlq", "sbdlq.emulator.engine"}
+    status, modules = _imported(["count", "orders"], seeded)
+    assert status == 0
+    assert "sbdlq.cli.dlq" in modules and not modules & others
+
+
 @pytest.mark.parametrize(
     "argv",
     [
         ["--help"],
+        ["-h"],
         ["count", "--help"],
         ["resubmit", "--help"],
         ["transfer-dlq", "--help"],

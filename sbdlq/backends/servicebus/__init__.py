@@ -13,7 +13,7 @@ One module per job:
 Importing the package imports no azure module: each is imported where it is used.
 """
 
-from sbdlq.backends.servicebus.backend import PEEK_PAGE, ServiceBusBackend
+from sbdlq.backends.servicebus.backend import ServiceBusBackend
 from sbdlq.backends.servicebus.clients import (
     ADMIN_EMULATOR_PORT,
     SOCKET_TIMEOUT_S,
@@ -33,6 +33,7 @@ from sbdlq.backends.servicebus.conversion import (
     topic_info,
 )
 from sbdlq.backends.servicebus.errors import translate_error
+from sbdlq.backends.servicebus.runs import PEEK_PAGE
 
 __all__ = [
     "ADMIN_EMULATOR_PORT",

@@ -38,8 +38,9 @@ from sbdlq.backends.servicebus.credentials import (
 )
 from sbdlq.backends.servicebus.errors import VERDICTS, guarded, translate_error
 from sbdlq.backends.servicebus.links import Held, Link, lock_token
+from sbdlq.backends.servicebus.peek_counts import counts_by_peek
 from sbdlq.backends.servicebus.renewal import LockRenewal
-from sbdlq.backends.servicebus.runs import PEEK_PAGE, RunSettlement
+from sbdlq.backends.servicebus.runs import RunSettlement
 from sbdlq.backends.servicebus.senders import Sending
 from sbdlq.backends.servicebus.shortcuts import SdkShims, Shortcuts, sdk_version
 from sbdlq.connstr import ConnectionInfo, parse_connection_string, redact
@@ -61,8 +62,13 @@ T = TypeVar("T")
 # operation that never settles some messages cannot grow the map over a 1M-message run.
 _HELD_SOFT_LIMIT = 10_000
 _HELD_GRACE = timedelta(seconds=60)
-#: messages per batch-delete request: the Standard tier's limit (Premium takes 4,000)
-BATCH_DELETE_MAX = 500
+#: messages per batch-delete request: Premium's limit, tried first; Standard's, after a refusal
+BATCH_DELETE_PREMIUM = 4000
+BATCH_DELETE_STANDARD = 500
+#: receivers per address that browse and batch-delete side by side: the SDK numbers a handler's
+#: `$management` requests so that two on one handler may not overlap (see links.Link), so
+#: requests in flight at once each need a receiver (a connection) of their own
+MANAGEMENT_LANES = 16
 
 
 class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
@@ -129,7 +135,7 @@ class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
             credential=self._sync_credential,
             say=self._say,
         )
-        self._receivers: dict[tuple[str, ReceiveMode], Link] = {}
+        self._receivers: dict[tuple[Any, ...], Link] = {}
         self._senders: dict[str, Link] = {}
         self._held: dict[str, Held] = {}
         #: lock tokens whose settlement is on its way (a renewal leaves them out: see renew_locks)
@@ -139,6 +145,8 @@ class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
         self._wire_doubted = False
         #: wire failures so far (a sender opened before the last one is replaced before it sends)
         self._wire_failures = 0
+        #: what one batch delete may take: Premium's 4,000 until the namespace refuses it
+        self.delete_request_max = BATCH_DELETE_PREMIUM
         #: a run of settlements went unanswered (not refused): settle one by one from then on
         self._runs_unanswered = False
 
@@ -191,29 +199,7 @@ class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
             "counts: by paging through peek (active, dead-letter, transfer dead-letter; "
             "scheduled from the peeked state)"
         )
-        return await self._counts_by_peek(entity)
-
-    async def _counts_by_peek(self, entity: EntityPath) -> Counts:
-        result = Counts(entity=str(entity))
-        for sub_queue in (SubQueue.NONE, SubQueue.DEAD_LETTER, SubQueue.TRANSFER_DEAD_LETTER):
-            address = Address(entity, sub_queue)
-            sequence = 1
-            while True:
-                page = await self.peek(address, sequence, PEEK_PAGE)
-                if not page:
-                    break
-                for message in page:
-                    if sub_queue is SubQueue.DEAD_LETTER:
-                        result.dead_letter += 1
-                    elif sub_queue is SubQueue.TRANSFER_DEAD_LETTER:
-                        result.transfer_dead_letter += 1
-                    elif message.state == "scheduled":
-                        result.scheduled += 1
-                    elif message.state == "active":
-                        result.active += 1
-                # max(): always make progress, even if a broker hands back an older message.
-                sequence = max(sequence, max(m.sequence_number for m in page) + 1)
-        return result
+        return await counts_by_peek(self.peek, entity)
 
     async def _amqp_get_entity(self, entity: EntityPath) -> EntityInfo:
         """Without the admin endpoint: existence and kind from AMQP, defaults for the rest."""
@@ -240,7 +226,7 @@ class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
         """Browse without locking, from a sequence number."""
         if max_count <= 0:
             return []
-        link = await self._live_receiver(address, ReceiveMode.PEEK_LOCK)
+        link = await self._idle_receiver(address)
         # 0 would mean "continue after the last one this receiver saw": paging must be stateless.
         start = max(1, int(from_sequence))
         async with link.lock:
@@ -296,13 +282,32 @@ class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
     async def delete_messages(self, address: Address, max_count: int, *, before: datetime | None = None) -> int | None:
         """Server-side batch delete (`$management` batch-delete-messages); None where the namespace
         refuses it or the shortcut is off. A delete whose reply cannot be read raises TransientError:
-        the broker may have deleted, so the caller counts before it goes on (never a blind repeat)."""
+        the broker may have deleted, so the caller counts before it goes on (never a blind repeat).
+
+        Up to `delete_request_max` per request: Premium's 4,000 first; a namespace that refuses
+        that size (Standard's "Message count should be between 1 and 500") deleted nothing, so
+        the request is made again once at Standard's 500, and that size is kept.
+        """
         if self._batch_delete_refused or not self._shortcuts.use("batch_delete"):
             return None
         if max_count <= 0:
             return 0
-        link = await self._live_receiver(address, ReceiveMode.PEEK_LOCK)
-        count = min(max_count, BATCH_DELETE_MAX)
+        count = min(max_count, self.delete_request_max)
+        try:
+            return await self._batch_delete(address, count, before)
+        except BadInput:
+            if count <= BATCH_DELETE_STANDARD:
+                return self._refuse_batch_delete("the namespace refused it")
+            self.delete_request_max = BATCH_DELETE_STANDARD
+            self._say(f"batch delete of {count} refused: {BATCH_DELETE_STANDARD} per request")
+        try:
+            return await self._batch_delete(address, min(max_count, BATCH_DELETE_STANDARD), before)
+        except BadInput as exc:
+            return self._refuse_batch_delete(exc.message)
+
+    async def _batch_delete(self, address: Address, count: int, before: datetime | None) -> int | None:
+        """One batch-delete request on a receiver of its own (see MANAGEMENT_LANES)."""
+        link = await self._idle_receiver(address)
         try:
             async with link.lock:
                 gone = await self._on_receiver(
@@ -315,15 +320,19 @@ class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
             # Nothing was deleted: the private is missing, or the broker refused the operation.
             self._shortcuts.fall_back("batch_delete", exc)
             return None
-        except (AuthError, ServiceUnavailable, EntityNotFound):
+        except (AuthError, ServiceUnavailable, EntityNotFound, BadInput):
             raise
         except SbdlqError as exc:
             # An older namespace (or broker) without the operation: receive and delete instead.
-            self._batch_delete_refused = True
-            self._say(f"batch delete refused ({exc.message}): deleting by receive-and-delete")
-            return None
+            return self._refuse_batch_delete(exc.message)
         link.opened = True
         return gone
+
+    def _refuse_batch_delete(self, why: str) -> int | None:
+        """Give batch delete up for this backend's life; None, the caller's answer then."""
+        self._batch_delete_refused = True
+        self._say(f"batch delete refused ({why}): deleting by receive-and-delete")
+        return None
 
     async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
         """Complete each message on the receiver that locked it (runs in one disposition each)."""
@@ -514,9 +523,9 @@ class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
                 kwargs["connection_verify"] = self._admin_tls.ca
         return ServiceBusClient.from_connection_string(sdk_connection_string(info), **kwargs)
 
-    async def _live_receiver(self, address: Address, mode: ReceiveMode) -> Link:
+    async def _live_receiver(self, address: Address, mode: ReceiveMode, lane: int = 0) -> Link:
         """The cached receiver of an address, replaced first if the SDK shut it down since it last worked."""
-        link = self._receivers.get((str(address), mode))
+        link = self._receivers.get(self._receiver_key(address, mode, lane))
         if (
             link is not None
             and link.opened
@@ -526,11 +535,29 @@ class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
             # cannot settle on; and a handler marked running without its AMQP client fails
             # every call. Its locks are gone either way.
             await self._drop(self._receivers, link)
-        return self._receiver(address, mode)
+        return self._receiver(address, mode, lane)
 
-    def _receiver(self, address: Address, mode: ReceiveMode) -> Link:
+    async def _idle_receiver(self, address: Address) -> Link:
+        """A peek-lock receiver of the address with no request on it, for a `$management` request.
+
+        The first lane is the receiver that locks; more are opened as requests overlap, up to
+        MANAGEMENT_LANES, after which a request waits its turn on the least busy one.
+        """
+        busy: list[Link] = []
+        for lane in range(MANAGEMENT_LANES):
+            key = self._receiver_key(address, ReceiveMode.PEEK_LOCK, lane)
+            if key not in self._receivers or not self._receivers[key].lock.locked():
+                return await self._live_receiver(address, ReceiveMode.PEEK_LOCK, lane)
+            busy.append(self._receivers[key])
+        return busy[0]
+
+    @staticmethod
+    def _receiver_key(address: Address, mode: ReceiveMode, lane: int) -> tuple[Any, ...]:
+        return (str(address), mode) if lane == 0 else (str(address), mode, lane)
+
+    def _receiver(self, address: Address, mode: ReceiveMode, lane: int = 0) -> Link:
         """The cached receiver of an address: lock tokens only settle on the link that locked them."""
-        key = (str(address), mode)
+        key = self._receiver_key(address, mode, lane)
         link = self._receivers.get(key)
         if link is not None:
             return link

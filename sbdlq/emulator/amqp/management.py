@@ -142,7 +142,10 @@ def _cancel(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
 def _batch_delete(engine: Engine, address: Address, body: dict[str, Any]) -> Reply:
     count = int(body.get("message-count") or 0)
     if not 0 < count <= BATCH_DELETE_MAX:
-        raise BadInput(f"message-count must be between 1 and {BATCH_DELETE_MAX}, not {count}")
+        # Service Bus Standard's answer, word for word, to a count past its limit (a Premium
+        # client's 4,000): nothing deleted, and the client may ask again with fewer.
+        text = f"Invalid Message Count : requested {count}. Message count should be between 1 and {BATCH_DELETE_MAX}."
+        return Reply(400, text, condition=conditions.ARGUMENT_OUT_OF_RANGE)
     if body.get("session-id") is not None:
         raise BadInput("batch delete by session is not supported by sbdlq")
     raw = body.get("enqueued-time-utc")
