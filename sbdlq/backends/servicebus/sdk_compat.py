@@ -296,6 +296,19 @@ def _settlement_errors() -> tuple[type[BaseException], type[BaseException]]:
     return MessageException, MessageSettlementUnconfirmed
 
 
+def transfer_rejected(inner: BaseException | None) -> bool:
+    """Whether pyamqp's error under an SDK send error is the broker's rejected outcome of the
+    transfer (a condition the broker sent), not a link or connection that went while it awaited
+    its answer (pyamqp says those with an unknown or a client error). False where pyamqp moved."""
+    try:
+        from azure.servicebus._pyamqp.error import ErrorCondition, MessageException
+    except ImportError:
+        return False  # cannot tell: unknown, the cautious side
+    if not isinstance(inner, MessageException):
+        return False
+    return inner.condition not in (ErrorCondition.UnknownError, ErrorCondition.ClientError)
+
+
 def run_refused(exc: BaseException) -> bool:
     """Whether a settle_run failure is an outcome the broker reported (it refused some of the run,
     a lost lock say), rather than none coming back (no answer, the link gone). Raises
