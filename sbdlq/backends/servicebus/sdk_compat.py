@@ -180,6 +180,15 @@ async def renew_many(receiver: Any, sdk_messages: list[Any]) -> list[datetime]:
         response = await renew(*tokens)
     except SHAPE_ERRORS as exc:
         raise Unavailable(f"batch renewal failed in a shape sbdlq does not know: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        # The SDK's own reply handler failing: 7.15 wraps it (ServiceBusError "Handler failed",
+        # the shape error inside) and shuts the receiver down. Given up, so the next renewal does
+        # not shut the next receiver down too; the locks of this one went with it (the caller's
+        # public renewal says so, as after a reset link).
+        inner = getattr(exc, "inner_exception", None)
+        if isinstance(inner, SHAPE_ERRORS):
+            raise Unavailable(f"batch renewal failed inside the SDK: {type(inner).__name__}: {inner}") from exc
+        raise
     try:
         if not isinstance(response, dict):
             raise TypeError(f"renew-lock answered a {type(response).__name__}, not a map")
