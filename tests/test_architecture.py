@@ -77,6 +77,14 @@ def test_the_layers_below_the_cli_never_import_it(folder: str) -> None:
     assert _violations(folder, ("sbdlq.cli",)) == []
 
 
+def test_the_operations_and_the_selection_use_no_emulator_module() -> None:
+    # The K=V typing they share with `emulator send` is sbdlq/property_values.py, below both.
+    assert _violations("operations", ("sbdlq.emulator",)) == []
+    assert _violations("policy", ("sbdlq.emulator",)) == []
+    selection = [n for n in _imported_names(PACKAGE / "selection.py") if n.startswith("sbdlq.emulator")]
+    assert selection == []
+
+
 def _importers_of(forbidden: tuple[str, ...], *, above: tuple[str, ...]) -> list[str]:
     """`file: name` for each module outside `above` (folders or modules) importing a forbidden one."""
     found = []
