@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from sbdlq.errors import BadInput
+from sbdlq.models import COUNT_NAMES
 
 
 def _finite(value: Any) -> Any:
@@ -275,7 +276,7 @@ def table_renderable(
     from rich.text import Text
 
     # A column named by a bare string holds identifiers or numbers: kept whole.
-    cols = [c if isinstance(c, Col) else Col(c, numeric=c in _NUMERIC, whole=True) for c in columns]
+    cols = [c if isinstance(c, Col) else Col(c, numeric=c in NUMERIC_COLUMNS, whole=True) for c in columns]
     texts = [[cell_text(v) for v in r] for r in rows]
     con = console or stdout_console()
     fitted = layout(cols, texts, width or (con.width if con.is_terminal else None))
@@ -298,7 +299,8 @@ def table_renderable(
     return t
 
 
-_NUMERIC = frozenset({"active", "dead_letter", "transfer_dead_letter", "scheduled", "count", "seq", "deliveries"})
+#: The columns right-aligned as numbers when a table names them by key: every count, and these.
+NUMERIC_COLUMNS = frozenset({*COUNT_NAMES, "count", "seq", "deliveries"})
 
 
 def bar_chart(items: Sequence[tuple[str, int]], *, width: int = 40, title: str | None = None) -> None:

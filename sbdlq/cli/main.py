@@ -140,7 +140,7 @@ def _build() -> None:
     from sbdlq.cli.routing_cmds import app as routing_app
 
     app.add_typer(routing_app, name="routing")
-    from sbdlq.ui.command import ui
+    from sbdlq.cli.ui_cmd import ui
 
     app.command("ui")(ui)
     from sbdlq.cli.examples import attach
