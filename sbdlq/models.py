@@ -220,8 +220,32 @@ class MovedBatch:
     last_sequence: int
 
 
+@dataclass(frozen=True, slots=True)
+class CountField:
+    """One count of an entity, as every view of it names it (JSON, table, Prometheus, console)."""
+
+    #: the Counts attribute, its JSON key and `count` table column, and its Prometheus `queue` label
+    name: str
+    #: the console's column title (ui/entities.py)
+    console_title: str
+    #: a dead-letter sub-queue: the console shows these first, its reason to exist
+    dead_letter: bool = False
+
+
+#: Every count of an entity, in the order `count` writes them (JSON, table, Prometheus series).
+COUNT_FIELDS: tuple[CountField, ...] = (
+    CountField("active", "active"),
+    CountField("dead_letter", "dlq", dead_letter=True),
+    CountField("transfer_dead_letter", "tdlq", dead_letter=True),
+    CountField("scheduled", "sched"),
+)
+COUNT_NAMES = tuple(f.name for f in COUNT_FIELDS)
+
+
 @dataclass(slots=True)
 class Counts:
+    """An entity's counts: one attribute per COUNT_FIELDS entry (tests/unit/test_count_fields.py)."""
+
     entity: str
     active: int = 0
     dead_letter: int = 0
@@ -229,13 +253,7 @@ class Counts:
     scheduled: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "entity": self.entity,
-            "active": self.active,
-            "dead_letter": self.dead_letter,
-            "transfer_dead_letter": self.transfer_dead_letter,
-            "scheduled": self.scheduled,
-        }
+        return {"entity": self.entity, **{name: getattr(self, name) for name in COUNT_NAMES}}
 
 
 @dataclass(slots=True)

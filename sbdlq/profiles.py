@@ -18,14 +18,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from sbdlq.errors import BadInput
+from sbdlq.sdk_shortcut_mode import check_shortcut_mode
 
 # Target keys in the order a profile is read; a profile sets at most one of them.
 TARGET_KEYS = ("connection_string", "connection_string_env", "namespace", "emulator")
 # Per-profile defaults for command options.
 OPTION_KEYS = ("output", "timeout", "concurrency", "batch_size", "transport", "proxy", "sdk_shortcuts")
-#: the values of SBDLQ_SDK_SHORTCUTS and a profile's sdk_shortcuts (backends/servicebus/shortcuts.py)
-SDK_SHORTCUT_MODES = ("auto", "on", "off")
-SDK_SHORTCUTS_ENV = "SBDLQ_SDK_SHORTCUTS"
 # Targets that come from options and environment variables (a profile adds connection_string_env).
 TARGET_OPTIONS = ("connection_string", "namespace", "emulator")
 TOP_LEVEL_KEYS = ("default_profile", "profiles")
@@ -231,14 +229,6 @@ def _check_profile(p: Path, name: str, values: Any) -> dict[str, Any]:
         except BadInput as exc:
             raise BadInput(f"{where}.connection_string: {exc.message}", hint=exc.hint)
     return out
-
-
-def check_shortcut_mode(value: object, where: str) -> str:
-    """auto, on or off (YAML's booleans for on and off too); BadInput names where a bad value came from."""
-    text = ("on" if value else "off") if isinstance(value, bool) else str(value).strip().lower()
-    if text not in SDK_SHORTCUT_MODES:
-        raise BadInput(f"{where} must be one of {', '.join(SDK_SHORTCUT_MODES)}, not {value!r}")
-    return text
 
 
 def _suggest(key: str, known: tuple[str, ...]) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from sbdlq.errors import BadInput
+from sbdlq.models import COUNT_NAMES
 
 
 def _finite(value: Any) -> Any:
@@ -280,7 +281,7 @@ def table_renderable(
 
 def _cols(columns: Sequence[str | Col]) -> list[Col]:
     # A column named by a bare string holds identifiers or numbers: kept whole.
-    return [c if isinstance(c, Col) else Col(c, numeric=c in _NUMERIC, whole=True) for c in columns]
+    return [c if isinstance(c, Col) else Col(c, numeric=c in NUMERIC_COLUMNS, whole=True) for c in columns]
 
 
 def _fit(cols: Sequence[Col], texts: Sequence[Sequence[str]], width: int | None, con: Any) -> list[tuple[int, int]]:
@@ -376,7 +377,8 @@ class PagedTable:
         self.rows = []
 
 
-_NUMERIC = frozenset({"active", "dead_letter", "transfer_dead_letter", "scheduled", "count", "seq", "deliveries"})
+#: The columns right-aligned as numbers when a table names them by key: every count, and these.
+NUMERIC_COLUMNS = frozenset({*COUNT_NAMES, "count", "seq", "deliveries"})
 
 
 def bar_chart(items: Sequence[tuple[str, int]], *, width: int = 40, title: str | None = None) -> None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sbdlq.models import Counts
+from sbdlq.models import COUNT_NAMES, Counts
 
 FORMAT = "prometheus"
 METRIC = "sbdlq_messages"
-#: the `queue` label's values, in the order each entity's series are written
-QUEUES = ("active", "dead_letter", "transfer_dead_letter", "scheduled")
+#: the `queue` label's values, in the order each entity's series are written (models.COUNT_FIELDS)
+QUEUES = COUNT_NAMES
 HELP = "Messages in a Service Bus queue or subscription, by sub-queue (sbdlq count)."
 
 _ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
@@ -26,7 +26,7 @@ def label_value(text: str) -> str:
 
 
 def gauges(counts: Iterable[Counts]) -> str:
-    """The `sbdlq_messages` family: HELP, TYPE, then four series per entity."""
+    """The `sbdlq_messages` family: HELP, TYPE, then one series per count (COUNT_FIELDS) per entity."""
     lines = [f"# HELP {METRIC} {HELP}", f"# TYPE {METRIC} gauge"]
     for c in counts:
         entity = label_value(c.entity)

@@ -314,8 +314,8 @@ def parse_where_parameters(texts: list[str]) -> dict[str, Any]:
     VALUE is typed as `--set-property` and `emulator send --property` type it: `42` a number,
     `true` a boolean, `'"42"'` a string, anything else text.
     """
-    from sbdlq.emulator.property_args import typed_value
     from sbdlq.models import fits_int64
+    from sbdlq.property_values import typed_value
 
     parameters: dict[str, Any] = {}
     for text in texts:

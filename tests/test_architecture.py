@@ -70,6 +70,39 @@ def test_operations_and_sqlfilter_run_no_emulator_engine_code() -> None:
     assert _violations("sqlfilter", ("sbdlq.emulator",)) == []
 
 
+@pytest.mark.parametrize("folder", ["policy", "ui", "operations", "backends"])
+def test_the_layers_below_the_cli_never_import_it(folder: str) -> None:
+    # The cli builds on them (Typer options from their plain declarations), never the other way:
+    # the edit options are operations/edits.EDIT_OPTIONS, `sbdlq ui` is cli/ui_cmd.py.
+    assert _violations(folder, ("sbdlq.cli",)) == []
+
+
+def test_the_operations_and_the_selection_use_no_emulator_module() -> None:
+    # The K=V typing they share with `emulator send` is sbdlq/property_values.py, below both.
+    assert _violations("operations", ("sbdlq.emulator",)) == []
+    assert _violations("policy", ("sbdlq.emulator",)) == []
+    selection = [n for n in _imported_names(PACKAGE / "selection.py") if n.startswith("sbdlq.emulator")]
+    assert selection == []
+
+
+def _importers_of(forbidden: tuple[str, ...], *, above: tuple[str, ...]) -> list[str]:
+    """`file: name` for each module outside `above` (folders or modules) importing a forbidden one."""
+    found = []
+    for path in _modules(PACKAGE):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if any(relative == top or relative.startswith(top + "/") for top in above):
+            continue
+        for name in _imported_names(path):
+            if any(name == bad or name.startswith(bad + ".") for bad in forbidden):
+                found.append(f"{path.relative_to(PACKAGE.parent)}: {name}")
+    return sorted(set(found))
+
+
+def test_nothing_below_the_cli_imports_the_profiles() -> None:
+    # The cli resolves the target (profiles.Target) and hands backends.open_backend what it needs.
+    assert _importers_of(("sbdlq.profiles",), above=("cli", "profiles.py", "entry.py")) == []
+
+
 def test_the_import_check_sees_lazy_and_relative_imports() -> None:
     # A checker that silently saw nothing would pass forever: prove it sees both forms.
     amqp = PACKAGE / "emulator" / "amqp"

@@ -5,15 +5,27 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.emulator.clock import emulator_clock
 from sbdlq.errors import BadInput
 from sbdlq.network import Network
-from sbdlq.profiles import Target
 from sbdlq.timeparse import parse_duration
 
-__all__ = ["Backend", "ReceiveMode", "open_backend"]
+__all__ = ["Backend", "BackendTarget", "ReceiveMode", "open_backend"]
+
+
+class BackendTarget(Protocol):
+    """What a backend needs of the target the caller resolved (profiles.Target is one): no profiles here."""
+
+    @property
+    def kind(self) -> str:
+        """emulator | connection_string | namespace"""
+
+    @property
+    def value(self) -> str:
+        """The store's path, the connection string or the namespace."""
 
 
 def emulator_latency() -> float:
@@ -23,7 +35,7 @@ def emulator_latency() -> float:
 
 
 def open_backend(
-    target: Target,
+    target: BackendTarget,
     *,
     timeout_s: float = 30.0,
     verbose: Callable[[str], None] | None = None,

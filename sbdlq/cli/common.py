@@ -17,7 +17,8 @@ import typer
 
 from sbdlq import interrupts
 from sbdlq.errors import BadInput, Declined, ExitStatus, Interrupted, SbdlqError
-from sbdlq.profiles import SDK_SHORTCUTS_ENV, Setting, Source, Target, resolve_target
+from sbdlq.profiles import Setting, Source, Target, resolve_target
+from sbdlq.sdk_shortcut_mode import SDK_SHORTCUTS_ENV
 
 T = TypeVar("T")
 

@@ -178,7 +178,7 @@ def _sdk_row(prof: Any, *, environment: bool) -> tuple[str, Any, str]:
     """The azure-servicebus release and whether sbdlq takes its private shortcuts, and why: the
     variable (where the environment applies), else the profile's key, else auto."""
     from sbdlq.backends.servicebus.shortcuts import Shortcuts, sdk_version
-    from sbdlq.profiles import SDK_SHORTCUTS_ENV
+    from sbdlq.sdk_shortcut_mode import SDK_SHORTCUTS_ENV
 
     from_env = environment and bool(os.environ.get(SDK_SHORTCUTS_ENV))
     mode = prof.option("sdk_shortcuts") if prof is not None and not from_env else None

@@ -20,10 +20,11 @@ from sbdlq.addresses import EntityPath, SubQueue
 from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, handled, open_target, output_format
 from sbdlq.errors import BadInput, ExitStatus, ThresholdExceeded
-from sbdlq.models import Counts, iso
+from sbdlq.models import COUNT_NAMES, Counts, iso
 from sbdlq.render import Query
 
-COLUMNS = ("entity", "active", "dead_letter", "transfer_dead_letter", "scheduled")
+#: The count table's columns: the entity, then every count (models.COUNT_FIELDS).
+COLUMNS = ("entity", *COUNT_NAMES)
 
 
 def count_format(s: Settings, given: str | None, q: Query | None) -> str:

@@ -221,7 +221,7 @@ def send(
     from sbdlq.models import OutboundMessage
 
     async def work(s: Settings) -> tuple[str, int, datetime | None]:
-        from sbdlq.emulator.property_args import parse_properties
+        from sbdlq.property_values import parse_properties
 
         path = parse_entity(entity)
         if path.is_subscription:

@@ -185,7 +185,7 @@ def _routing() -> None:
 
 
 def _ui() -> None:
-    from sbdlq.ui.command import ui
+    from sbdlq.cli.ui_cmd import ui
 
     app.command("ui")(ui)
 

@@ -120,7 +120,7 @@ def _group_parameters(group: type) -> list[inspect.Parameter]:
     ]
 
 
-def _replacing(
+def replacing(
     parameter: str, declared: list[inspect.Parameter], build: Callable[[dict[str, Any]], Any]
 ) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """A decorator declaring `declared` in place of a command's `parameter`, passed as one `build(values)`."""
@@ -145,14 +145,14 @@ def _replacing(
 
 def option_group(group: type, parameter: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """A decorator declaring `group`'s fields in place of a command's `parameter`, passed as one `group`."""
-    return _replacing(parameter, _group_parameters(group), lambda values: group(**values))
+    return replacing(parameter, _group_parameters(group), lambda values: group(**values))
 
 
 def selection_options(command: Callable[..., R]) -> Callable[..., R]:
     """Declare every selection option (`SELECTION_OPTIONS`) in place of `command`'s `selection`
     parameter; pass them as one `SelectionOptions`."""
     declared = [_selecting(option) for option in SELECTION_OPTIONS]
-    return _replacing(SELECTION_PARAMETER, declared, SelectionOptions)(command)
+    return replacing(SELECTION_PARAMETER, declared, SelectionOptions)(command)
 
 
 def dlq_address(entity: str, sub_queue: SubQueue) -> Address:

@@ -1,6 +1,6 @@
 """Entity property names as Microsoft's Config.json and the ATOM management API spell them.
 
-One table for both: the Config.json loader (config.py) and the HTTP port's entity writes
+One table for both: the Config.json loader (config_json.py) and the HTTP port's entity writes
 (amqp/atom_write.py) read the same names, for the same entity kinds, into the same engine
 keywords; an omitted property takes the engine's default (MaxDeliveryCount 10, LockDuration
 PT1M, messages never expire), as the service does.

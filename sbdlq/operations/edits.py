@@ -22,14 +22,35 @@ from sbdlq.models import (
     OutboundMessage,
 )
 
+
+@dataclass(frozen=True, slots=True)
+class EditOption:
+    """One edit option: its flag, its keyword (and policy key), its help, and what it edits."""
+
+    flag: str
+    keyword: str
+    help: str
+    #: given several times, its values are a list
+    repeatable: bool = False
+    #: the OutboundMessage field it sets (None: it edits the application properties)
+    system_field: str | None = None
+
+
+#: Every edit option of resubmit and replay, in the order --help shows them: the commands' option
+#: group (cli/edit_options.py), the policy's edit keys (policy/schema.py) and the compile read it.
+EDIT_OPTIONS: tuple[EditOption, ...] = (
+    EditOption("--set-property", "set_property", "Set K=V on every copy (typed like emulator send; repeatable).", True),
+    EditOption("--remove-property", "remove_property", "Remove property K from every copy (repeatable).", True),
+    EditOption("--set-subject", "set_subject", "Subject (label) of every copy ('' clears it).", system_field="subject"),
+    EditOption("--set-content-type", "set_content_type", "Content type ('' clears it).", system_field="content_type"),
+    EditOption("--set-ttl", "set_ttl", "Time to live of every copy (30m, 7d, PT1H).", system_field="time_to_live_s"),
+    EditOption("--set-session-id", "set_session_id", "Session id ('' clears it).", system_field="session_id"),
+    EditOption(
+        "--set-correlation-id", "set_correlation_id", "Correlation id ('' clears it).", system_field="correlation_id"
+    ),
+)
 #: The system properties an edit can set: OutboundMessage field → its option.
-SYSTEM_OPTIONS = {
-    "subject": "--set-subject",
-    "content_type": "--set-content-type",
-    "correlation_id": "--set-correlation-id",
-    "session_id": "--set-session-id",
-    "time_to_live_s": "--set-ttl",
-}
+SYSTEM_OPTIONS = {o.system_field: o.flag for o in EDIT_OPTIONS if o.system_field is not None}
 #: What the dry run's example shows of a message and of its copy, in this order.
 EXAMPLE_FIELDS = ("message_id", "subject", "content_type", "correlation_id", "session_id", "time_to_live_s")
 
@@ -70,7 +91,7 @@ def build_edits(
     `system` maps an OutboundMessage field of SYSTEM_OPTIONS to its option's text (None: not
     given, '': clear the field; `time_to_live_s` is a duration).
     """
-    from sbdlq.emulator.property_args import parse_properties
+    from sbdlq.property_values import parse_properties
 
     setting = parse_properties(set_property, option="--set-property")
     removing = tuple(dict.fromkeys(k.strip() for k in remove_property))
@@ -90,6 +111,20 @@ def build_edits(
     if both:
         raise BadInput(f"--set-property {both[0]} and --remove-property {both[0]}: give one or the other")
     return CopyEdits(setting, removing, _system_edits(system or {}))
+
+
+def compile_edits(given: Mapping[str, Any], *, keep_dead_letter_properties: bool = False) -> CopyEdits:
+    """The edits from the options given (EDIT_OPTIONS keyword → value; None or absent: not given)."""
+    by_keyword = {o.keyword: o for o in EDIT_OPTIONS}
+    unknown = sorted(set(given) - set(by_keyword))
+    if unknown:
+        raise TypeError(f"not an edit option: {', '.join(unknown)}")
+    return build_edits(
+        set_property=given.get("set_property") or (),
+        remove_property=given.get("remove_property") or (),
+        system={o.system_field: given.get(o.keyword) for o in EDIT_OPTIONS if o.system_field is not None},
+        keep_dead_letter_properties=keep_dead_letter_properties,
+    )
 
 
 def _check_removable(name: str, keep_dead_letter_properties: bool) -> None:

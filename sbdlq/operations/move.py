@@ -107,6 +107,9 @@ class LockedLoop:
         self.broken = False  # a chunk raised: dispatch no more, the error surfaces when waited for
         #: how many let-go messages (see _still_held) may still be taken again
         self.retakes = 0
+        #: sequence numbers chosen and not yet through their chunk (queued, sent, being completed):
+        #: a second delivery of one (its lock lapsed meanwhile) is never chosen again
+        self.in_flight: set[int] = set()
 
     async def run(self, limit: int, last_sequence: int | None) -> None:
         """Take up to `limit` matches, batch by batch, until the DLQ or the scan's last match ends."""
@@ -192,8 +195,9 @@ class LockedLoop:
         """Split a batch into the matches to act on and those past the scan's last match."""
         chosen: list[Message] = []
         beyond: list[Message] = []
-        # Originals left beside a copy this run sent: a second copy would be a second duplicate.
-        copied = set(self.stats.left_sequences)
+        # Originals left beside a copy this run sent, or still in a chunk (delivered again while
+        # their first delivery is queued, sent or being completed): a second copy would be a duplicate.
+        copied = set(self.stats.left_sequences) | self.in_flight
         for m in batch:
             if last_sequence is not None and m.sequence_number > last_sequence:
                 beyond.append(m)
@@ -201,6 +205,7 @@ class LockedLoop:
                 self.keeper.forget_bodies([m])  # held until the end, then released: counted already
             elif self.taken < limit and self.selection.matches(m):
                 chosen.append(m)
+                self.in_flight.add(m.sequence_number)
                 self.taken += 1
             else:
                 self.stats.not_matching += 1
@@ -230,7 +235,14 @@ class LockedLoop:
     async def _run_chunk(self, items: list[Message]) -> None:
         """Act on one chunk; stop renewing what it settled."""
         keeper = self.keeper
+        chosen = items
         try:
+            # Left beside a copy by another chunk meanwhile: never copied a second time.
+            copied = set(self.stats.left_sequences)
+            skipped = [m for m in items if m.sequence_number in copied]
+            if skipped:
+                keeper.forget_bodies(skipped)
+                items = [m for m in items if m.sequence_number not in copied]
             items = await self._still_held(items)
             unsettled = await self.action(items) if items else []
             # Settled ones need no more renewal; unsettled ones stay held until the end.
@@ -241,6 +253,7 @@ class LockedLoop:
             self.broken = True
             raise
         finally:
+            self.in_flight.difference_update(m.sequence_number for m in chosen)
             self.calls.release()
             if self.on_done:
                 self.on_done(len(items))
@@ -267,6 +280,7 @@ class LockedLoop:
         gone = [m for m in items if id(m) not in kept]
         keeper.release(gone)
         keeper.lost.update(m.lock_token for m in gone if m.lock_token)
+        self.in_flight.difference_update(m.sequence_number for m in gone)  # nothing done: may come again
         # Taken again later, up to the run's limit in all: locks lost over and over still end the run.
         again = min(len(gone), self.retakes)
         self.retakes -= again

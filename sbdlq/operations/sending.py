@@ -123,20 +123,24 @@ class CopySender(Generic[T]):
 
     async def _part_sent(self, items: list[T], exc: SendUnconfirmed) -> list[T]:
         """A send that stopped part way: the accepted ones are sent, the unconfirmed ones are handed
-        to `unconfirmed` (never sent again), the rest were not sent and are tried as a batch would be."""
+        to `unconfirmed` (never sent again); the rest were not sent: after an unanswered send they
+        are returned untried (the run stops), after a refusal tried as a batch would be."""
         sent, unknown = exc.sent, exc.unknown
         maybe = items[sent : sent + unknown]
         rest = items[sent + unknown :]
         self.stats.error(exc.message)
         if maybe:
+            # The connection went: the rest's locks may have gone with it, and only a new chunk
+            # proves them (LockedLoop._still_held). Not sent: not tried, released at the end.
             self.unconfirmed(maybe)
+            return maybe + rest
         if not rest:
             return maybe
         cause = exc.__cause__
-        if maybe or not isinstance(cause, SbdlqError) or isinstance(cause, TransientError):
-            # Never sent (the batches after the one that got no answer, or one the broker refused
-            # as busy): sent now, on a new link, with the retries of any send.
-            return maybe + await self.send(rest, charged=True)
+        if not isinstance(cause, SbdlqError) or isinstance(cause, TransientError):
+            # Never sent (a batch the broker refused as busy after others went): sent now, with
+            # the retries of any send.
+            return await self.send(rest, charged=True)
         if isinstance(cause, PER_MESSAGE):
             return await self._one_by_one(rest, cause)
         self.stats.failed += len(rest)

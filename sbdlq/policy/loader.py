@@ -15,7 +15,6 @@ import math
 import os
 import stat
 from collections.abc import Iterable, Iterator
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -263,13 +262,11 @@ def _action(name: str, key_node: yaml.Node, node: yaml.Node) -> tuple[str, dict[
 
 def _edits(options: dict[str, Any], node: yaml.Node) -> Any:
     """The resubmit's edit keys as the commands' CopyEdits (checked the same way)."""
-    from sbdlq.cli.edit_options import EditOptions
+    from sbdlq.operations.edits import EDIT_OPTIONS, compile_edits
 
-    given = {f.name: options[f.name] for f in fields(EditOptions) if f.name in options}
+    given = {o.keyword: options[o.keyword] for o in EDIT_OPTIONS if o.keyword in options}
     try:
-        return EditOptions(**given).compile(
-            keep_dead_letter_properties=bool(options.get("keep_dead_letter_properties"))
-        )
+        return compile_edits(given, keep_dead_letter_properties=bool(options.get("keep_dead_letter_properties")))
     except BadInput as exc:
         raise _At(node, f"resubmit: {exc.line()}") from None
 

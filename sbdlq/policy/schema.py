@@ -2,18 +2,17 @@
 
 The selection keys are not a second list: they are read off the selection options the commands
 declare (`selection.SELECTION_OPTIONS`, `--description-contains` → `description_contains`), and
-the edit keys off `cli/edit_options.EditOptions`, so a selection or edit option added there is a
+the edit keys off the edit options (`operations/edits.EDIT_OPTIONS`), so a selection or edit option added there is a
 policy key too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from sbdlq.cli.edit_options import EditOptions
-from sbdlq.operations.edits import CopyEdits
+from sbdlq.operations.edits import EDIT_OPTIONS, CopyEdits
 from sbdlq.selection import SELECTION_OPTIONS
 
 #: The kinds of value a key takes (see loader.check_value).
@@ -65,8 +64,7 @@ def _selection_keys() -> dict[str, tuple[str, Key]]:
 SELECTION_KEYS: dict[str, tuple[str, Key]] = _selection_keys()
 #: Edit keys of `resubmit` (the edit options' field names: `set_property`, `set_ttl`, ...).
 EDIT_KEYS: dict[str, Key] = {
-    f.name: Key(PAIRS if f.name == "set_property" else STRINGS if f.name == "remove_property" else STR)
-    for f in fields(EditOptions)
+    o.keyword: Key(PAIRS if o.keyword == "set_property" else STRINGS if o.repeatable else STR) for o in EDIT_OPTIONS
 }
 
 _TUNING = {

@@ -12,7 +12,7 @@ from textual.message import Message as TMessage
 from textual.widgets import DataTable, Input, Static
 
 from sbdlq.addresses import Address, SubQueue, parse_entity
-from sbdlq.models import Counts
+from sbdlq.models import COUNT_FIELDS, Counts
 from sbdlq.ui.fields import KeyOrderInput
 from sbdlq.ui.table_pane import Column, TablePane
 
@@ -29,12 +29,13 @@ class EntitiesPane(TablePane):
     ]
     TABLE_ID = "entities"
     BELOW_ID = "entity-status"
+    #: The entity, then every count (models.COUNT_FIELDS), the dead-letter sub-queues first.
     COLUMNS = (
         Column("entity", "entity", attrgetter("entity")),
-        Column("dlq", "dead_letter", attrgetter("dead_letter")),
-        Column("tdlq", "transfer_dead_letter", attrgetter("transfer_dead_letter")),
-        Column("active", "active", attrgetter("active")),
-        Column("sched", "scheduled", attrgetter("scheduled")),
+        *(
+            Column(f.console_title, f.name, attrgetter(f.name))
+            for f in sorted(COUNT_FIELDS, key=lambda f: not f.dead_letter)
+        ),
     )
 
     @dataclass

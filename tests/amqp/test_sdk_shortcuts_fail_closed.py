@@ -360,6 +360,20 @@ def _renew_reply_unreadable(renew: Any) -> Any:
     return renew_locks
 
 
+def _sdk_reads_renew_reply_another_way() -> Any:
+    """The SDK's own reply handler for the batch renewal failing as it reads the reply (after the
+    broker renewed): in 7.15 `_do_retryable_operation` turns that into ServiceBusError("Handler
+    failed: ...") and shuts the receiver down, so sbdlq sees no shape error of its own."""
+    from unittest import mock
+
+    from azure.servicebus._common import mgmt_handlers
+
+    def unreadable(status_code: Any, message: Any, description: Any, amqp_transport: Any) -> Any:
+        raise TypeError("list indices must be integers or slices, not bytes")
+
+    return mock.patch.object(mgmt_handlers, "message_lock_renew_op", unreadable)
+
+
 #: what lock renewal relies on, gone or answering in another shape: the renewal is made again,
 #: one message at a time, the public way, before anything depends on it (issue 34 #10)
 RENEW_SIMULATIONS: list[tuple[str, Callable[[], Any]]] = [
@@ -406,3 +420,38 @@ def test_locks_are_renewed_the_public_way_under_a_changed_sdk(
     assert all(b is not None and a is not None and a > b for a, b in zip(after, before, strict=True))
     assert fallbacks == ["renew_many"]
     assert _dlq_ids(seed, queue) == []
+
+
+def test_a_batch_renewal_failing_inside_the_sdk_loses_that_receivers_locks_and_is_given_up(emulator: Any) -> None:
+    # 7.15 wraps an error of its own reply handler ("Handler failed") and shuts the receiver down:
+    # its locks are gone, said as lost (not a failed run); the next renewal goes the public way
+    # and shuts no other receiver down.
+    import asyncio
+
+    from sbdlq.backends.servicebus import ServiceBusBackend
+
+    seed = Seeder(emulator.engine)
+    queue = emulator.queue(lock_duration_s=30)
+    seed.dead_letter(queue, seed.msgs(6, prefix=f"{queue}-"))
+    dlq = Address(EntityPath(queue), SubQueue.DEAD_LETTER)
+
+    async def scenario() -> tuple[list[Any], list[Any], list[Any], list[str]]:
+        backend = ServiceBusBackend(
+            connection_string=emulator.conn_str(), admin_port=emulator.http_port, sdk_shortcuts="on"
+        )
+        try:
+            first = await backend.receive(dlq, 3, max_wait_s=2)
+            with _sdk_reads_renew_reply_another_way():
+                lost = await backend.renew_locks(dlq, first)
+            second = await backend.receive(dlq, 3, max_wait_s=2)
+            lost_again = await backend.renew_locks(dlq, second)
+            assert await backend.complete(dlq, second) == []
+            return lost, first, lost_again, backend.sdk_fallbacks
+        finally:
+            await backend.close()
+
+    lost, first, lost_again, fallbacks = asyncio.run(scenario())
+    assert len(lost) == len(first) == 3  # nothing is sent for them: their lock went with the receiver
+    assert lost_again == []
+    assert fallbacks == ["renew_many"]
+    assert len(_dlq_ids(seed, queue)) == 3  # the first three: never completed, still in the DLQ

@@ -45,9 +45,22 @@ IDS = {f"m{i}" for i in range(N)}
 MOVE_OPTIONS = ("--concurrency", str(CONCURRENCY), "--batch-size", str(BATCH))
 
 
+#: a point that is no byte count: right after the client's second send reached the broker, so
+#: that send's answer is lost whatever the timing (the window the cut tests are about)
+AT_SECOND_SEND = -2
+
+
 def _points(name: str, n: int = POINTS, run_bytes: int = RUN_BYTES) -> list[int]:
     rng = random.Random(f"issue34-{name}")
     return sorted(int(run_bytes * rng.uniform(0.1, 0.9)) for _ in range(n))
+
+
+def _cut(proxy: FaultyProxy, at: int) -> None:
+    """Arm the cut at a byte count, or right after the client's second send (AT_SECOND_SEND)."""
+    if at == AT_SECOND_SEND:
+        proxy.cut_after_large_frame(2)
+    else:
+        proxy.cut_after(at)
 
 
 def _run(cli: Any, emulator: Any, proxy: FaultyProxy, *args: str) -> tuple[int, Any, str]:
@@ -98,24 +111,28 @@ def _check_moved(seed: Seeder, dlq: str, target: str, result: dict[str, Any], co
     assert (code == 1) == bool(left_over), (code, result, err)
 
 
-@pytest.mark.parametrize("at", _points("resubmit-cut"))
+@pytest.mark.parametrize("at", [*_points("resubmit-cut"), AT_SECOND_SEND])
 def test_resubmit_cut_once_sends_no_copy_twice(emulator: Any, cli: Any, at: int) -> None:
     seed, q, dlq, target = _dead_lettered(emulator)
     with FaultyProxy(emulator.port, rtt_s=RTT_S) as proxy:
-        proxy.cut_after(at)
+        _cut(proxy, at)
         code, result, err = _run(cli, emulator, proxy, "resubmit", q, "--to", target, *MOVE_OPTIONS)
         assert proxy.cuts == 1, f"the run ended before the cut at byte {at} of {proxy.sent}"
     _check_moved(seed, dlq, target, result, code, err)
+    if at == AT_SECOND_SEND:  # the point that proves the tests reach the window they are about
+        assert result["left_unconfirmed"] > 0 and "may have reached" in err, (result, err)
 
 
-@pytest.mark.parametrize("at", _points("transfer-cut"))
+@pytest.mark.parametrize("at", [*_points("transfer-cut"), AT_SECOND_SEND])
 def test_transfer_dlq_resubmit_cut_once_sends_no_copy_twice(emulator: Any, cli: Any, at: int) -> None:
     seed, q, dlq, target = _transfer_dead_lettered(emulator)
     with FaultyProxy(emulator.port, rtt_s=RTT_S) as proxy:
-        proxy.cut_after(at)
+        _cut(proxy, at)
         code, result, err = _run(cli, emulator, proxy, "transfer-dlq", "resubmit", q, "--to", target, *MOVE_OPTIONS)
         assert proxy.cuts == 1, f"the run ended before the cut at byte {at} of {proxy.sent}"
     _check_moved(seed, dlq, target, result, code, err)
+    if at == AT_SECOND_SEND:
+        assert result["left_unconfirmed"] > 0 and "may have reached" in err, (result, err)
 
 
 @pytest.mark.parametrize("at", _points("resubmit-stall"))
@@ -198,16 +215,18 @@ def records(emulator: Any, cli: Any, tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("at", _points("replay-cut", run_bytes=340_000))
+@pytest.mark.parametrize("at", [*_points("replay-cut", run_bytes=340_000), AT_SECOND_SEND])
 def test_replay_cut_once_sends_no_record_twice(emulator: Any, cli: Any, records: Path, at: int) -> None:
     seed = Seeder(emulator.engine)
     target = emulator.queue()
     with FaultyProxy(emulator.port, rtt_s=RTT_S) as proxy:
-        proxy.cut_after(at)
+        _cut(proxy, at)
         code, result, err = _run(
             cli, emulator, proxy, "replay", str(records), "--to", target, "--concurrency", str(CONCURRENCY)
         )
         assert proxy.cuts == 1, f"the run ended before the cut at byte {at} of {proxy.sent}"
+        if at == AT_SECOND_SEND:
+            assert result["unconfirmed"] > 0 and "may have reached" in err, (result, err)
     copies = Counter(seed.peek_ids(target))
     assert not {i for i, n in copies.items() if n > 1}, f"records sent twice: {copies.most_common(3)}; {err}"
     done, maybe = result["replayed"], result["unconfirmed"]

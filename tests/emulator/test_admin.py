@@ -24,9 +24,9 @@ from sbdlq.emulator.admin import (
 )
 from sbdlq.emulator.config_json import parse_config
 from sbdlq.emulator.engine import Engine
-from sbdlq.emulator.property_args import parse_properties, typed_value
 from sbdlq.errors import BadInput, OperationFailed
 from sbdlq.models import Message, OutboundMessage
+from sbdlq.property_values import parse_properties, typed_value
 
 if TYPE_CHECKING:
     from conftest import Clock

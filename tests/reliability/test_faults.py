@@ -7,6 +7,7 @@ retries, and exit 0 when all succeeded or 1 with an exact summary otherwise.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 from collections import Counter
@@ -304,7 +305,68 @@ class CutMidChunk(FlakyBackend):
         await self.inner.send(entity, messages)
 
 
-def test_a_send_cut_part_way_completes_what_went_leaves_what_may_have_and_sends_the_rest(store: Path) -> None:
+class RedeliversWhilePending(FlakyBackend):
+    """Delivers 3 messages of the first chunk a second time (their lock lapsed, another token)
+    while that chunk's send is still pending: it waits until the loop has sorted that delivery."""
+
+    def __init__(self, inner: Backend) -> None:
+        super().__init__(inner, rate=0.0, seed=0)
+        self.receives = 0
+        self.first: list[Message] = []
+        self.sorted = asyncio.Event()
+        self.again: set[str] = set()
+
+    async def _receive(self, address: Address, max_count: int, mode: ReceiveMode, max_wait_s: float) -> list[Message]:
+        self.receives += 1
+        if self.receives == 3:
+            self.sorted.set()  # the loop receives ahead again only once it sorted the batch before
+        got = await super()._receive(address, max_count, mode, max_wait_s)
+        if self.receives == 1:
+            self.first = got
+        if self.receives == 2:
+            again = [dataclasses.replace(m, lock_token=f"again-{m.lock_token}") for m in self.first[:3]]
+            self.again = {str(m.lock_token) for m in again}
+            got = [*again, *got]
+        return got
+
+    async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
+        if not self.sorted.is_set():
+            await asyncio.wait_for(self.sorted.wait(), 10)
+        await super().send(entity, messages)
+
+    def _split(self, messages: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+        again = [m for m in messages if m.lock_token in self.again]
+        return [m for m in messages if m.lock_token not in self.again], again
+
+    async def still_held(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        real, again = self._split(messages)
+        return [*await super().still_held(address, real), *again]
+
+    async def renew_locks(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        return await super().renew_locks(address, self._split(messages)[0])
+
+    async def complete(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        real, again = self._split(messages)
+        return [*await super().complete(address, real), *again]  # the first delivery settled it
+
+    async def abandon(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        return await super().abandon(address, self._split(messages)[0])
+
+    async def release(self, address: Address, messages: Sequence[Message]) -> list[Message]:
+        return await self.inner.release(address, self._split(messages)[0])
+
+
+def test_an_original_delivered_again_while_its_chunk_is_pending_is_not_copied_twice(store: Path) -> None:
+    backend = RedeliversWhilePending(EmulatorBackend(str(store), clock=lambda: 10**9))
+    result = asyncio.run(resubmit(backend, DLQ, EntityPath("retry"), batch_size=17, concurrency=8))
+    assert backend.again, "the test needs a second delivery"
+    copies = Counter(_ids(store, "retry"))
+    assert set(copies.values()) == {1}, copies.most_common(3)
+    assert set(copies) == {f"m-{i}" for i in range(N)} and not _ids(store, "orders/$DeadLetterQueue")
+    assert (result.resubmitted, result.left_beside_copy, result.failed) == (N, 0, 0), result
+
+
+def test_a_send_cut_part_way_completes_what_went_leaves_what_may_have_and_tries_no_more(store: Path) -> None:
     backend = CutMidChunk(EmulatorBackend(str(store), clock=lambda: 10**9))
     result = asyncio.run(resubmit(backend, DLQ, EntityPath("retry"), batch_size=17, concurrency=8))
     copies = Counter(_ids(store, "retry"))
@@ -314,6 +376,8 @@ def test_a_send_cut_part_way_completes_what_went_leaves_what_may_have_and_sends_
     # Those whose send got no answer stay beside their copy, counted; the run stops there (the
     # per-run bound), so the chunks after it are not tried.
     assert set(maybe) <= set(left) and not set(left) & (set(copies) - set(maybe))
+    # The rest of that chunk is not sent on a new link without its locks proven: not tried.
+    assert set(backend.cut[5:]) <= set(left) and not set(backend.cut[5:]) & set(copies)
     assert set(copies) | set(left) == {f"m-{i}" for i in range(N)}
     assert (result.left_beside_copy, result.failed) == (3, 0)
     assert result.resubmitted == len(copies) - 3 and result.not_tried == len(left) - 3 > 0

@@ -35,6 +35,10 @@ class FaultyProxy(DelayingProxy):
         self._cut_at: int | None = None
         #: bytes after one cut at which the next one strikes, for each cut still to come
         self._cut_gaps: list[int] = []
+        #: cut right after the client's Nth large frame (a send's transfer) reached the server
+        self._cut_at_large: int | None = None
+        #: large frames the client sent (see LARGE_FRAME)
+        self.large_frames = 0
         self._stall_at: int | None = None
         self._stall_for: float | None = None
         self._answers: asyncio.Event | None = None  # set: answers flow; clear: held back
@@ -51,6 +55,12 @@ class FaultyProxy(DelayingProxy):
         each `then_every` bytes after the one before)."""
         self._cut_at = sent_bytes
         self._cut_gaps = [then_every or sent_bytes] * (times - 1)
+
+    def cut_after_large_frame(self, n: int) -> None:
+        """Cut every connection right after the client's nth frame of LARGE_FRAME bytes or more
+        was forwarded to the server: a send (nothing else the client sends is that large) whose
+        answer cannot come back, whatever the timing."""
+        self._cut_at_large = n
 
     def stall_after(self, sent_bytes: int, for_s: float | None = None) -> None:
         """Hold the answers back once this many bytes have crossed (for for_s, or until release)."""
@@ -115,9 +125,18 @@ class FaultyProxy(DelayingProxy):
                     with contextlib.suppress(Exception):
                         w.close()
 
+    def _count_large(self, frames: _Frames, data: bytes) -> None:
+        """Count the client's large frames completed by data; cut after the armed one."""
+        self.large_frames += frames.feed(data)
+        if self._cut_at_large is not None and self.large_frames >= self._cut_at_large:
+            self._cut_at_large = None
+            self.cuts += 1
+            asyncio.get_running_loop().create_task(self._cut_all())
+
     async def _pump_dir(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, *, upward: bool) -> None:
         """Copy source to sink one_way_s late, in order; answers wait while a stall holds them."""
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+        frames = _Frames()
 
         async def read() -> None:
             while data := await source.read(READ_SIZE):
@@ -137,6 +156,8 @@ class FaultyProxy(DelayingProxy):
                     await self._answers.wait()
                 sink.write(data)
                 await sink.drain()
+                if upward:
+                    self._count_large(frames, data)
                 self._count(len(data))
         except OSError:
             return
@@ -144,3 +165,31 @@ class FaultyProxy(DelayingProxy):
             reading.cancel()
             with contextlib.suppress(BaseException):
                 await reading
+
+
+#: bytes from which a frame the client sends counts as large: a send's transfer (16 copies of
+#: 2 kB); lock renewals, peeks, dispositions and flow frames stay far below it
+LARGE_FRAME = 16_000
+
+
+class _Frames:
+    """Splits one direction of an AMQP connection into frames (protocol headers skipped), counting large ones."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+
+    def feed(self, data: bytes) -> int:
+        """Take the next bytes; how many large frames they completed."""
+        self.buffer += data
+        large = 0
+        while True:
+            if self.buffer[:4] == b"AMQP" and len(self.buffer) >= 8:
+                del self.buffer[:8]  # a protocol header (AMQP, then SASL's)
+                continue
+            if len(self.buffer) < 8:
+                return large
+            size = int.from_bytes(self.buffer[:4], "big")
+            if len(self.buffer) < size:
+                return large
+            large += size >= LARGE_FRAME
+            del self.buffer[: max(size, 8)]

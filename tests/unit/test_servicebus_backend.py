@@ -549,6 +549,27 @@ def test_send_failure_is_translated(sdk: SimpleNamespace) -> None:
     run(go())
 
 
+def _rejected(condition: bytes) -> Exception:
+    """pyamqp's error for a transfer the broker answered with a rejected outcome."""
+    from azure.servicebus._pyamqp.error import MessageSendFailed
+
+    return MessageSendFailed(condition, description="refused")
+
+
+def _detached(condition: bytes) -> Exception:
+    """pyamqp's error for a link the broker closed with an error."""
+    from azure.servicebus._pyamqp.error import AMQPLinkError
+
+    return AMQPLinkError(condition, description="link closed")
+
+
+def _closed(condition: bytes) -> Exception:
+    """pyamqp's error for a connection the broker closed with an error."""
+    from azure.servicebus._pyamqp.error import AMQPConnectionError
+
+    return AMQPConnectionError(condition, description="connection closed")
+
+
 def _second_batch_fails(error: Exception) -> MagicMock:
     """A sender of 1200-byte batches whose second send_messages raises error (the first is accepted)."""
     sender = fake_sender(1200)
@@ -572,7 +593,14 @@ def _second_batch_fails(error: Exception) -> MagicMock:
         (sb.OperationTimeoutError(message="timed out"), True),
         # The broker's answer: it took nothing of the batch.
         (sb.ServiceBusServerBusyError(message="busy"), False),
-        (sb.ServiceBusQuotaExceededError(message="full"), False),
+        (sb.ServiceBusQuotaExceededError(message="full", error=_rejected(b"amqp:resource-limit-exceeded")), False),
+        (sb.MessagingEntityDisabledError(message="disabled", error=_rejected(b"com.microsoft:entity-disabled")), False),
+        # The same verdicts from the link or the connection closing while the transfer awaited
+        # its answer (no rejected outcome): the batch may be on the broker.
+        (sb.ServiceBusQuotaExceededError(message="full"), True),
+        (sb.ServiceBusAuthenticationError(message="expired", error=_detached(b"amqp:unauthorized-access")), True),
+        (sb.MessagingEntityNotFoundError(message="gone", error=_detached(b"amqp:not-found")), True),
+        (sb.MessagingEntityDisabledError(message="disabled", error=_closed(b"com.microsoft:entity-disabled")), True),
     ],
 )
 def test_a_send_that_stops_part_way_says_which_copies_went(
@@ -1233,7 +1261,11 @@ class _GuardedSender:
             await asyncio.sleep(0.01)
             if self.refuse(batch):
                 self._running = False  # the SDK shuts its handler down on a refused message
-                raise sb.ServiceBusError("The SessionId was not set on a message.", condition=b"amqp:not-allowed")
+                raise sb.ServiceBusError(
+                    "The SessionId was not set on a message.",
+                    condition=b"amqp:not-allowed",
+                    error=_rejected(b"amqp:not-allowed"),  # the transfer's rejected outcome
+                )
             self.sent.append(len(batch))
         finally:
             self.busy = False

@@ -3,12 +3,18 @@
 One module per job:
 
 - backend.py      ServiceBusBackend: the Backend primitives, cached senders/receivers, held locks
+- senders.py      the cached senders: opening retried by sbdlq, a send never repeated
+- links.py        the cached receive handlers, the locked messages they hold, settlement runs
 - admin.py        the management (HTTP) endpoint: entity properties, runtime counts, fallback
 - conversion.py   SDK messages and entity descriptions ↔ sbdlq models
 - errors.py       SDK / AMQP / azure-core errors → sbdlq.errors, at the edge
 - credentials.py  azure-identity credentials, bridged between sync and async
-- config.py       namespace names, connection string, retry policies, admin HTTP transport
+- clients.py      namespace names, connection string, client and admin HTTP transport set-up
 - sdk_compat.py   every access to a private SDK attribute, and the SDK versions it was checked on
+- shortcuts.py    whether those shortcuts are taken (SBDLQ_SDK_SHORTCUTS, the tested releases)
+- renewal.py      lock renewal per receiver and per message
+- runs.py         settling in runs, and what a refused or unanswered run leaves
+- amqp_body.py    amqp-value and amqp-sequence bodies in pure Python
 
 Importing the package imports no azure module: each is imported where it is used.
 """

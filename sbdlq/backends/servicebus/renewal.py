@@ -87,6 +87,10 @@ class LockRenewal:
                 return list(await self._on_receiver(link, sdk_compat.renew_many(link.handler, sdk_messages), what))
             except sdk_compat.Unavailable as exc:
                 self._shortcuts.fall_back("renew_many", exc)  # renewing again is harmless
+                if not sdk_compat.handler_running(link.handler):
+                    # The SDK shut the receiver down as the shortcut failed inside it: its locks
+                    # went with its link, so none is kept (nothing is sent for them).
+                    return [None] * len(sdk_messages)
             except LockLost:
                 pass  # one lost lock fails the whole request: renew one by one to tell them apart
         untils: list[datetime | None] = []

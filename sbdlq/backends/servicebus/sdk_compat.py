@@ -180,6 +180,15 @@ async def renew_many(receiver: Any, sdk_messages: list[Any]) -> list[datetime]:
         response = await renew(*tokens)
     except SHAPE_ERRORS as exc:
         raise Unavailable(f"batch renewal failed in a shape sbdlq does not know: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        # The SDK's own reply handler failing: 7.15 wraps it (ServiceBusError "Handler failed",
+        # the shape error inside) and shuts the receiver down. Given up, so the next renewal does
+        # not shut the next receiver down too; the locks of this one went with it (the caller's
+        # public renewal says so, as after a reset link).
+        inner = getattr(exc, "inner_exception", None)
+        if isinstance(inner, SHAPE_ERRORS):
+            raise Unavailable(f"batch renewal failed inside the SDK: {type(inner).__name__}: {inner}") from exc
+        raise
     try:
         if not isinstance(response, dict):
             raise TypeError(f"renew-lock answered a {type(response).__name__}, not a map")
@@ -294,6 +303,19 @@ def _settlement_errors() -> tuple[type[BaseException], type[BaseException]]:
     from azure.servicebus._pyamqp.error import MessageException, MessageSettlementUnconfirmed
 
     return MessageException, MessageSettlementUnconfirmed
+
+
+def transfer_rejected(inner: BaseException | None) -> bool:
+    """Whether pyamqp's error under an SDK send error is the broker's rejected outcome of the
+    transfer (a condition the broker sent), not a link or connection that went while it awaited
+    its answer (pyamqp says those with an unknown or a client error). False where pyamqp moved."""
+    try:
+        from azure.servicebus._pyamqp.error import ErrorCondition, MessageException
+    except ImportError:
+        return False  # cannot tell: unknown, the cautious side
+    if not isinstance(inner, MessageException):
+        return False
+    return inner.condition not in (ErrorCondition.UnknownError, ErrorCondition.ClientError)
 
 
 def run_refused(exc: BaseException) -> bool:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sbdlq.addresses import EntityPath
 from sbdlq.backends.servicebus.errors import VERDICTS, describe
 from sbdlq.backends.servicebus.links import Link
+from sbdlq.backends.servicebus.sdk_compat import transfer_rejected
 from sbdlq.errors import (
     AuthError,
     EntityNotFound,
@@ -165,14 +166,20 @@ def _worth_reopening(error: SbdlqError) -> bool:
 
 
 def _refused(error: SbdlqError) -> bool:
-    """Whether the broker answered no to a send: then it took none of the batch's messages."""
-    if isinstance(error, VERDICTS):
-        return True
-    # The broker's "busy" is an answer too (a retry sends nothing twice); other transient
-    # errors are the SDK's link torn down under the call, after the transfer may have gone out.
-    from azure.servicebus.exceptions import ServiceBusServerBusyError
+    """Whether the broker answered no to a send: then it took none of the batch's messages.
 
-    return isinstance(error.__cause__, ServiceBusServerBusyError)
+    Only an explicit answer counts: a rejected outcome of the transfer (pyamqp's MessageException
+    carrying the broker's condition) or "busy". The same verdicts (unauthorized, not found,
+    disabled) also arrive when the broker closes the link or the connection while a transfer
+    awaits its answer: then the transfer may have been taken, and the copies are unknown. (A
+    refusal on attach is said by _open_sender, before anything is sent: never through here.)
+    """
+    from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusServerBusyError
+
+    cause = error.__cause__
+    if isinstance(cause, (ServiceBusServerBusyError, MessageSizeExceededError)):
+        return True  # busy is an answer (a retry sends nothing twice); too large: the SDK's own check
+    return isinstance(error, VERDICTS) and transfer_rejected(getattr(cause, "inner_exception", None))
 
 
 def _unconfirmed(error: SbdlqError, what: str, *, sent: int, count: int) -> SbdlqError:

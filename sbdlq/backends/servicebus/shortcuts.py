@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 
 from sbdlq.backends.servicebus import amqp_body, sdk_compat
 from sbdlq.errors import BadInput
-from sbdlq.profiles import SDK_SHORTCUTS_ENV as ENV_VAR
-from sbdlq.profiles import check_shortcut_mode
+from sbdlq.sdk_shortcut_mode import SDK_SHORTCUTS_ENV as ENV_VAR
+from sbdlq.sdk_shortcut_mode import check_shortcut_mode
 
 #: the azure-servicebus releases `.ci/run` runs the suite on, shortcuts on and off. pyproject.toml
 #: pins from TESTED_LOWEST to below the next minor of TESTED_HIGHEST (tests/unit/test_sdk_compat.py):

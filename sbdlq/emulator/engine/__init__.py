@@ -6,12 +6,14 @@ was before or after the call, and several processes may share one store. (counts
 may first run a short transaction of their own to settle what the broker does on its
 timers: scheduled messages falling due, locks lapsing.)
 
-Modules, one job each: `core` (the Engine's public operations), `entities` (create,
-update, delete, look up), `rules` (subscription filters and actions), `routing` (fan-out,
-forwarding, dead-lettering), `sessions` (session locks and state), `inserts` (the TTL,
-scheduling, expiry and header-size rules and the row writers), `locks` (receiving and
-settlement), `upkeep` (the broker's timers, run lazily), `rows` (named message rows),
-`model` (enums, limits, entities, drafts) and `errors` (the broker's refusals, named).
+Modules, one job each: `core.py` (the Engine's public operations), `entities.py` (create,
+update, delete, look up), `rules.py` (subscription filters and actions), `routing.py` (fan-out,
+forwarding, dead-lettering), `sessions.py` (session locks and state), `inserts.py` (the TTL,
+scheduling, expiry and header-size rules and the row writers), `locks.py` (receiving and
+settlement), `upkeep.py` (the broker's timers, run lazily), `rows.py` (named message rows),
+`vocabulary.py` (enums, limits, entities, drafts, the `Quotas` of `serve --quotas`),
+`quotas.py` (those quotas checked at entity creation and at send) and `errors.py` (the
+broker's refusals, named).
 """
 
 from .core import Engine

@@ -1,7 +1,8 @@
 """Typed application properties from the command line: `K=V`, where V reads as a JSON-ish scalar.
 
-A rule shared by every option that sets properties (`emulator send --property`, and later
-`resubmit --set-property`), so the same text always gives the same type.
+A rule shared by every option that types a K=V value (`emulator send --property`, `resubmit
+--set-property`, the selection's `--property` and `--param`), so the same text always gives the
+same type. It sits below every layer that reads it: the emulator, the operations, the selection.
 """
 
 from __future__ import annotations
