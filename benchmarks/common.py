@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -64,6 +65,15 @@ def run_child(
     argv: list[str], *, env: dict[str, str] | None = None, stdout: int | None = None
 ) -> tuple[float, int, int]:
     """Run a command; (seconds, peak RSS in KiB, exit status) of that child alone."""
+    seconds, usage, rc = run_child_usage(argv, env=env, stdout=stdout)
+    return seconds, int(usage.ru_maxrss), rc
+
+
+def run_child_usage(
+    argv: list[str], *, env: dict[str, str] | None = None, stdout: int | None = None
+) -> tuple[float, resource.struct_rusage, int]:
+    """Run a command; (seconds, its resource usage, exit status): CPU time, unlike wall time,
+    does not grow with the machine's load."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         argv,
@@ -74,7 +84,7 @@ def run_child(
     )
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return time.perf_counter() - t0, int(usage.ru_maxrss), proc.returncode
+    return time.perf_counter() - t0, usage, proc.returncode
 
 
 def median_seconds(argv: list[str], repeat: int, env: dict[str, str] | None = None) -> float:

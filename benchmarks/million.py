@@ -4,7 +4,8 @@ Two stores are seeded once: `orders` with `large` DLQ messages (purge, inspect-r
 with `small` (`peek --all -o jsonl`, resubmit `--concurrency 128`). Each task runs as a whole
 `sbdlq` process against `emulator serve` (a process of its own, on a fresh copy of the seeded
 store) through a delaying proxy adding 0 ms, then 70 ms, to each round trip: seconds, the
-child's peak RSS, and the 70 ms / 0 ms ratio. After each run the store is checked: every
+child's CPU time and peak RSS, and the 70 ms / 0 ms ratio (CPU time is the figure a loaded
+machine does not inflate: wall time there is mostly waiting for a core). After each run the store is checked: every
 message went (purge), arrived once (resubmit), was shown once (peek), or was counted once
 (inspect-reason). inspect-reason on the local store (no wire) is the row that shows what the
 wire costs. resubmit's row also gives the Little's-law floor at the round trip measured
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, run_child, seed_dlq
+from benchmarks.common import ROOT, run_child, run_child_usage, seed_dlq
 from benchmarks.proxy import DelayingProxy
 
 RTTS_MS = (0, 70)
@@ -65,14 +66,14 @@ class Served:
         self.proxy = DelayingProxy(int(line[0]), rtt_ms / 1000)
         self.conn = CONN.format(port=self.proxy.port)
 
-    def sbdlq(self, *args: str, stdout: int | None = None) -> tuple[float, int]:
-        """Seconds and peak RSS (MB) of one `sbdlq` process against this listener."""
+    def sbdlq(self, *args: str, stdout: int | None = None) -> tuple[float, float, int]:
+        """Seconds, CPU seconds and peak RSS (MB) of one `sbdlq` process against this listener."""
         argv = [sys.executable, "-m", "sbdlq", "--connection-string", self.conn, "--timeout", "120s", *args]
         env = {"PYTHONPATH": str(ROOT), "SBDLQ_EMULATOR_HTTP_PORT": str(self.http)}
-        seconds, rss_kib, rc = run_child(argv, env=env, stdout=stdout)
+        seconds, usage, rc = run_child_usage(argv, env=env, stdout=stdout)
         if rc != 0:
             raise RuntimeError(f"sbdlq {' '.join(args)} exited {rc}")
-        return seconds, rss_kib // 1024
+        return seconds, usage.ru_utime + usage.ru_stime, int(usage.ru_maxrss) // 1024
 
     def close(self) -> None:
         self.proxy.close()
@@ -132,10 +133,15 @@ def _row(name: str, template: Path, n: int, tmp: Path) -> dict[str, Any]:
         out = tmp / "out"
         try:
             with out.open("wb") as f:
-                seconds, rss = served.sbdlq(*args, stdout=f.fileno())
+                seconds, cpu, rss = served.sbdlq(*args, stdout=f.fileno())
         finally:
             served.close()
-        row[f"{rtt}ms"] = {"seconds": round(seconds, 1), "peak_rss_mb": rss, "exact": check(served.store, out)}
+        row[f"{rtt}ms"] = {
+            "seconds": round(seconds, 1),
+            "client_cpu_seconds": round(cpu, 1),
+            "peak_rss_mb": rss,
+            "exact": check(served.store, out),
+        }
     row["ratio_70_over_0"] = round(row["70ms"]["seconds"] / row["0ms"]["seconds"], 2)
     return row
 

@@ -295,3 +295,20 @@ def test_library_log_lines_stay_off_stderr_unless_debug() -> None:
     assert "socket.send() raised exception." in loud.stderr  # what a user saw
     done = subprocess.run([sys.executable, "-c", quiet + logs], capture_output=True, text=True, timeout=60)
     assert done.stderr == ""
+
+
+def test_quieted_library_loggers_build_no_debug_records() -> None:
+    # Quiet must mean "not logged", not "logged into nothing": a logger enabled for DEBUG makes
+    # the SDK build a record for every frame it sends or receives, CPU a resubmit pays per message.
+    import subprocess
+    import sys
+
+    check = (
+        "import logging; from sbdlq.cli.common import FOREIGN_LOGGERS, quiet_foreign_loggers; "
+        "quiet_foreign_loggers(); "
+        "names = [*FOREIGN_LOGGERS, 'azure.servicebus._pyamqp.aio._connection_async']; "
+        "print(sorted(n for n in names if logging.getLogger(n).isEnabledFor(logging.DEBUG)))"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
