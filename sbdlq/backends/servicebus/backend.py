@@ -410,7 +410,40 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
         if not messages:
             return
         sdk_messages = [to_sdk_message(m, self._sdk) for m in messages]
-        await self._with_sender(entity, sdk_messages)
+        await self._with_sender(entity, lambda sender, what: self._send_batches(sender, sdk_messages, what))
+
+    async def schedule(
+        self, entity: EntityPath, messages: Sequence[OutboundMessage], times: Sequence[datetime]
+    ) -> list[int]:
+        """One schedule request per run of equal times (the SDK's takes one time for all)."""
+        if entity.is_subscription:
+            raise BadInput(f"cannot schedule on subscription {entity}", hint="schedule on its topic")
+        if len(messages) != len(times):
+            raise ValueError("one time per message")
+        numbers: list[int] = []
+        i = 0
+        while i < len(messages):
+            j = i + 1
+            while j < len(messages) and times[j] == times[i]:
+                j += 1
+            run = [to_sdk_message(m, self._sdk) for m in messages[i:j]]
+
+            async def one(sender: Any, what: str, run: list[Any] = run, at: datetime = times[i]) -> None:
+                numbers.extend(await self._guard(sender.schedule_messages(run, at), what))
+
+            await self._with_sender(entity, one)
+            i = j
+        return numbers
+
+    async def cancel_scheduled(self, entity: EntityPath, sequence_numbers: Sequence[int]) -> None:
+        if not sequence_numbers:
+            return
+        numbers = list(sequence_numbers)
+
+        async def cancel(sender: Any, what: str) -> None:
+            await self._guard(sender.cancel_scheduled_messages(numbers), what)
+
+        await self._with_sender(entity, cancel)
 
     async def _send_batches(self, sender: Any, sdk_messages: list[Any], what: str) -> None:
         from azure.servicebus.exceptions import MessageSizeExceededError
@@ -437,8 +470,8 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
         if len(batch):
             await self._guard(sender.send_messages(batch), what)
 
-    async def _with_sender(self, entity: EntityPath, sdk_messages: list[Any] | None) -> None:
-        """Open the entity's cached sender if need be, then send (None: only open), one call at a time.
+    async def _with_sender(self, entity: EntityPath, act: Callable[[Any, str], Awaitable[None]] | None) -> None:
+        """Open the entity's cached sender if need be, then act on it (None: only open), one call at a time.
 
         A sender the SDK shut down, or whose call was cut short, is closed and replaced, so
         no later call inherits a half-torn-down handler.
@@ -460,8 +493,8 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
                         # Opening is the first batch: it attaches the link and learns its size limit.
                         await self._guard(link.handler.create_message_batch(), what)
                         link.opened = True
-                    if sdk_messages is not None:
-                        await self._send_batches(link.handler, sdk_messages, what)
+                    if act is not None:
+                        await act(link.handler, what)
                 except BaseException as exc:
                     if _sender_broken(self._sdk.running(link.handler), exc):
                         await self._drop(self._senders, link)
