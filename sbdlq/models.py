@@ -489,6 +489,24 @@ class CopyingResult(RunResult):
 
     #: Copies no subscription of the target topic would take: not sent (originals left in the DLQ).
     unroutable: int = 0
+    #: --spread: the spread's id, window and each scheduled copy (DESIGN §4); None: sent now
+    spread: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc = RunResult.to_json(self)
+        if self.spread is not None:
+            doc["spread"] = self.spread
+        return doc
+
+    def summary(self) -> str:
+        text = RunResult.summary(self)
+        s = self.spread
+        if s is None or self.dry_run:
+            return text
+        return (
+            f"{text}; spread {s['id']}: {s['scheduled']} copies scheduled from {s['start']} to {s['end']} "
+            f"(sbdlq spread status {s['id']})"
+        )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super(CopyingResult, cls).__init_subclass__(**kwargs)  # explicit: see EntityReasonGroup

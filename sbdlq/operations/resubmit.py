@@ -31,6 +31,7 @@ from sbdlq.operations.routing import Destination, RoutingCheck, check_destinatio
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.settle_recovery import complete_or_left
+from sbdlq.operations.spread import Spreader, SpreadOptions, check_spread
 from sbdlq.operations.targeted import TARGET_PROPERTY, StillTargeted, not_targeted
 from sbdlq.operations.unlocked import UnlockedMove
 from sbdlq.selection import Selection
@@ -126,6 +127,8 @@ class CopyOptions:
     fan_out: bool = False
     #: the subscription every copy is targeted at (its `sbdlq-target`), after the edits
     target_subscription: str | None = None
+    #: --spread (and --start-at): copies scheduled evenly over a window; None: sent now
+    spread: SpreadOptions | None = None
 
     def copy_of(self, m: Message, source: Address | str) -> OutboundMessage:
         """The copy of `m`, read from `source`."""
@@ -171,6 +174,7 @@ async def resubmit(
     edits: CopyEdits | None = None,
     fan_out: bool = False,
     only_this_subscription: bool = False,
+    spread: SpreadOptions | None = None,
     note: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
 ) -> ResubmitResult:
@@ -180,6 +184,7 @@ async def resubmit(
     copying = CopyOptions(  # in its field order
         rate, new_message_id, keep_dead_letter_properties, allow_unverified_routing, edits or CopyEdits(), fan_out
     )
+    copying = replace(copying, spread=spread)
     run = Resubmit(backend, source, target, options, copying)
     run.only_this_subscription = only_this_subscription
     return await run.run()
@@ -206,7 +211,10 @@ class Resubmit(MovingRun[ResubmitResult]):
         self.source_path = str(source)  # formatted once: it goes into every copy
         #: Copies sent and originals completed in one transaction (the local emulator): no message
         #: is ever between the two, so nothing bounds a chunk but the batch (and --rate's pace).
-        self.atomic = backend.moves_atomically
+        #: --spread: copies scheduled and recorded, then originals completed (never in one
+        #: transaction: the schedule's sequence numbers are recorded between the two).
+        self.spreader = None if copying.spread is None else Spreader(backend, target, copying.spread)
+        self.atomic = backend.moves_atomically and self.spreader is None
         if self.atomic:
             chunk, rate = max(1, options.batch_size), copying.rate
             if rate is not None and math.isfinite(rate) and rate > 0:  # (check() refuses any other)
@@ -219,7 +227,7 @@ class Resubmit(MovingRun[ResubmitResult]):
             RateLimiter(copying.rate),
             copy_of=self.copy_of,
             name_of=lambda m: f"sequence number {m.sequence_number}",
-            deliver=self.send_and_complete if self.atomic else None,
+            deliver=self.send_and_complete if self.atomic else None if self.spreader is None else self.spreader.deliver,
         )
         #: The target topic's rules (None: a queue, or rules unread and that allowed).
         self.routing: RoutingCheck | None = None
@@ -235,6 +243,7 @@ class Resubmit(MovingRun[ResubmitResult]):
         if self.options.batch_size < 1 or self.options.concurrency < 1:
             raise BadInput("--batch-size and --concurrency must be at least 1")
         check_rate(self.copying.rate)
+        check_spread(self.copying.spread, self.copying.rate)
         # Independent round trips: asked together.
         source_info, target_info = await asyncio.gather(
             self.backend.get_entity(self.source.entity), self.backend.get_entity(self.target)
@@ -326,7 +335,13 @@ class Resubmit(MovingRun[ResubmitResult]):
 
     def plan_line(self) -> str:
         where = f"topic {self.target}" if self.target_info.kind == "topic" else str(self.target)
-        return f"plan: resubmit {self.result.selected} message(s) from {self.source} to {where}"
+        spread = self.copying.spread
+        over = "" if spread is None else f", scheduled evenly over {spread.window}"
+        return f"plan: resubmit {self.result.selected} message(s) from {self.source} to {where}{over}"
+
+    def before_moving(self) -> None:
+        if self.spreader is not None:
+            self.spreader.begin(self.result.selected, self.source, self.target_info.kind)
 
     def explain(self) -> None:
         if self.target_info.kind == "topic" and self.target_info.subscription_count == 0:
@@ -351,6 +366,11 @@ class Resubmit(MovingRun[ResubmitResult]):
     def account(self, *, stopped: bool = False) -> None:
         self.result.unroutable = self.unroutable  # before the rest is shared out
         super().account(stopped=stopped)
+        spreader = self.spreader
+        if spreader is not None and spreader.start is not None:
+            r = self.result
+            self.result.spread = spreader.summary()
+            spreader.finish({"resubmitted": r.done, "left_beside_copy": r.left_beside_copy, "failed": r.failed})
 
     def copy_of(self, m: Message) -> OutboundMessage:
         """The copy resubmit sends for a message."""

@@ -1,0 +1,156 @@
+"""`--spread`: copies scheduled evenly over a window instead of sent now.
+
+Each copy is given its time in sequence order (the k-th of N planned: the window's start plus
+k/N of the window, to the whole second, so a namespace takes one schedule request per second
+of the window rather than one per copy), scheduled, its sequence number recorded in the
+spread file (spread_file.py), and only then is its original completed: the rule of
+send-then-complete, with "scheduled and recorded" for "sent".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sbdlq.addresses import Address, EntityPath
+from sbdlq.backends.base import Backend
+from sbdlq.errors import BadInput
+from sbdlq.models import Message, OutboundMessage
+from sbdlq.operations.spread_file import CopyRecord, SpreadWriter, new_spread_id
+from sbdlq.timeparse import parse_ahead, parse_duration
+
+#: The longest window: the broker keeps a scheduled message as long as its entity lives, but a
+#: spread is for a consumer's recovery, and a typo (2000h) should not hide copies for months.
+MAX_WINDOW_S = 31 * 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadOptions:
+    """--spread DURATION and --start-at TIME, as given."""
+
+    window: str
+    start_at: str | None = None
+
+    def window_s(self) -> float:
+        """The window in seconds; BadInput for one that is not a positive duration within a month."""
+        seconds = parse_duration(self.window, what="--spread")
+        if not 0 < seconds <= MAX_WINDOW_S:
+            raise BadInput(f"invalid --spread {self.window!r}: give a duration from 1s to 31d")
+        return seconds
+
+    def start(self, now: datetime) -> datetime:
+        """When the first copy becomes active: now, or --start-at (a time, or a duration from now)."""
+        if self.start_at is None:
+            return now
+        start = parse_ahead(self.start_at, what="--start-at", now=now)
+        if start < now - timedelta(minutes=1):
+            raise BadInput(f"--start-at {self.start_at} is in the past", hint="give a later time, or leave it out")
+        if start > now + timedelta(seconds=MAX_WINDOW_S):
+            raise BadInput(f"--start-at {self.start_at} is more than 31 days ahead")
+        return start
+
+
+def spread_options(window: str | None, start_at: str | None) -> SpreadOptions | None:
+    """The options of --spread and --start-at (None: no spread); --start-at alone is refused."""
+    if window is None:
+        if start_at is not None:
+            raise BadInput("--start-at needs --spread: it starts a spread's window")
+        return None
+    return SpreadOptions(window, start_at)
+
+
+def check_spread(spread: SpreadOptions | None, rate: float | None) -> None:
+    """Refuse a bad --spread or --start-at before anything is read."""
+    if spread is None:
+        return
+    spread.window_s()
+    if rate is not None:
+        raise BadInput("--spread and --rate contradict each other: --spread paces the copies itself")
+    if spread.start_at is not None:
+        spread.start(datetime.now(UTC))
+
+
+@dataclass(slots=True)
+class Spreader:
+    """Allots each copy its time, schedules chunks of copies and records what the broker confirmed."""
+
+    backend: Backend
+    target: EntityPath
+    options: SpreadOptions
+    id: str = ""
+    start: datetime | None = None
+    window_s: float = 0.0
+    total: int = 0
+    writer: SpreadWriter | None = None
+    #: sequence number of an original → its copy's time (kept: a retried chunk keeps its times)
+    times: dict[int, datetime] = field(default_factory=dict)
+    copies: list[CopyRecord] = field(default_factory=list)
+
+    def begin(self, total: int, source: Address, target_kind: str) -> None:
+        """Fix the window for `total` planned copies and create the spread record."""
+        now = self.backend.now()
+        self.window_s = self.options.window_s()
+        self.start = self.options.start(now).replace(microsecond=0)
+        self.total = max(1, total)
+        self.id = new_spread_id(now)
+        header = {
+            "source": str(source),
+            "target": str(self.target),
+            "target_kind": target_kind,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "window_s": self.window_s,
+            "planned": total,
+            "backend": self.backend.name,
+        }
+        self.writer = SpreadWriter(self.id, header)
+
+    @property
+    def end(self) -> datetime:
+        assert self.start is not None
+        return self.start + timedelta(seconds=self.window_s)
+
+    def time_of(self, m: Message) -> datetime:
+        """The copy's time: the k-th copy allotted gets start + floor(window * k / N) seconds."""
+        at = self.times.get(m.sequence_number)
+        if at is None:
+            assert self.start is not None
+            k = min(len(self.times), self.total - 1)
+            at = self.start + timedelta(seconds=math.floor(self.window_s * k / self.total))
+            self.times[m.sequence_number] = at
+        return at
+
+    async def deliver(self, items: list[Message], copies: list[OutboundMessage]) -> list[Message]:
+        """Schedule the copies; record each copy's sequence number (synced) before returning, so
+        no original is completed whose copy the record does not hold."""
+        times = [self.time_of(m) for m in items]
+        numbers = await self.backend.schedule(self.target, copies, times)
+        records = [
+            CopyRecord(m.sequence_number, n, at, c.message_id)
+            for m, n, at, c in zip(items, numbers, times, copies, strict=True)
+        ]
+        assert self.writer is not None
+        self.writer.record(records)
+        self.copies += records
+        return []
+
+    def finish(self, counts: dict[str, Any]) -> None:
+        """Close the record with the run's counts."""
+        if self.writer is not None:
+            self.writer.finish(counts)
+            self.writer.close()
+            self.writer = None
+
+    def summary(self) -> dict[str, Any]:
+        """The result's `spread` object (DESIGN §4)."""
+        assert self.start is not None
+        return {
+            "id": self.id,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "window_s": self.window_s,
+            "scheduled": len(self.copies),
+            "copies": [c.to_json() for c in self.copies],
+        }
