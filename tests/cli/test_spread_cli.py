@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,76 @@ def test_bad_spread_input_is_one_line_exit_2_and_nothing_moves(
     assert (r.exit_code, r.stderr.splitlines(), r.stdout) == (2, [line], "")
     assert orders.counts("orders").dead_letter == 6
     assert not spreads(cli).exists()
+
+
+def _spread(cli: Cli, *args: str) -> str:
+    r = cli("resubmit", "orders", *args, "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    return str(r.json()["spread"]["id"])
+
+
+def test_spread_list_shows_the_spreads_of_this_machine(orders: Seeder, cli: Cli) -> None:
+    assert cli("spread", "list", "-o", "json").json() == []
+    spread_id = _spread(cli, "--spread", "1h")
+    (row,) = cli("spread", "list", "-o", "json").json()
+    assert {k: row[k] for k in ("id", "source", "target", "copies", "finished")} == {
+        "id": spread_id,
+        "source": "orders/$DeadLetterQueue",
+        "target": "orders",
+        "copies": 6,
+        "finished": True,
+    }
+    table = cli("spread", "list")
+    assert table.exit_code == 0 and spread_id in table.stdout
+
+
+def test_status_and_cancel_halfway_on_a_moved_clock_leave_every_message_once(
+    orders: Seeder, cli: Cli, tmp_path: Path
+) -> None:
+    """Six copies over 60 minutes, one each 10 minutes; 30 minutes later three are active."""
+    spread_id = _spread(cli, "--spread", "60m")
+    later = {"SBDLQ_EMULATOR_CLOCK_SKEW": "1805s"}
+    status = cli("spread", "status", spread_id, "-o", "json", env=later).json()
+    assert (status["scheduled"], status["became_active"], status["cancelled"]) == (2, 4, 0)
+    held = tmp_path / "held.jsonl"
+    r = cli("spread", "cancel", spread_id, "--export", str(held), env=later)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.startswith(f"cancelled 2 scheduled copies of spread {spread_id}, each first put in {held}")
+    exported = [json.loads(line)["message_id"] for line in held.read_text().splitlines()]
+    assert exported == ["o4", "o5"]
+    after = cli("spread", "status", spread_id, "-o", "json", env=later).json()
+    assert (after["scheduled"], after["became_active"], after["cancelled"], after["next_release"]) == (0, 4, 2, None)
+    # Every message once: active in the queue, or in the file; none scheduled, none twice.
+    (counts,) = cli("count", "orders", "-o", "json", env=later).json()
+    assert (counts["active"], counts["scheduled"], counts["dead_letter"]) == (4, 0, 0)
+    active = orders.peek_ids("orders")
+    assert sorted(active + exported) == [f"o{i}" for i in range(6)]
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["status", "nope"], "sbdlq: 'nope' is not a spread id (`sbdlq spread list` shows them)"),
+        (
+            ["status", "20260101T000000Z-abcdef"],
+            "sbdlq: no spread 20260101T000000Z-abcdef on this machine (`sbdlq spread list` shows them)",
+        ),
+        (
+            ["cancel", "20260101T000000Z-abcdef"],
+            "sbdlq: no spread 20260101T000000Z-abcdef on this machine (`sbdlq spread list` shows them)",
+        ),
+    ],
+)
+def test_spread_bad_input_is_one_line_exit_2(orders: Seeder, cli: Cli, args: list[str], line: str) -> None:
+    r = cli("spread", *args)
+    assert (r.exit_code, r.stderr.splitlines()) == (2, [line])
+
+
+def test_cancel_without_a_place_is_refused_and_cancels_nothing(orders: Seeder, cli: Cli) -> None:
+    spread_id = _spread(cli, "--spread", "1h", "--start-at", "10m")
+    r = cli("spread", "cancel", spread_id)
+    assert (r.exit_code, r.stderr.splitlines()) == (
+        2,
+        ["sbdlq: spread cancel needs a place for the copies: --export FILE or --to ENTITY (one)"],
+    )
+    assert orders.counts("orders").scheduled == 6

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from sbdlq.errors import BadInput, OperationFailed
 from sbdlq.operations.resubmit import resubmit
 from sbdlq.operations.spread import SpreadOptions
 from sbdlq.operations.spread_file import SpreadWriter, read_spread, spread_path
+from sbdlq.operations.spread_ops import Place, cancel_spread, spread_status
 
 if TYPE_CHECKING:
     from support import Seeder
@@ -101,3 +103,70 @@ def test_the_record_is_new_or_nothing_and_ids_name_no_path(state_dir: Path) -> N
     for bad in ("../../etc/passwd", "x", "20260101T000000Z-abcdef/.."):
         with pytest.raises(BadInput, match="not a spread id"):
             spread_path(bad)
+
+
+def _spread_ten(backend: Backend, seed: Seeder, aio: Any) -> dict[str, Any]:
+    """q's DLQ of m0..m9 spread over 10 minutes from now: m0 due at once, m1 in a minute, ..."""
+    seed.queue("q")
+    seed.dead_letter("q", 10, prefix="m")
+    result = aio(resubmit(backend, DLQ, Q, spread=SpreadOptions("10m")))
+    assert result.spread is not None and result.resubmitted == 10
+    return result.spread
+
+
+def test_status_counts_scheduled_and_active_copies_and_the_next_release(
+    backend: Backend, seed: Seeder, aio: Any
+) -> None:
+    spread = _spread_ten(backend, seed, aio)
+    status = aio(spread_status(backend, read_spread(spread["id"])))
+    assert (status.recorded, status.cancelled, status.finished, status.checked) == (10, 0, True, True)
+    # m0 is due at the window's start, which is now: active; the other nine wait a minute apart.
+    assert (status.scheduled, status.became_active) == (9, 1)
+    assert status.next_release is not None and status.next_release.isoformat() == spread["copies"][1]["at"]
+
+
+def test_cancel_puts_every_copy_still_scheduled_in_the_file_first_and_loses_none(
+    backend: Backend, seed: Seeder, aio: Any, tmp_path: Path
+) -> None:
+    spread = _spread_ten(backend, seed, aio)
+    doc = read_spread(spread["id"])
+    place = Place(backend, tmp_path / "held.jsonl", None)
+    try:
+        result = aio(cancel_spread(backend, doc, place))
+    finally:
+        place.close()
+    # m0 is active, m1 falls due within the minute's margin (left to become active), m2..m9 cancelled.
+    assert (len(result.cancelled), len(result.left_due), result.not_scheduled, result.also_active) == (8, 1, 1, [])
+    exported = [json.loads(line)["message_id"] for line in (tmp_path / "held.jsonl").read_text().splitlines()]
+    assert exported == [f"m{i}" for i in range(2, 10)]
+    in_queue = seed.peek_ids("q")
+    # Every message exactly once: active, still scheduled, or in the file.
+    assert sorted(in_queue + exported) == sorted(f"m{i}" for i in range(10))
+    assert seed.counts("q").scheduled == 1 and seed.counts("q").dead_letter == 0
+    again = read_spread(spread["id"])
+    assert sorted(again.cancelled) == sorted(result.cancelled)
+    status = aio(spread_status(backend, again))
+    assert (status.cancelled, status.scheduled, status.became_active) == (8, 1, 1)
+
+
+def test_cancel_to_an_entity_sends_each_copy_there_first(backend: Backend, seed: Seeder, aio: Any) -> None:
+    spread = _spread_ten(backend, seed, aio)
+    seed.queue("held")
+    place = Place(backend, None, "held")
+    result = aio(cancel_spread(backend, read_spread(spread["id"]), place))
+    assert len(result.cancelled) == 8 and result.place == "to held"
+    held = seed.peek_ids("held")
+    assert held == [f"m{i}" for i in range(2, 10)]
+    assert sorted(seed.peek_ids("q") + held) == sorted(f"m{i}" for i in range(10))
+
+
+def test_cancel_needs_one_place_and_refuses_the_spreads_own_target(
+    backend: Backend, seed: Seeder, aio: Any, tmp_path: Path
+) -> None:
+    spread = _spread_ten(backend, seed, aio)
+    for export, to in ((None, None), (tmp_path / "x.jsonl", "held")):
+        with pytest.raises(BadInput, match="needs a place"):
+            Place(backend, export, to)
+    with pytest.raises(BadInput, match="own target"):
+        aio(cancel_spread(backend, read_spread(spread["id"]), Place(backend, None, "q")))
+    assert seed.counts("q").scheduled == 9
