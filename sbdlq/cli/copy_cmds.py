@@ -164,6 +164,8 @@ def replay(
     ],
     concurrency: Annotated[int, count_option("--concurrency", "Records in flight at most.")] = 32,
     rate: Rate = None,
+    spread: Spread = None,
+    start_at: StartAt = None,
     max_count: Annotated[int | None, count_option("--max", "Replay at most N records.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the file and show what would be sent.")] = False,
     resume: Annotated[
@@ -188,6 +190,7 @@ def replay(
     """Send the records of an export or peek file to a queue or topic (every line checked first)."""
     from sbdlq.operations.replay import ReplayOptions
     from sbdlq.operations.replay import replay as do_replay
+    from sbdlq.operations.spread import spread_options
     from sbdlq.operations.stopping import RunInterrupted
     from sbdlq.render import progress
 
@@ -213,6 +216,7 @@ def replay(
             target_subscription=only_subscription,
             state=state or (None if source is None else source.with_name(source.name + STATE_SUFFIX)),
             resume=resume,
+            spread=spread_options(spread, start_at),
         )
         async with open_target(s) as backend:
             with progress(f"replay {file}") as bars:

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from pathlib import Path
 
 from sbdlq.addresses import EntityPath
@@ -31,6 +32,7 @@ from sbdlq.operations.resubmit import CopyOptions
 from sbdlq.operations.routing import RoutingCheck
 from sbdlq.operations.run import Progress
 from sbdlq.operations.sending import CopySender, check_rate
+from sbdlq.operations.spread import Spreader, check_spread
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
 from sbdlq.operations.targeted import StillTargeted
 from sbdlq.selection import Selection
@@ -81,6 +83,8 @@ class Replay:
     state: ReplayState | None = field(init=False, default=None)
     source_label: str = field(init=False)
     sender: CopySender[Record] = field(init=False)
+    #: --spread: copies scheduled over a window and recorded (None: sent now)
+    spreader: Spreader[Record] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.result = ReplayResult(dry_run=self.options.dry_run)
@@ -93,6 +97,9 @@ class Replay:
             copy_of=self.copy_of,
             name_of=lambda r: f"line {r.line}",
         )
+        if self.options.spread is not None:
+            self.spreader = Spreader(self.backend, self.target, self.options.spread, attrgetter("line"))
+            self.sender.deliver = self.spreader.deliver
 
     def copy_of(self, record: Record) -> OutboundMessage:
         """The copy a record is sent as: resubmit's copy rules, then the edits."""
@@ -123,6 +130,7 @@ class Replay:
     async def _run(self, stopper: Stopper) -> None:
         o = self.options
         check_rate(o.rate)
+        check_spread(o.spread, o.rate)
         self.check_state()
         info = await self.backend.get_entity(self.target)
         # The same checks as resubmit, along the target's auto-forwarding chain.
@@ -136,6 +144,7 @@ class Replay:
         where = f"topic {self.target}" if info.kind == "topic" else str(self.target)
         self.note(
             f"plan: replay {self.result.selected} record(s) from {self.records.name} to {where}"
+            + ("" if o.spread is None else f", scheduled evenly over {o.spread.window}")
             + (" (dry run)" if o.dry_run else "")
         )
         if o.dry_run:
@@ -144,6 +153,8 @@ class Replay:
             return
         if self.result.selected == 0:
             return
+        if self.spreader is not None:
+            self.spreader.begin(self.result.selected, self.records.name, info.kind)
         tick = self.progress(self.result.selected) if self.progress else None
         stopper.moving = True
         try:
@@ -368,6 +379,10 @@ class Replay:
         r.retries = stats.retries
         r.errors = stats.errors
         r.sdk_fallbacks = self.backend.sdk_fallbacks
+        spreader = self.spreader
+        if spreader is not None and spreader.start is not None:
+            r.spread = spreader.summary()
+            spreader.finish({"replayed": r.replayed, "failed": r.failed})
 
     def _state_finished(self) -> bool:
         """Whether the state file records that this input's replay finished (then nothing is sent)."""

@@ -8,6 +8,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend
@@ -213,7 +214,9 @@ class Resubmit(MovingRun[ResubmitResult]):
         #: is ever between the two, so nothing bounds a chunk but the batch (and --rate's pace).
         #: --spread: copies scheduled and recorded, then originals completed (never in one
         #: transaction: the schedule's sequence numbers are recorded between the two).
-        self.spreader = None if copying.spread is None else Spreader(backend, target, copying.spread)
+        self.spreader: Spreader[Message] | None = None
+        if copying.spread is not None:
+            self.spreader = Spreader(backend, target, copying.spread, attrgetter("sequence_number"))
         self.atomic = backend.moves_atomically and self.spreader is None
         if self.atomic:
             chunk, rate = max(1, options.batch_size), copying.rate

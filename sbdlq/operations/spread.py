@@ -10,16 +10,19 @@ send-then-complete, with "scheduled and recorded" for "sent".
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput
-from sbdlq.models import Message, OutboundMessage
+from sbdlq.models import OutboundMessage
 from sbdlq.operations.spread_file import CopyRecord, SpreadWriter, new_spread_id
 from sbdlq.timeparse import parse_ahead, parse_duration
+
+T = TypeVar("T")
 
 #: The longest window: the broker keeps a scheduled message as long as its entity lives, but a
 #: spread is for a consumer's recovery, and a typo (2000h) should not hide copies for months.
@@ -73,22 +76,27 @@ def check_spread(spread: SpreadOptions | None, rate: float | None) -> None:
 
 
 @dataclass(slots=True)
-class Spreader:
-    """Allots each copy its time, schedules chunks of copies and records what the broker confirmed."""
+class Spreader(Generic[T]):
+    """Allots each copy its time, schedules chunks of copies and records what the broker confirmed.
+
+    Items are what the copies are made of: DLQ messages (keyed by sequence number) or a file's
+    records (keyed by line).
+    """
 
     backend: Backend
     target: EntityPath
     options: SpreadOptions
+    key_of: Callable[[T], int]
     id: str = ""
     start: datetime | None = None
     window_s: float = 0.0
     total: int = 0
     writer: SpreadWriter | None = None
-    #: sequence number of an original → its copy's time (kept: a retried chunk keeps its times)
+    #: an item's key → its copy's time (kept: a retried chunk keeps its times)
     times: dict[int, datetime] = field(default_factory=dict)
     copies: list[CopyRecord] = field(default_factory=list)
 
-    def begin(self, total: int, source: Address, target_kind: str) -> None:
+    def begin(self, total: int, source: Address | str, target_kind: str) -> None:
         """Fix the window for `total` planned copies and create the spread record."""
         now = self.backend.now()
         self.window_s = self.options.window_s()
@@ -112,24 +120,25 @@ class Spreader:
         assert self.start is not None
         return self.start + timedelta(seconds=self.window_s)
 
-    def time_of(self, m: Message) -> datetime:
+    def time_of(self, item: T) -> datetime:
         """The copy's time: the k-th copy allotted gets start + floor(window * k / N) seconds."""
-        at = self.times.get(m.sequence_number)
+        key = self.key_of(item)
+        at = self.times.get(key)
         if at is None:
             assert self.start is not None
             k = min(len(self.times), self.total - 1)
             at = self.start + timedelta(seconds=math.floor(self.window_s * k / self.total))
-            self.times[m.sequence_number] = at
+            self.times[key] = at
         return at
 
-    async def deliver(self, items: list[Message], copies: list[OutboundMessage]) -> list[Message]:
+    async def deliver(self, items: list[T], copies: list[OutboundMessage]) -> list[T]:
         """Schedule the copies; record each copy's sequence number (synced) before returning, so
         no original is completed whose copy the record does not hold."""
         times = [self.time_of(m) for m in items]
         numbers = await self.backend.schedule(self.target, copies, times)
         records = [
-            CopyRecord(m.sequence_number, n, at, c.message_id)
-            for m, n, at, c in zip(items, numbers, times, copies, strict=True)
+            CopyRecord(self.key_of(item), n, at, c.message_id)
+            for item, n, at, c in zip(items, numbers, times, copies, strict=True)
         ]
         assert self.writer is not None
         self.writer.record(records)

@@ -146,3 +146,17 @@ def test_cancel_without_a_place_is_refused_and_cancels_nothing(orders: Seeder, c
         ["sbdlq: spread cancel needs a place for the copies: --export FILE or --to ENTITY (one)"],
     )
     assert orders.counts("orders").scheduled == 6
+
+
+def test_replay_spread_schedules_the_records_copies_keyed_by_line(orders: Seeder, cli: Cli, tmp_path: Path) -> None:
+    export = tmp_path / "o.jsonl"
+    assert cli("purge", "orders", "--yes", "--export", str(export), "-o", "none").exit_code == 0
+    r = cli("replay", str(export), "--to", "orders", "--spread", "1h", "--start-at", "5m", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    spread = r.json()["spread"]
+    assert [c["seq"] for c in spread["copies"]] == [1, 2, 3, 4, 5, 6]  # the lines of the file
+    assert [c["message_id"] for c in spread["copies"]] == [f"o{i}" for i in range(6)]
+    assert "scheduled evenly over 1h" in r.stderr
+    assert orders.counts("orders").scheduled == 6
+    (row,) = cli("spread", "list", "-o", "json").json()
+    assert (row["source"], row["copies"]) == (str(export), 6)
