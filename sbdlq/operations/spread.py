@@ -112,6 +112,7 @@ class Spreader(Generic[T]):
             "window_s": self.window_s,
             "planned": total,
             "backend": self.backend.name,
+            "created": datetime.now(UTC).isoformat(),
         }
         self.writer = SpreadWriter(self.id, header)
 

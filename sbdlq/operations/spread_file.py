@@ -203,4 +203,5 @@ def list_spreads() -> list[SpreadDoc]:
             found.append(read_spread(path.stem))
         except (BadInput, OperationFailed):
             continue
-    return found
+    # Ids of one second sort by their random part: the creation time orders them.
+    return sorted(found, key=lambda d: (str(d.header.get("created", "")), d.id))

@@ -160,3 +160,30 @@ def test_replay_spread_schedules_the_records_copies_keyed_by_line(orders: Seeder
     assert orders.counts("orders").scheduled == 6
     (row,) = cli("spread", "list", "-o", "json").json()
     assert (row["source"], row["copies"]) == (str(export), 6)
+
+
+def test_apply_spread_schedules_a_rules_copies_and_explains_it(orders: Seeder, cli: Cli, tmp_path: Path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text("rules:\n  - name: back slowly\n    entities: [orders]\n    resubmit: {spread: 2h}\n")
+    explained = cli("apply", str(policy), "--explain")
+    assert "The copies are scheduled evenly over 2h from the run, not sent at once." in explained.stdout
+    r = cli("apply", str(policy), "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    (step,) = r.json()
+    spread = step["result"]["spread"]
+    assert (spread["scheduled"], spread["window_s"], "copies" in spread) == (6, 7200.0, False)
+    counts = orders.counts("orders")
+    assert (counts.dead_letter, counts.active + counts.scheduled) == (0, 6)
+    orders.dead_letter("orders", 2, prefix="n")
+    table = cli("apply", str(policy))
+    assert table.exit_code == 0 and "resubmitted 2 of 2, scheduled over 2h (spread " in table.stdout
+    rows = cli("spread", "list", "-o", "json").json()
+    assert [r["copies"] for r in rows] == [6, 2] and rows[0]["id"] == spread["id"]
+
+
+def test_apply_refuses_spread_with_rate_at_its_line(orders: Seeder, cli: Cli, tmp_path: Path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text("rules:\n  - name: x\n    entities: [orders]\n    resubmit: {spread: 2h, rate: 5}\n")
+    r = cli("apply", str(policy), "--yes")
+    assert r.exit_code == 2 and "spread: --spread and --rate contradict each other" in r.stderr
+    assert orders.counts("orders").dead_letter == 6
