@@ -182,8 +182,9 @@ class Backend(ABC):
         raise ServiceUnavailable(f"the {self.name} backend cannot schedule messages")
 
     async def cancel_scheduled(self, entity: EntityPath, sequence_numbers: Sequence[int]) -> None:
-        """Cancel scheduled messages of a queue or topic by sequence number; numbers of messages
-        that are no longer scheduled (became active, cancelled already) are passed over."""
+        """Cancel scheduled messages of a queue or topic by sequence number. MessageNotFound (as
+        Service Bus answers) when a number is not a message still scheduled there (it became
+        active, was cancelled, never was): then count on none of the call's being cancelled."""
         raise ServiceUnavailable(f"the {self.name} backend cannot cancel scheduled messages")
 
     def now(self) -> datetime:

@@ -18,7 +18,7 @@ from typing import Any
 
 from sbdlq.addresses import Address, EntityPath, parse_entity, send_target
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput
+from sbdlq.errors import BadInput, MessageNotFound
 from sbdlq.models import Message, OutboundMessage
 from sbdlq.operations.export import Exporter
 from sbdlq.operations.resubmit import COPIED_FIELDS
@@ -215,27 +215,21 @@ async def cancel_spread(
 async def _cancel_batch(
     backend: Backend, target: EntityPath, doc: SpreadDoc, place: Place, batch: list[Message], result: CancelResult
 ) -> None:
-    """Put, cancel, check none slipped out, record."""
+    """Put, then cancel, then record. A batch the broker refuses because one of it fell due
+    (MessageNotFound: then none was cancelled) is cancelled one by one: each that fell due is
+    active now and also in the place, and is named."""
     await place.put(batch)
     numbers = [m.sequence_number for m in batch]
-    await backend.cancel_scheduled(target, numbers)
-    # A copy that fell due before its cancel is active now and also in the place: say which.
-    still = {m.sequence_number async for m in _present(backend, target, numbers)}
-    result.also_active += sorted(still)
-    done = [n for n in numbers if n not in still]
+    try:
+        await backend.cancel_scheduled(target, numbers)
+        done = numbers
+    except MessageNotFound:
+        done = []
+        for n in numbers:
+            try:
+                await backend.cancel_scheduled(target, [n])
+                done.append(n)
+            except MessageNotFound:
+                result.also_active.append(n)
     append_to(doc.id, [{"cancelled": done, "to": place.name}])
     result.cancelled += done
-
-
-async def _present(backend: Backend, target: EntityPath, numbers: list[int]) -> AsyncIterator[Message]:
-    """Of these sequence numbers, the messages still in the queue (any state)."""
-    wanted = set(numbers)
-    start, last = min(numbers), max(numbers)
-    while start <= last:
-        page = await backend.peek(Address(target), start, _PEEK_PAGE)
-        if not page:
-            return
-        for m in page:
-            if m.sequence_number in wanted:
-                yield m
-        start = page[-1].sequence_number + 1

@@ -9,7 +9,7 @@ import pytest
 
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend
-from sbdlq.errors import EntityNotFound
+from sbdlq.errors import EntityNotFound, MessageNotFound
 from sbdlq.models import OutboundMessage
 
 if TYPE_CHECKING:
@@ -46,8 +46,9 @@ def test_cancel_scheduled_by_sequence_number(backend: Backend, seed: Seeder, aio
     aio(backend.cancel_scheduled(Q, [numbers[0]]))
     assert aio(backend.counts(Q)).scheduled == 1
     assert [m.message_id for m in aio(backend.peek(Address(Q), 0, 10))] == ["b"]
-    # A number no longer scheduled is passed over, not an error.
-    aio(backend.cancel_scheduled(Q, [numbers[0]]))
+    # A number no longer scheduled is refused, as Service Bus refuses it, and the call cancels nothing.
+    with pytest.raises(MessageNotFound):
+        aio(backend.cancel_scheduled(Q, [numbers[1], numbers[0]]))
     assert aio(backend.counts(Q)).scheduled == 1
 
 
