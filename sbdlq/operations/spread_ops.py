@@ -20,7 +20,7 @@ from sbdlq.addresses import Address, EntityPath, parse_entity, send_target
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, MessageNotFound
 from sbdlq.models import Message, OutboundMessage
-from sbdlq.operations.export import Exporter
+from sbdlq.operations.export import Exporter, check_export_target
 from sbdlq.operations.resubmit import COPIED_FIELDS
 from sbdlq.operations.spread_file import SpreadDoc, append_to
 
@@ -156,13 +156,18 @@ class Place:
         if (export is None) == (to is None):
             raise BadInput("spread cancel needs a place for the copies: --export FILE or --to ENTITY (one)")
         self.backend = backend
-        self.exporter = Exporter(export) if export is not None else None
+        self.export = export
+        if export is not None:
+            check_export_target(export, follow_symlinks=False)  # refused now; made at the first copy
+        self.exporter: Exporter | None = None
         self.to = None if to is None else send_target(to)
         self.name = f"in {export}" if export is not None else f"to {self.to}"
 
     async def put(self, copies: list[Message]) -> None:
         """Written and synced, or sent: raises when they are not safely there."""
-        if self.exporter is not None:
+        if self.export is not None:
+            if self.exporter is None:
+                self.exporter = Exporter(self.export)
             self.exporter.write(copies)
         else:
             assert self.to is not None

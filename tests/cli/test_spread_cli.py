@@ -187,3 +187,27 @@ def test_apply_refuses_spread_with_rate_at_its_line(orders: Seeder, cli: Cli, tm
     r = cli("apply", str(policy), "--yes")
     assert r.exit_code == 2 and "spread: --spread and --rate contradict each other" in r.stderr
     assert orders.counts("orders").dead_letter == 6
+
+
+def test_cancel_into_a_file_that_is_not_an_export_is_refused_and_cancels_nothing(
+    orders: Seeder, cli: Cli, tmp_path: Path
+) -> None:
+    spread_id = _spread(cli, "--spread", "1h", "--start-at", "10m")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    r = cli("spread", "cancel", spread_id, "--export", str(notes))
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1 and "is not an sbdlq JSONL export" in r.stderr, r.stderr
+    assert notes.read_text() == "my notes\n"
+    assert orders.counts("orders").scheduled == 6
+
+
+def test_cancel_json_reports_each_number_it_cancelled(orders: Seeder, cli: Cli, tmp_path: Path) -> None:
+    spread_id = _spread(cli, "--spread", "1h", "--start-at", "10m")
+    r = cli("spread", "cancel", spread_id, "--export", str(tmp_path / "h.jsonl"), "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    doc = r.json()
+    assert (doc["cancelled"], doc["left_due"], doc["not_scheduled"], doc["also_active"]) == (6, 0, 0, [])
+    assert len(doc["cancelled_sequences"]) == 6
+    assert orders.counts("orders").scheduled == 0
+    again = cli("spread", "cancel", spread_id, "--export", str(tmp_path / "h.jsonl"), "-o", "json").json()
+    assert (again["cancelled"], again["not_scheduled"]) == (0, 0)

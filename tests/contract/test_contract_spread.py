@@ -48,11 +48,29 @@ def test_spread_schedules_every_copy_in_sequence_order_and_records_it(backend: B
     for c in copies:
         (m,) = aio(backend.peek(Address(Q), c["copy"], 1))
         assert (m.sequence_number, m.message_id, m.state) == (c["copy"], c["message_id"], "scheduled")
+        assert m.scheduled_enqueue_time is not None and m.scheduled_enqueue_time.isoformat() == c["at"]
     # The record holds the same, and that the run finished.
     doc = read_spread(spread["id"])
     assert [c.to_json() for c in doc.copies] == copies
     assert doc.finished == {"resubmitted": 9, "left_beside_copy": 0, "failed": 0}
     assert doc.header["target"] == "q" and doc.header["planned"] == 9
+
+
+def test_copies_of_one_second_share_a_schedule_and_each_keeps_its_number(
+    backend: Backend, seed: Seeder, aio: Any
+) -> None:
+    seed.queue("q")
+    seed.dead_letter("q", 9, prefix="m")
+    result = aio(resubmit(backend, DLQ, Q, spread=SpreadOptions("3s", "1h")))
+    assert result.spread is not None
+    copies = result.spread["copies"]
+    assert [c["at"] for c in copies] == [copies[0]["at"]] * 3 + [copies[3]["at"]] * 3 + [copies[6]["at"]] * 3
+    assert len({c["copy"] for c in copies}) == 9
+    by_number = {m.sequence_number: m for m in aio(backend.peek(Address(Q), 0, 20))}
+    for c in copies:
+        m = by_number[c["copy"]]
+        assert (m.message_id, m.state) == (c["message_id"], "scheduled")
+        assert m.scheduled_enqueue_time is not None and m.scheduled_enqueue_time.isoformat() == c["at"]
 
 
 def test_spread_into_a_topic_passes_the_routing_check(backend: Backend, seed: Seeder, aio: Any) -> None:
@@ -170,3 +188,20 @@ def test_cancel_needs_one_place_and_refuses_the_spreads_own_target(
     with pytest.raises(BadInput, match="own target"):
         aio(cancel_spread(backend, read_spread(spread["id"]), Place(backend, None, "q")))
     assert seed.counts("q").scheduled == 9
+
+
+def test_a_spread_into_a_topic_fans_out_at_its_time_and_cannot_be_cancelled_blind(
+    backend: Backend, seed: Seeder, aio: Any, tmp_path: Path
+) -> None:
+    seed.queue("q")
+    seed.topic("t", "s")
+    seed.dead_letter("q", 3, prefix="m")
+    result = aio(resubmit(backend, DLQ, EntityPath("t"), spread=SpreadOptions("3m", "1h")))
+    assert result.spread is not None and result.resubmitted == 3
+    assert seed.counts("t/Subscriptions/s").active == 0 and seed.counts("q").dead_letter == 0
+    doc = read_spread(result.spread["id"])
+    status = aio(spread_status(backend, doc))
+    assert (status.checked, status.scheduled, status.became_active) == (False, 3, 0)
+    with pytest.raises(BadInput, match="cannot be read back"):
+        aio(cancel_spread(backend, doc, Place(backend, tmp_path / "x.jsonl", None)))
+    assert not (tmp_path / "x.jsonl").exists()
