@@ -108,11 +108,12 @@ def cancel_cmd(
     """Cancel the copies still scheduled, each first put in the export file or sent --to an entity."""
     from sbdlq.operations.spread_file import read_spread
     from sbdlq.operations.spread_ops import Place, cancel_spread
+    from sbdlq.operations.stopping import RunInterrupted
     from sbdlq.render import progress
 
     q = reporting.query(ctx, query)
 
-    async def work(s: Settings) -> tuple[str, Any]:
+    async def work(s: Settings) -> tuple[str, Any, RunInterrupted | None]:
         fmt = output_format(s, output)
         doc = read_spread(spread_id)
         async with open_target(s) as backend:
@@ -120,12 +121,18 @@ def cancel_cmd(
             try:
                 with progress(f"cancel spread {spread_id}") as bars:
                     tick = bars(len(doc.copies) - len(doc.cancelled))
-                    return fmt, await cancel_spread(backend, doc, place, tick=tick)
+                    return fmt, await cancel_spread(backend, doc, place, tick=tick), None
+            except RunInterrupted as stop:
+                return fmt, stop.result, stop
             finally:
                 place.close()
 
-    fmt, result = run(ctx, work)
+    fmt, result, stop = run(ctx, work)
     reporting.report(fmt, result.to_json(), result.summary(), q)
+    if stop is not None:
+        from sbdlq.cli.common import fail
+
+        fail(stop)
     if result.also_active:
         err(
             f"sbdlq: {len(result.also_active)} copies fell due before their cancel: they are active and also "

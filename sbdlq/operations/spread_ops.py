@@ -23,6 +23,7 @@ from sbdlq.models import Message, OutboundMessage
 from sbdlq.operations.export import Exporter, check_export_target
 from sbdlq.operations.resubmit import COPIED_FIELDS
 from sbdlq.operations.spread_file import SpreadDoc, append_to
+from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
 
 #: Copies peeked, put and cancelled at a time.
 CANCEL_BATCH = 100
@@ -121,6 +122,8 @@ class CancelResult:
     not_scheduled: int = 0
     #: copies put in the place whose cancel came too late: active too (a duplicate, named here)
     also_active: list[int] = field(default_factory=list)
+    #: copies not looked at: a signal stopped the run (still scheduled, or active by now)
+    not_reached: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -131,6 +134,7 @@ class CancelResult:
             "left_due": len(self.left_due),
             "not_scheduled": self.not_scheduled,
             "also_active": self.also_active,
+            "not_reached": self.not_reached,
         }
 
     def summary(self) -> str:
@@ -140,6 +144,8 @@ class CancelResult:
             extras.append(f"{len(self.left_due)} due within {CANCEL_MARGIN_S:.0f}s left to become active")
         if self.not_scheduled:
             extras.append(f"{self.not_scheduled} no longer scheduled")
+        if self.not_reached:
+            extras.append(f"{self.not_reached} not reached: stopped")
         return text + (f" ({', '.join(extras)})" if extras else "")
 
 
@@ -181,7 +187,10 @@ class Place:
 async def cancel_spread(
     backend: Backend, doc: SpreadDoc, place: Place, *, tick: Callable[[int], None] | None = None
 ) -> CancelResult:
-    """Put each copy still scheduled in the place, then cancel it, batch by batch; record it."""
+    """Put each copy still scheduled in the place, then cancel it, batch by batch; record it.
+
+    SIGINT or SIGTERM lets the batch in flight finish, then raises RunInterrupted with what was done.
+    """
     if _is_topic(doc):
         raise BadInput(
             f"spread {doc.id} scheduled its copies on topic {doc.target}: a topic's scheduled messages "
@@ -190,13 +199,38 @@ async def cancel_spread(
         )
     if place.to is not None and str(place.to).lower() == doc.target.lower():
         raise BadInput(f"--to {place.to} is the spread's own target: the copies would be sent twice")
-    target = _target(doc)
     result = CancelResult(doc.id, place.name)
+    stops: list[str] = []
+    stopper = Stopper(stops.append)
+
+    async def work(s: Stopper) -> CancelResult:
+        s.moving = True  # from the first peek: a signal ends the run between batches, never inside one
+        await _cancel_all(backend, doc, place, result, tick, stops)
+        return result
+
+    await run_stoppable(work, stopper, lambda: result)
+    if stopper.signum is not None:
+        raise RunInterrupted(result, stopper.signum)
+    return result
+
+
+async def _cancel_all(
+    backend: Backend,
+    doc: SpreadDoc,
+    place: Place,
+    result: CancelResult,
+    tick: Callable[[int], None] | None,
+    stops: list[str],
+) -> None:
+    """Batches of copies still scheduled and more than the margin away, until done or stopped."""
+    target = _target(doc)
     numbers = [c.copy for c in doc.copies if c.copy not in doc.cancelled]
     batch: list[Message] = []
     seen = 0
     horizon = backend.now() + timedelta(seconds=CANCEL_MARGIN_S)
     async for m in scheduled_copies(backend, doc, numbers):
+        if stops:
+            break
         seen += 1
         due = m.scheduled_enqueue_time
         if due is None or due <= horizon:
@@ -213,8 +247,10 @@ async def cancel_spread(
         await _cancel_batch(backend, target, doc, place, batch, result)
         if tick:
             tick(len(batch))
-    result.not_scheduled = len(numbers) - seen
-    return result
+    if stops:
+        result.not_reached = len(numbers) - seen
+    else:
+        result.not_scheduled = len(numbers) - seen
 
 
 async def _cancel_batch(

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from support import dead_letter_all
-from support.process import run_or_kill, sbdlq_env
+from support.process import GATE, GATED, gate_env, run_or_kill, sbdlq_env, start_sbdlq, wait_for_line
 
 from sbdlq.addresses import parse_address
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import Message, OutboundMessage
+from sbdlq.operations.spread_ops import CANCEL_BATCH
 
 pytestmark = pytest.mark.slow
 
@@ -95,3 +97,72 @@ def test_sigkill_during_a_spread_loses_nothing_and_leaves_at_most_concurrency_be
     assert {m.message_id for m in copies} == all_ids
     assert Counter(m.state for m in copies)["scheduled"] > N // 2
     assert _all(store, "orders/$DeadLetterQueue", later) == []
+
+
+def _spread_all(store: Path, state: Path) -> str:
+    """Spread every DLQ message over 2 hours from 10 minutes ahead; the spread id."""
+    env = sbdlq_env(store, SBDLQ_STATE_DIR=str(state))
+    run_or_kill([*ARGV, "--spread", "2h", "--start-at", "10m"], env, None)
+    (path,) = (state / "spreads").glob("*.jsonl")
+    return path.stem
+
+
+def _cancelled(state: Path, spread_id: str) -> list[int]:
+    lines = (state / "spreads" / f"{spread_id}.jsonl").read_text().splitlines()
+    return [n for line in lines if "cancelled" in (item := json.loads(line)) for n in item["cancelled"]]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_cancel_between_batches_every_message_once(tmp_path: Path, signum: int) -> None:
+    store, state, held = tmp_path / "store.db", tmp_path / "state", tmp_path / "held.jsonl"
+    _seed(store)
+    spread_id = _spread_all(store, state)
+    env = sbdlq_env(
+        store,
+        SBDLQ_STATE_DIR=str(state),
+        SBDLQ_EMULATOR_LATENCY="10ms",
+        **gate_env(held, CANCEL_BATCH, until="signal"),
+    )
+    proc = start_sbdlq(["spread", "cancel", spread_id, "--export", str(held), "-o", "json"], env, script=GATED)
+    try:
+        assert proc.stderr is not None
+        wait_for_line(proc.stderr, 60, GATE + "\n")
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == (130 if signum == signal.SIGINT else 143), err
+    assert "Traceback" not in err
+    report = json.loads(out)
+    exported = [json.loads(line)["message_id"] for line in held.read_text().splitlines()]
+    # Stopped between batches: what it put in the file it cancelled, and said so.
+    assert 0 < len(exported) == report["cancelled"] == len(_cancelled(state, spread_id)) < N
+    assert report["not_reached"] == N - report["cancelled"]
+    scheduled = [m.message_id for m in _all(store, "retry", 0)]
+    assert {m.state for m in _all(store, "retry", 0)} == {"scheduled"}
+    assert sorted(scheduled + exported) == sorted(f"m-{i}" for i in range(N))  # every one, none twice
+
+
+def test_sigkill_during_cancel_loses_nothing_and_leaves_at_most_a_batch_twice(tmp_path: Path) -> None:
+    store, state, held = tmp_path / "store.db", tmp_path / "state", tmp_path / "held.jsonl"
+    _seed(store)
+    spread_id = _spread_all(store, state)
+    env = sbdlq_env(store, SBDLQ_STATE_DIR=str(state), SBDLQ_EMULATOR_LATENCY="100ms")
+    rng = random.Random("sbdlq-spread-cancel-kill")
+    previous_dups = cut = 0
+    for k in range(6):
+        last = k == 5
+        argv = ["spread", "cancel", spread_id, "--export", str(held)]
+        rc = run_or_kill(argv, env, None if last else rng.uniform(0.6, 1.8))
+        cut += rc is None and bool(_all(store, "retry", 0))
+        # A kill inside a write may tear the last line: its copy was not cancelled (that waits for
+        # the fsync), and the next run cuts it.
+        whole = held.read_bytes().rpartition(b"\n")[0].decode() if held.exists() else ""
+        exported = [json.loads(line)["message_id"] for line in whole.splitlines()]
+        seen = Counter([*(m.message_id for m in _all(store, "retry", 0)), *exported])
+        assert set(seen) == {f"m-{i}" for i in range(N)}, f"kill {k}: lost messages"
+        dups = sum(seen.values()) - N
+        assert dups - previous_dups <= CANCEL_BATCH, f"kill {k}: {dups - previous_dups} new duplicates"
+        previous_dups = dups
+    assert cut >= 2, f"only {cut} runs were killed mid-way; the kill window is wrong"
+    assert _all(store, "retry", 0) == []  # the last run finished: every copy is in the file
