@@ -40,6 +40,7 @@ from sbdlq.backends.servicebus.errors import VERDICTS, describe, guarded, transl
 from sbdlq.backends.servicebus.links import Held, Link, lock_token
 from sbdlq.backends.servicebus.renewal import LockRenewal
 from sbdlq.backends.servicebus.runs import PEEK_PAGE, RunSettlement
+from sbdlq.backends.servicebus.scheduling import request_runs
 from sbdlq.backends.servicebus.shortcuts import SdkShims, Shortcuts, sdk_version
 from sbdlq.connstr import ConnectionInfo, parse_connection_string, redact
 from sbdlq.errors import (
@@ -415,24 +416,19 @@ class ServiceBusBackend(RunSettlement, LockRenewal, Backend):
     async def schedule(
         self, entity: EntityPath, messages: Sequence[OutboundMessage], times: Sequence[datetime]
     ) -> list[int]:
-        """One schedule request per run of equal times (the SDK's takes one time for all)."""
+        """One schedule request per run of equal times, cut by size (scheduling.request_runs)."""
         if entity.is_subscription:
             raise BadInput(f"cannot schedule on subscription {entity}", hint="schedule on its topic")
         if len(messages) != len(times):
             raise ValueError("one time per message")
         numbers: list[int] = []
-        i = 0
-        while i < len(messages):
-            j = i + 1
-            while j < len(messages) and times[j] == times[i]:
-                j += 1
+        for i, j in request_runs(messages, times):
             run = [to_sdk_message(m, self._sdk) for m in messages[i:j]]
 
             async def one(sender: Any, what: str, run: list[Any] = run, at: datetime = times[i]) -> None:
                 numbers.extend(await self._guard(sender.schedule_messages(run, at), what))
 
             await self._with_sender(entity, one)
-            i = j
         return numbers
 
     async def cancel_scheduled(self, entity: EntityPath, sequence_numbers: Sequence[int]) -> None:
