@@ -114,6 +114,8 @@ class Replay:
         finally:
             self.result.elapsed_s = time.monotonic() - started
             self.records.close()
+            if self.spreader is not None:
+                self.spreader.close()  # finished by account(); here only when the run raised
             if self.state is not None:
                 if self._finished():
                     self.state.finish()

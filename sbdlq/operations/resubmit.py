@@ -242,6 +242,13 @@ class Resubmit(MovingRun[ResubmitResult]):
         #: --only-this-subscription: targeted routing read again before batches are sent
         self.targeted: StillTargeted | None = None
 
+    async def run(self) -> ResubmitResult:
+        try:
+            return await super().run()
+        finally:
+            if self.spreader is not None:
+                self.spreader.close()  # finished by account(); here only when the run raised
+
     async def check(self) -> EntityInfo:
         if self.options.batch_size < 1 or self.options.concurrency < 1:
             raise BadInput("--batch-size and --concurrency must be at least 1")

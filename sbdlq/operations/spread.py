@@ -153,6 +153,12 @@ class Spreader(Generic[T]):
             self.writer.close()
             self.writer = None
 
+    def close(self) -> None:
+        """Close the record without `finished` (a run that raised): what it holds stays true."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
     def summary(self) -> dict[str, Any]:
         """The result's `spread` object (DESIGN §4)."""
         assert self.start is not None
