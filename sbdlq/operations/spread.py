@@ -19,7 +19,7 @@ from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput
 from sbdlq.models import OutboundMessage
-from sbdlq.operations.spread_file import CopyRecord, SpreadWriter, new_spread_id
+from sbdlq.operations.spread_file import CopyRecord, SpreadWriter, new_spread_id, spread_path
 from sbdlq.timeparse import parse_ahead, parse_duration
 
 T = TypeVar("T")
@@ -168,5 +168,6 @@ class Spreader(Generic[T]):
             "end": self.end.isoformat(),
             "window_s": self.window_s,
             "scheduled": len(self.copies),
+            "file": str(spread_path(self.id)),
             "copies": [c.to_json() for c in self.copies],
         }

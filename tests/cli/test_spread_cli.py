@@ -33,14 +33,30 @@ def test_resubmit_spread_schedules_copies_reports_the_spread_and_count_shows_the
     assert (counts["dead_letter"], counts["active"], counts["scheduled"]) == (0, 0, 6)
 
 
-def test_resubmit_spread_table_names_the_spread_and_how_to_follow_it(orders: Seeder, cli: Cli) -> None:
+def test_resubmit_spread_table_shows_each_copy_and_names_the_spread(orders: Seeder, cli: Cli) -> None:
     r = cli("resubmit", "orders", "--spread", "30m")
     assert r.exit_code == 0, r.stderr
-    (line,) = r.stdout.splitlines()
+    *table, line = r.stdout.splitlines()
+    (header,) = [row.split()[1::2] for row in table if row.startswith("┃")]
+    rows = [row.split()[1::2] for row in table if row.startswith("│")]
+    # The copies of o0..o5 in sequence order, five minutes apart, each with its sequence number.
+    assert header == ["seq", "copy", "at", "message_id"]
+    assert [row[3] for row in rows] == [f"o{i}" for i in range(6)]
+    assert len({row[1] for row in rows}) == 6
     assert line.startswith("resubmitted 6 of 6 selected message(s) in ")
     (spread_id,) = [p.stem for p in spreads(cli).iterdir()]
     assert f"; spread {spread_id}: 6 copies scheduled from " in line
     assert line.endswith(f"(sbdlq spread status {spread_id})")
+
+
+def test_a_long_spread_table_shows_twenty_copies_and_names_the_record(seed: Seeder, cli: Cli) -> None:
+    seed.queue("orders")
+    seed.dead_letter("orders", 25)
+    r = cli("resubmit", "orders", "--spread", "1h")
+    assert r.exit_code == 0, r.stderr
+    (spread_id,) = [p.stem for p in spreads(cli).iterdir()]
+    assert f"... and 5 more copies in {spreads(cli) / spread_id}.jsonl" in r.stdout.splitlines()
+    assert sum(1 for row in r.stdout.splitlines() if row.startswith("│")) == 20
 
 
 def test_transfer_dlq_resubmit_spreads_too(seed: Seeder, cli: Cli) -> None:
