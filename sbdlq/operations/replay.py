@@ -98,7 +98,9 @@ class Replay:
             name_of=lambda r: f"line {r.line}",
         )
         if self.options.spread is not None:
-            self.spreader = Spreader(self.backend, self.target, self.options.spread, attrgetter("line"))
+            self.spreader = Spreader(
+                self.backend, self.target, self.options.spread, attrgetter("line"), on_unrecorded=self.unrecorded
+            )
             self.sender.deliver = self.spreader.deliver
 
     def copy_of(self, record: Record) -> OutboundMessage:
@@ -345,6 +347,10 @@ class Replay:
             slots.release()
             if tick:
                 tick(len(items))
+
+    def unrecorded(self, items: list[Record], why: str) -> None:
+        """A chunk scheduled whose spread record failed: replayed all the same; the run stops."""
+        self.stats.abort(f"{why} (`spread cancel` will not find them)")
 
     def record_state(self, accepted: list[int]) -> None:
         """Record accepted lines; a state that cannot be written stops the run and says what it means."""

@@ -216,7 +216,9 @@ class Resubmit(MovingRun[ResubmitResult]):
         #: transaction: the schedule's sequence numbers are recorded between the two).
         self.spreader: Spreader[Message] | None = None
         if copying.spread is not None:
-            self.spreader = Spreader(backend, target, copying.spread, attrgetter("sequence_number"))
+            self.spreader = Spreader(
+                backend, target, copying.spread, attrgetter("sequence_number"), on_unrecorded=self.unrecorded
+            )
         self.atomic = backend.moves_atomically and self.spreader is None
         if self.atomic:
             chunk, rate = max(1, options.batch_size), copying.rate
@@ -241,6 +243,8 @@ class Resubmit(MovingRun[ResubmitResult]):
         self.only_this_subscription = False
         #: --only-this-subscription: targeted routing read again before batches are sent
         self.targeted: StillTargeted | None = None
+        #: ids of messages whose copy was scheduled but not recorded (--spread): kept, not completed
+        self.not_to_complete: set[int] = set()
 
     async def run(self) -> ResubmitResult:
         try:
@@ -461,6 +465,9 @@ class Resubmit(MovingRun[ResubmitResult]):
             self.stats.handled += len(chunk) - len(refused)
             return unroutable + refused
         refused = unroutable + await self.send(chunk)
+        if self.not_to_complete:
+            # Scheduled but unrecorded (--spread): left beside their copy, never completed.
+            refused += [m for m in chunk if id(m) in self.not_to_complete]
         refused_ids = {id(m) for m in refused}
         sent = [m for m in chunk if id(m) not in refused_ids]
         if not sent:
@@ -478,6 +485,12 @@ class Resubmit(MovingRun[ResubmitResult]):
             stats.error(f"{len(lost)} original(s) stayed in the {queue_word(self.source)} after their copy was sent")
         # Nothing was deleted for the refused ones: they are released at the end of the run.
         return refused + lost
+
+    def unrecorded(self, chunk: list[Message], why: str) -> None:
+        """A chunk scheduled whose record failed: its originals stay, beside their copy; the run stops."""
+        self.stats.left_beside(chunk)
+        self.stats.abort(f"{why}; their originals stay in the {queue_word(self.source)}")
+        self.not_to_complete.update(id(m) for m in chunk)
 
     async def send_and_complete(self, chunk: list[Message], copies: list[OutboundMessage]) -> list[Message]:
         """The copies sent and the originals completed in one transaction; the originals whose lock was lost."""

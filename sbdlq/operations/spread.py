@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput
+from sbdlq.errors import BadInput, OperationFailed
 from sbdlq.models import OutboundMessage
 from sbdlq.operations.spread_file import CopyRecord, SpreadWriter, new_spread_id, spread_path
 from sbdlq.timeparse import parse_ahead, parse_duration
@@ -92,6 +92,9 @@ class Spreader(Generic[T]):
     window_s: float = 0.0
     total: int = 0
     writer: SpreadWriter | None = None
+    #: Called with a chunk whose copies were scheduled but whose record could not be written, and
+    #: why (resubmit keeps their originals, beside their copy). Default: raise.
+    on_unrecorded: Callable[[list[T], str], None] | None = None
     #: an item's key → its copy's time (kept: a retried chunk keeps its times)
     times: dict[int, datetime] = field(default_factory=dict)
     copies: list[CopyRecord] = field(default_factory=list)
@@ -142,7 +145,14 @@ class Spreader(Generic[T]):
             for item, n, at, c in zip(items, numbers, times, copies, strict=True)
         ]
         assert self.writer is not None
-        self.writer.record(records)
+        try:
+            self.writer.record(records)
+        except OperationFailed as exc:
+            if self.on_unrecorded is None:
+                raise
+            # Scheduled all the same: never reported as not sent, nor completed unrecorded.
+            self.on_unrecorded(items, f"{exc.message}: {len(items)} copies were scheduled but not recorded")
+            return []
         self.copies += records
         return []
 

@@ -205,3 +205,27 @@ def test_a_spread_into_a_topic_fans_out_at_its_time_and_cannot_be_cancelled_blin
     with pytest.raises(BadInput, match="cannot be read back"):
         aio(cancel_spread(backend, doc, Place(backend, tmp_path / "x.jsonl", None)))
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_a_record_that_cannot_be_written_stops_the_run_and_completes_no_unrecorded_original(
+    backend: Backend, seed: Seeder, aio: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed.queue("q")
+    seed.dead_letter("q", 12, prefix="m")
+    calls = {"n": 0}
+    real = SpreadWriter.record
+
+    def disk_full_on_the_second_chunk(self: SpreadWriter, copies: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OperationFailed(f"cannot write spread record {self.path}: No space left on device")
+        real(self, copies)
+
+    monkeypatch.setattr(SpreadWriter, "record", disk_full_on_the_second_chunk)
+    result = aio(resubmit(backend, DLQ, Q, spread=SpreadOptions("1h", "10m"), concurrency=4, batch_size=4))
+    # The first chunk: recorded and completed. The second: scheduled, not recorded: its originals stay.
+    assert (result.resubmitted, result.left_beside_copy, result.failed) == (4, 4, 0)
+    assert result.not_tried == 4 and "No space left on device" in result.errors[0]
+    assert result.spread is not None and result.spread["scheduled"] == 4
+    assert seed.counts("q").scheduled == 8 and seed.counts("q").dead_letter == 8
+    assert sorted(seed.dlq_ids("q")) == sorted(f"m{i}" for i in range(4, 12))
