@@ -50,7 +50,7 @@ def test_a_spread_through_the_sdk_becomes_active_evenly_and_cancels_halfway_losi
         held = tmp_path / "held.jsonl"
 
         async def spread_then_cancel() -> tuple[dict[str, Any], list[int], CancelResult]:
-            backend = ServiceBusBackend(connection_string=emu.conn_str(), timeout_s=30, admin_port=emu.http_port)
+            backend = ServiceBusBackend(connection_string=emu.conn_str(), timeout_s=120, admin_port=emu.http_port)
             # The client's clock agrees with the broker's, as it does in Azure: here the listener's
             # is moved, so the backend reads it (the cancel's margin is counted from it).
             monkeypatch.setattr(backend, "now", lambda: datetime.fromtimestamp(emu.clock(), UTC))
