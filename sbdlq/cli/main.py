@@ -140,6 +140,9 @@ def _build() -> None:
     from sbdlq.cli.routing_cmds import app as routing_app
 
     app.add_typer(routing_app, name="routing")
+    from sbdlq.cli.spread_cmds import app as spread_app
+
+    app.add_typer(spread_app, name="spread")
     from sbdlq.ui.command import ui
 
     app.command("ui")(ui)

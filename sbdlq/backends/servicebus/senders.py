@@ -91,8 +91,9 @@ class Sending:
         if len(batch):
             await flush(batch, len(batch))
 
-    async def _with_sender(self, entity: EntityPath, sdk_messages: list[Any] | None) -> None:
-        """Open the entity's cached sender if need be, then send (None: only open), one call at a time.
+    async def _with_sender(self, entity: EntityPath, act: Callable[[Any, str], Awaitable[None]] | None) -> None:
+        """Open the entity's cached sender if need be, then act on it (send, schedule, cancel;
+        None: only open), one call at a time.
 
         A sender the SDK shut down, or whose call was cut short, is closed and replaced, so
         no later call inherits a half-torn-down handler.
@@ -122,10 +123,10 @@ class Sending:
                         self._say(f"opening the sender of {what} failed ({error.message}): trying again")
                         await asyncio.sleep(min(2.0, self._timeout_s / 20) * 2 ** (failed_opens - 1))
                         continue
-                if sdk_messages is None:
+                if act is None:
                     return
                 try:
-                    await self._send_batches(link.handler, sdk_messages, what)
+                    await act(link.handler, what)
                 except BaseException as exc:
                     if isinstance(exc, SendUnconfirmed) and exc.unknown:
                         self._wire_doubted = True
