@@ -218,7 +218,8 @@ class Backend(ABC):
     ) -> list[int]:
         """Schedule messages[i] on a queue or topic to become active at times[i] (aware, UTC);
         the sequence number the broker gave each, in order. All scheduled, or an error and none
-        assumed scheduled (as send)."""
+        assumed scheduled, or (as send) SendUnconfirmed: the first `sent` scheduled (their
+        `sequence_numbers`), the next `unknown` perhaps."""
         raise ServiceUnavailable(f"the {self.name} backend cannot schedule messages")
 
     async def cancel_scheduled(self, entity: EntityPath, sequence_numbers: Sequence[int]) -> None:

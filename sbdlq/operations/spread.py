@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput, OperationFailed
+from sbdlq.errors import BadInput, OperationFailed, SendUnconfirmed
 from sbdlq.models import OutboundMessage
 from sbdlq.operations.spread_file import CopyRecord, SpreadWriter, new_spread_id, spread_path
 from sbdlq.timeparse import parse_ahead, parse_duration
@@ -139,7 +139,22 @@ class Spreader(Generic[T]):
         """Schedule the copies; record each copy's sequence number (synced) before returning, so
         no original is completed whose copy the record does not hold."""
         times = [self.time_of(m) for m in items]
-        numbers = await self.backend.schedule(self.target, copies, times)
+        try:
+            numbers = await self.backend.schedule(self.target, copies, times)
+        except SendUnconfirmed as exc:
+            # A request got no answer (never repeated: the sender hands those items to the run as
+            # unconfirmed): the copies confirmed before it are recorded first, so their originals,
+            # counted sent, are completed only with their copy in the record.
+            done = exc.sent
+            self._record(items[:done], list(exc.sequence_numbers), times[:done], copies[:done])
+            raise
+        self._record(items, numbers, times, copies)
+        return []
+
+    def _record(self, items: list[T], numbers: list[int], times: list[datetime], copies: list[OutboundMessage]) -> None:
+        """Record scheduled copies (synced); one the record cannot hold is handed to on_unrecorded."""
+        if not items:
+            return
         records = [
             CopyRecord(self.key_of(item), n, at, c.message_id)
             for item, n, at, c in zip(items, numbers, times, copies, strict=True)
@@ -152,9 +167,8 @@ class Spreader(Generic[T]):
                 raise
             # Scheduled all the same: never reported as not sent, nor completed unrecorded.
             self.on_unrecorded(items, f"{exc.message}: {len(items)} copies were scheduled but not recorded")
-            return []
+            return
         self.copies += records
-        return []
 
     def finish(self, counts: dict[str, Any]) -> None:
         """Close the record with the run's counts."""

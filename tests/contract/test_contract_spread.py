@@ -10,7 +10,7 @@ import pytest
 
 from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
-from sbdlq.errors import BadInput, OperationFailed
+from sbdlq.errors import BadInput, OperationFailed, SendUnconfirmed
 from sbdlq.operations.resubmit import resubmit
 from sbdlq.operations.spread import SpreadOptions
 from sbdlq.operations.spread_file import SpreadWriter, read_spread, spread_path
@@ -229,3 +229,39 @@ def test_a_record_that_cannot_be_written_stops_the_run_and_completes_no_unrecord
     assert result.spread is not None and result.spread["scheduled"] == 4
     assert seed.counts("q").scheduled == 8 and seed.counts("q").dead_letter == 8
     assert sorted(seed.dlq_ids("q")) == sorted(f"m{i}" for i in range(4, 12))
+
+
+def test_a_schedule_without_an_answer_is_never_repeated_and_leaves_its_originals_beside_their_copy(
+    backend: Backend, seed: Seeder, aio: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wire-truth rule for a schedule: the first request's answer is lost after the broker
+    scheduled 3 of a chunk's 4 copies and confirmed 1. The confirmed one is recorded and its
+    original completed; the 2 unanswered stay in the DLQ beside their copy, counted unconfirmed,
+    never scheduled again; the one never sent is scheduled; the run stops."""
+    seed.queue("q")
+    seed.dead_letter("q", 12, prefix="m")
+    real = backend.schedule
+    cut: list[str] = []
+
+    async def answer_lost(entity: EntityPath, messages: Any, times: Any) -> list[int]:
+        if cut:
+            return await real(entity, messages, times)
+        cut.extend(str(m.message_id) for m in messages)
+        assert len(messages) == 4  # the first chunk
+        numbers = await real(entity, messages[:3], times[:3])
+        exc = SendUnconfirmed("schedule on q: no answer (connection reset)", sent=1, unknown=2)
+        exc.sequence_numbers = tuple(numbers[:1])
+        raise exc
+
+    monkeypatch.setattr(backend, "schedule", answer_lost)
+    result = aio(resubmit(backend, DLQ, Q, spread=SpreadOptions("1h", "10m"), concurrency=4, batch_size=4))
+    doc = result.to_json()
+    assert (doc["resubmitted"], doc["left_beside_copy"], doc["left_unconfirmed"], doc["failed"]) == (2, 2, 2, 0)
+    assert doc["not_tried"] == 8 and any("may have reached q" in e for e in result.errors)
+    # Scheduled once each: the confirmed copy, the two unanswered, the one never sent; no more.
+    assert seed.counts("q").scheduled == 4 and seed.counts("q").dead_letter == 10
+    assert set(cut[1:3]) <= set(seed.dlq_ids("q")) and not {cut[0], cut[3]} & set(seed.dlq_ids("q"))
+    # Every completed original has its copy in the record (spread cancel finds it); no other does.
+    assert result.spread is not None
+    recorded = [c["message_id"] for c in result.spread["copies"]]
+    assert sorted(recorded) == sorted([cut[0], cut[3]])

@@ -36,12 +36,12 @@ from sbdlq.backends.servicebus.credentials import (
     default_async_credential,
     is_async_credential,
 )
-from sbdlq.backends.servicebus.errors import VERDICTS, guarded, translate_error
+from sbdlq.backends.servicebus.errors import VERDICTS, describe, guarded, translate_error
 from sbdlq.backends.servicebus.links import Held, Link, lock_token
 from sbdlq.backends.servicebus.renewal import LockRenewal
 from sbdlq.backends.servicebus.runs import PEEK_PAGE, RunSettlement
 from sbdlq.backends.servicebus.scheduling import request_runs
-from sbdlq.backends.servicebus.senders import Sending
+from sbdlq.backends.servicebus.senders import Sending, unconfirmed
 from sbdlq.backends.servicebus.shortcuts import SdkShims, Shortcuts, sdk_version
 from sbdlq.connstr import ConnectionInfo, parse_connection_string, redact
 from sbdlq.errors import (
@@ -50,6 +50,7 @@ from sbdlq.errors import (
     EntityNotFound,
     LockLost,
     SbdlqError,
+    SendUnconfirmed,
     ServiceUnavailable,
     TransientError,
 )
@@ -446,7 +447,12 @@ class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
     async def schedule(
         self, entity: EntityPath, messages: Sequence[OutboundMessage], times: Sequence[datetime]
     ) -> list[int]:
-        """One schedule request per run of equal times, cut by size (scheduling.request_runs)."""
+        """One schedule request per run of equal times, cut by size (scheduling.request_runs).
+
+        A schedule request is a send: made on the senders' client (no SDK retry) and never
+        repeated; one without an answer raises SendUnconfirmed with the sequence numbers of the
+        copies scheduled before it, so a spread records those and leaves the rest to the run.
+        """
         if entity.is_subscription:
             raise BadInput(f"cannot schedule on subscription {entity}", hint="schedule on its topic")
         if len(messages) != len(times):
@@ -456,9 +462,28 @@ class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
             run = [to_sdk_message(m, self._sdk) for m in messages[i:j]]
 
             async def one(sender: Any, what: str, run: list[Any] = run, at: datetime = times[i]) -> None:
-                numbers.extend(await self._guard(sender.schedule_messages(run, at), what))
+                try:
+                    numbers.extend(await self._guard(sender.schedule_messages(run, at), what))
+                except SbdlqError as exc:
+                    # SendUnconfirmed unless the broker refused it (then this request took nothing).
+                    raise unconfirmed(exc, what, sent=len(numbers), count=len(run)) from exc
 
-            await self._with_sender(entity, one)
+            try:
+                await self._with_sender(entity, one)
+            except SendUnconfirmed as exc:
+                exc.sequence_numbers = tuple(numbers)
+                raise
+            except SbdlqError as exc:
+                if not numbers:
+                    raise
+                # The sender failed to open for a later request: the earlier ones were scheduled.
+                done = SendUnconfirmed(
+                    f"schedule on {describe(entity)}: {exc.message} after {len(numbers)} copy(ies) were scheduled",
+                    sent=len(numbers),
+                    unknown=0,
+                )
+                done.sequence_numbers = tuple(numbers)
+                raise done from exc
         return numbers
 
     async def cancel_scheduled(self, entity: EntityPath, sequence_numbers: Sequence[int]) -> None:

@@ -62,7 +62,7 @@ class Sending:
             except asyncio.CancelledError:
                 raise
             except SbdlqError as exc:
-                raise _unconfirmed(exc, what, sent=sent, count=count) from exc
+                raise unconfirmed(exc, what, sent=sent, count=count) from exc
             sent += count
 
         batch = await self._guard(sender.create_message_batch(), what)
@@ -73,14 +73,14 @@ class Sending:
             except MessageSizeExceededError:
                 pass
             except Exception as exc:
-                raise _unconfirmed(self._translate(exc, what), what, sent=sent, count=0) from exc
+                raise unconfirmed(self._translate(exc, what), what, sent=sent, count=0) from exc
             if len(batch):
                 await flush(batch, len(batch))
                 try:
                     batch = await self._guard(sender.create_message_batch(), what)
                 except SbdlqError as exc:
                     # After copies were accepted: the caller must not send this call's copies again.
-                    raise _unconfirmed(exc, what, sent=sent, count=0) from exc
+                    raise unconfirmed(exc, what, sent=sent, count=0) from exc
             try:
                 batch.add_message(sdk_message)
             except MessageSizeExceededError:
@@ -176,8 +176,8 @@ def _refused(error: SbdlqError) -> bool:
     return isinstance(error.__cause__, ServiceBusServerBusyError)
 
 
-def _unconfirmed(error: SbdlqError, what: str, *, sent: int, count: int) -> SbdlqError:
-    """What a failed batch of `count` after `sent` accepted copies means for the caller.
+def unconfirmed(error: SbdlqError, what: str, *, sent: int, count: int) -> SbdlqError:
+    """What a failed batch (or schedule request) of `count` after `sent` accepted copies means for the caller.
 
     Refused by the broker: nothing of this batch went (the error as it is when none went before).
     Anything else: this batch may be on the broker (SendUnconfirmed, never to be sent again).
