@@ -116,3 +116,5 @@ class SendUnconfirmed(OperationFailed):
         super().__init__(message, hint=hint)
         self.sent = sent
         self.unknown = unknown
+        #: A schedule's: the sequence numbers the broker gave the first `sent` (a spread records them).
+        self.sequence_numbers: tuple[int, ...] = ()

@@ -529,6 +529,18 @@ class CopyingResult(RunResult):
     stray_copies: list[dict[str, Any]] = field(default_factory=list)
     #: The targeted subscription (TOPIC/Subscriptions/SUB) the stray copies were meant for.
     stray_target: str = ""
+    #: --spread: the spread's id, window and each scheduled copy (DESIGN §4); None: sent now
+    spread: dict[str, Any] | None = None
+
+    def summary(self) -> str:
+        text = RunResult.summary(self)
+        s = self.spread
+        if s is None or self.dry_run:
+            return text
+        return (
+            f"{text}; spread {s['id']}: {s['scheduled']} copies scheduled from {s['start']} to {s['end']} "
+            f"(sbdlq spread status {s['id']})"
+        )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super(CopyingResult, cls).__init_subclass__(**kwargs)  # explicit: see EntityReasonGroup
@@ -552,6 +564,8 @@ class CopyingResult(RunResult):
         doc = RunResult.to_json(self)
         if self.stray_copies:
             doc["stray_copies"] = [dict(s) for s in self.stray_copies]
+        if self.spread is not None:
+            doc["spread"] = self.spread
         return doc
 
     def set_strays(self, strays: list[Any], target: str) -> None:

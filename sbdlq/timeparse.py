@@ -75,6 +75,18 @@ def parse_time(text: str, *, what: str = "time", now: datetime | None = None) ->
     return _utc(value)
 
 
+def parse_ahead(text: str, *, what: str, now: datetime) -> datetime:
+    """An ISO 8601 time (naive = UTC), or a duration meaning that long from now."""
+    raw = (text or "").strip()
+    seconds = None if raw.isdigit() and len(raw) >= 8 else _duration_s(raw)
+    if seconds is None:
+        return parse_time(raw, what=what, now=now)
+    try:
+        return now + timedelta(seconds=seconds)
+    except OverflowError:
+        raise BadInput(f"invalid {what} {text!r}: out of range") from None
+
+
 def _utc(value: datetime) -> datetime:
     """value in UTC; a naive time is taken as UTC."""
     if value.tzinfo is None:

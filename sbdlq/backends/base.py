@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from types import TracebackType
 
 from sbdlq.addresses import Address, EntityPath
@@ -217,6 +217,25 @@ class Backend(ABC):
         """Send to a queue or topic: all accepted; or SendUnconfirmed when some may have reached the
         broker (its `sent` first accepted, its next `unknown` without an answer: never to be sent
         again); or another error, and none was accepted (a TransientError may be retried)."""
+
+    async def schedule(
+        self, entity: EntityPath, messages: Sequence[OutboundMessage], times: Sequence[datetime]
+    ) -> list[int]:
+        """Schedule messages[i] on a queue or topic to become active at times[i] (aware, UTC);
+        the sequence number the broker gave each, in order. All scheduled, or an error and none
+        assumed scheduled, or (as send) SendUnconfirmed: the first `sent` scheduled (their
+        `sequence_numbers`), the next `unknown` perhaps."""
+        raise ServiceUnavailable(f"the {self.name} backend cannot schedule messages")
+
+    async def cancel_scheduled(self, entity: EntityPath, sequence_numbers: Sequence[int]) -> None:
+        """Cancel scheduled messages of a queue or topic by sequence number. MessageNotFound (as
+        Service Bus answers) when a number is not a message still scheduled there (it became
+        active, was cancelled, never was): then count on none of the call's being cancelled."""
+        raise ServiceUnavailable(f"the {self.name} backend cannot cancel scheduled messages")
+
+    def now(self) -> datetime:
+        """The broker's time now (a schedule is read against it): the wall clock, but an emulator's own."""
+        return datetime.now(UTC)
 
     #: Whether send_and_complete sends and completes in one transaction (the local emulator):
     #: then no message is ever between its copy's send and its own completion.

@@ -7,13 +7,14 @@ how it would behave against a namespace far away (the benchmarks rely on it).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.emulator.admin import EmulatorAdmin
 from sbdlq.emulator.engine import Engine, Rule
-from sbdlq.errors import EntityNotFound
+from sbdlq.errors import EntityNotFound, OperationFailed
 from sbdlq.models import (
     Choose,
     Counts,
@@ -25,6 +26,7 @@ from sbdlq.models import (
     SubscriptionRules,
 )
 from sbdlq.run_inline import pause
+from sbdlq.timeparse import from_epoch_ms
 
 
 class EmulatorBackend(Backend):
@@ -192,6 +194,31 @@ class EmulatorBackend(Backend):
     async def send(self, entity: EntityPath, messages: Sequence[OutboundMessage]) -> None:
         await self._round_trip()
         self.engine.send(entity, messages)
+
+    async def schedule(
+        self, entity: EntityPath, messages: Sequence[OutboundMessage], times: Sequence[datetime]
+    ) -> list[int]:
+        await self._round_trip()
+        if len(messages) != len(times):
+            raise ValueError("one time per message")
+        timed = [replace(m, scheduled_enqueue_time=t) for m, t in zip(messages, times, strict=True)]
+        numbers = self.engine.send(entity, timed)
+        if len(numbers) != len(timed):
+            # Duplicate detection dropped some, and which cannot be told: say so, never guess.
+            raise OperationFailed(
+                f"{entity} dropped {len(timed) - len(numbers)} of {len(timed)} scheduled message(s) as duplicates"
+            )
+        return numbers
+
+    async def cancel_scheduled(self, entity: EntityPath, sequence_numbers: Sequence[int]) -> None:
+        await self._round_trip()
+        self.engine.cancel_scheduled(entity, sequence_numbers)
+
+    def now(self) -> datetime:
+        """The engine's clock (SBDLQ_EMULATOR_CLOCK_SKEW, a test's clock)."""
+        value = from_epoch_ms(int(self.engine.clock() * 1000))
+        assert value is not None
+        return value
 
     async def send_and_complete(
         self, target: EntityPath, copies: Sequence[OutboundMessage], source: Address, originals: Sequence[Message]

@@ -24,6 +24,8 @@ from sbdlq.cli.options import (
     QueryOpt,
     Rate,
     SelectionOptions,
+    Spread,
+    StartAt,
     count_option,
     dlq_address,
     selection_options,
@@ -35,6 +37,23 @@ from sbdlq.errors import BadInput, ExitStatus
 from sbdlq.render import Query
 
 # ---------------------------------------------------------------------- resubmit
+
+ResubmitFanOut = Annotated[
+    bool,
+    typer.Option(
+        "--fan-out",
+        help="From a subscription's DLQ: let the topic give copies to its other subscriptions too "
+        "(refused without it).",
+    ),
+]
+OnlyThisSubscription = Annotated[
+    bool,
+    typer.Option(
+        "--only-this-subscription",
+        help="From a subscription's DLQ: copies carry sbdlq-target and reach that subscription alone "
+        "(needs `sbdlq routing enable-targeted TOPIC`).",
+    ),
+]
 
 
 @selection_options
@@ -52,6 +71,8 @@ def resubmit(
     concurrency: Annotated[int, count_option("--concurrency", "Messages in flight at most.")] = 32,
     batch_size: Annotated[int, count_option("--batch-size", "Messages received per batch.")] = 100,
     rate: Rate = None,
+    spread: Spread = None,
+    start_at: StartAt = None,
     max_count: Annotated[int | None, count_option("--max", "Resubmit at most N messages.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would move; change nothing.")] = False,
     new_message_id: NewMessageId = False,
@@ -63,22 +84,8 @@ def resubmit(
             "takes are then dropped by the broker)."
         ),
     ] = False,
-    fan_out: Annotated[
-        bool,
-        typer.Option(
-            "--fan-out",
-            help="From a subscription's DLQ: let the topic give copies to its other subscriptions too "
-            "(refused without it).",
-        ),
-    ] = False,
-    only_this_subscription: Annotated[
-        bool,
-        typer.Option(
-            "--only-this-subscription",
-            help="From a subscription's DLQ: copies carry sbdlq-target and reach that subscription alone "
-            "(needs `sbdlq routing enable-targeted TOPIC`).",
-        ),
-    ] = False,
+    fan_out: ResubmitFanOut = False,
+    only_this_subscription: OnlyThisSubscription = False,
     edits: EditOptions = NO_EDITS,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
@@ -86,6 +93,7 @@ def resubmit(
 ) -> None:
     """Send copies of DLQ messages back (send first, then complete the original)."""
     from sbdlq.operations.resubmit import resubmit as do_resubmit
+    from sbdlq.operations.spread import spread_options
     from sbdlq.render import progress
 
     async def work(s: Settings) -> tuple[str, Any]:
@@ -112,6 +120,7 @@ def resubmit(
                     edits=copy_edits,
                     fan_out=fan_out,
                     only_this_subscription=only_this_subscription,
+                    spread=spread_options(spread, start_at),
                     note=operation_note,
                     progress=bars,
                 )
@@ -139,6 +148,13 @@ OnlySubscription = Annotated[
         metavar="SUB",
     ),
 ]
+IncludeHeldBack = Annotated[
+    bool,
+    typer.Option(
+        "--include-held-back",
+        help="Also send records a stopped purge --export never marked deleted (may still be in the DLQ).",
+    ),
+]
 
 
 @selection_options
@@ -155,6 +171,8 @@ def replay(
     ],
     concurrency: Annotated[int, count_option("--concurrency", "Records in flight at most.")] = 32,
     rate: Rate = None,
+    spread: Spread = None,
+    start_at: StartAt = None,
     max_count: Annotated[int | None, count_option("--max", "Replay at most N records.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the file and show what would be sent.")] = False,
     resume: Annotated[
@@ -171,13 +189,7 @@ def replay(
     ] = False,
     fan_out: ReplayFanOut = False,
     only_subscription: OnlySubscription = None,
-    include_held_back: Annotated[
-        bool,
-        typer.Option(
-            "--include-held-back",
-            help="Also send records a stopped purge --export never marked deleted (may still be in the DLQ).",
-        ),
-    ] = False,
+    include_held_back: IncludeHeldBack = False,
     edits: EditOptions = NO_EDITS,
     selection: SelectionOptions = NO_SELECTION,
     output: Output = None,
@@ -186,6 +198,7 @@ def replay(
     """Send the records of an export or peek file to a queue or topic (every line checked first)."""
     from sbdlq.operations.replay import ReplayOptions
     from sbdlq.operations.replay import replay as do_replay
+    from sbdlq.operations.spread import spread_options
     from sbdlq.operations.stopping import RunInterrupted
     from sbdlq.render import progress
 
@@ -212,6 +225,7 @@ def replay(
             state=state or (None if source is None else source.with_name(source.name + STATE_SUFFIX)),
             resume=resume,
             include_held_back=include_held_back,
+            spread=spread_options(spread, start_at),
         )
         async with open_target(s) as backend:
             with progress(f"replay {file}") as bars:

@@ -30,7 +30,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "resubmit": (
         "sbdlq resubmit orders --reason DownstreamTimeout --dry-run",
-        "sbdlq resubmit orders --reason DownstreamTimeout -o none",
+        "sbdlq resubmit orders --reason DownstreamTimeout --spread 2h",
         "sbdlq resubmit orders --to hop1 --max 10 --new-message-id",
     ),
     "purge": (
@@ -41,6 +41,16 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "sbdlq replay declined.jsonl --to orders --dry-run",
         "sbdlq replay declined.jsonl --to orders --set-property retried=true",
         "sbdlq replay declined.jsonl --to orders --resume",
+    ),
+    "spread": ("sbdlq spread list", "sbdlq spread status 20261128T214957Z-3f9a0c"),
+    "spread list": ("sbdlq spread list", "sbdlq spread list -o json"),
+    "spread status": (
+        "sbdlq spread status 20261128T214957Z-3f9a0c",
+        "sbdlq spread status 20261128T214957Z-3f9a0c -o json",
+    ),
+    "spread cancel": (
+        "sbdlq spread cancel 20261128T214957Z-3f9a0c --export held.jsonl",
+        "sbdlq spread cancel 20261128T214957Z-3f9a0c --to hop1",
     ),
     "routing": ("sbdlq routing status checkout", "sbdlq routing enable-targeted checkout --dry-run"),
     "routing status": ("sbdlq routing status checkout", "sbdlq routing status checkout -o json"),

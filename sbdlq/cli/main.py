@@ -184,6 +184,12 @@ def _routing() -> None:
     app.add_typer(routing_app, name="routing")
 
 
+def _spread() -> None:
+    from sbdlq.cli.spread_cmds import app as spread_app
+
+    app.add_typer(spread_app, name="spread")
+
+
 def _ui() -> None:
     from sbdlq.cli.ui_cmd import ui
 
@@ -199,6 +205,7 @@ BUILDERS: dict[str, Any] = {
     "emulator": _emulator,
     "config": _config,
     "routing": _routing,
+    "spread": _spread,
     "ui": _ui,
 }
 
@@ -220,8 +227,9 @@ COMMAND_HELP = {
     "emulator": "The local emulator: init, list, send, receive, demo, reset, serve, ca.",
     "config": "Profiles: where the config file is, what it holds, and which settings apply.",
     "routing": "Targeted routing: let a resubmit reach one subscription of a topic (sbdlq-target).",
+    "spread": "Spreads started by resubmit --spread: list them, see where their copies are, cancel the rest.",
 }
-_GROUPS = frozenset({"transfer-dlq", "emulator", "config", "routing"})
+_GROUPS = frozenset({"transfer-dlq", "emulator", "config", "routing", "spread"})
 
 
 def _listed() -> None:

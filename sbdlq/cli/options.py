@@ -68,6 +68,21 @@ Yes = Annotated[bool, typer.Option("--yes", "-y", help="Don't ask (required when
 
 # The copy options resubmit and replay both take.
 Rate = Annotated[float | None, typer.Option("--rate", help="At most N messages per second.", min=0.001, metavar="N")]
+Spread = Annotated[
+    str | None,
+    typer.Option(
+        "--spread",
+        help="Schedule the copies evenly over this long (e.g. 2h) instead of sending them now; "
+        "the command ends once all are scheduled.",
+        metavar="DURATION",
+    ),
+]
+StartAt = Annotated[
+    str | None,
+    typer.Option(
+        "--start-at", help="With --spread: the window starts then (ISO 8601, or a duration from now).", metavar="TIME"
+    ),
+]
 NewMessageId = Annotated[bool, typer.Option("--new-message-id", help="Give copies fresh message ids.")]
 KeepDeadLetterProperties = Annotated[
     bool,

@@ -136,16 +136,36 @@ def group_stats(g: Any) -> tuple[Any, ...]:
     return g.count, table_time(g.first_enqueued), table_time(g.last_enqueued), samples
 
 
+#: Copies of a spread a table shows before it names the record that holds them all.
+SPREAD_SHOWN = 20
+#: The spread copies table's columns: keys of each copy in a result's `spread.copies`.
+SPREAD_COLUMNS = ["seq", "copy", "at", "message_id"]
+
+
 def report(fmt: str, doc: dict[str, Any], summary: str, q: Query | None = None) -> None:
-    """A run's result: its summary line (and edited example) for a person, else the document."""
+    """A run's result: its summary line (and edited example, a spread's copies) for a person, else the document."""
     if draws_table(fmt, q):
         if doc.get("example") is not None:
             from sbdlq.cli.edit_options import example_table
 
             example_table(doc["example"])
+        if doc.get("spread"):
+            spread_table(doc["spread"])
         sys.stdout.write(summary + "\n")
     else:
         write(doc, fmt, q)
+
+
+def spread_table(spread: dict[str, Any]) -> None:
+    """The first copies of a spread (original, copy's sequence number, time); the record has them all."""
+    from sbdlq.render import table
+
+    copies = spread.get("copies") or []
+    if not copies:
+        return
+    table(SPREAD_COLUMNS, [[c[k] for k in SPREAD_COLUMNS] for c in copies[:SPREAD_SHOWN]])
+    if len(copies) > SPREAD_SHOWN:
+        sys.stdout.write(f"... and {len(copies) - SPREAD_SHOWN} more copies in {spread['file']}\n")
 
 
 def change(

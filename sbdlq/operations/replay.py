@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from pathlib import Path
 
 from sbdlq.addresses import EntityPath
@@ -32,6 +33,7 @@ from sbdlq.operations.resubmit import CopyOptions
 from sbdlq.operations.routing import RoutingCheck
 from sbdlq.operations.run import Progress
 from sbdlq.operations.sending import CopySender, check_rate
+from sbdlq.operations.spread import Spreader, check_spread
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
 from sbdlq.operations.target_watch import TargetWatch
 from sbdlq.selection import Selection
@@ -88,6 +90,8 @@ class Replay:
     state: ReplayState | None = field(init=False, default=None)
     source_label: str = field(init=False)
     sender: CopySender[Record] = field(init=False)
+    #: --spread: copies scheduled over a window and recorded (None: sent now)
+    spreader: Spreader[Record] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.result = ReplayResult(dry_run=self.options.dry_run)
@@ -101,6 +105,11 @@ class Replay:
             name_of=lambda r: f"line {r.line}",
             unconfirmed=self.unconfirmed,
         )
+        if self.options.spread is not None:
+            self.spreader = Spreader(
+                self.backend, self.target, self.options.spread, attrgetter("line"), on_unrecorded=self.unrecorded
+            )
+            self.sender.deliver = self.spreader.deliver
 
     def unconfirmed(self, records: list[Record]) -> None:
         """Records whose send got no answer: their copy may be in the target. Counted, never sent again."""
@@ -128,6 +137,8 @@ class Replay:
             self.records.close()
             if self.targeted is not None:
                 await self.targeted.close()
+            if self.spreader is not None:
+                self.spreader.close()  # finished by account(); here only when the run raised
             if self.state is not None:
                 if self._finished():
                     self.state.finish()
@@ -144,6 +155,7 @@ class Replay:
     async def _run(self, stopper: Stopper) -> None:
         o = self.options
         check_rate(o.rate)
+        check_spread(o.spread, o.rate)
         self.check_state()
         info = await self.backend.get_entity(self.target)
         # The same checks as resubmit, along the target's auto-forwarding chain.
@@ -157,6 +169,7 @@ class Replay:
         where = f"topic {self.target}" if info.kind == "topic" else str(self.target)
         self.note(
             f"plan: replay {self.result.selected} record(s) from {self.records.name} to {where}"
+            + ("" if o.spread is None else f", scheduled evenly over {o.spread.window}")
             + (" (dry run)" if o.dry_run else "")
         )
         if o.dry_run:
@@ -165,6 +178,8 @@ class Replay:
             return
         if self.result.selected == 0:
             return
+        if self.spreader is not None:
+            self.spreader.begin(self.result.selected, self.records.name, info.kind)
         tick = self.progress(self.result.selected) if self.progress else None
         stopper.moving = True
         try:
@@ -387,6 +402,10 @@ class Replay:
         finally:
             watch.sent(len(going))
 
+    def unrecorded(self, items: list[Record], why: str) -> None:
+        """A chunk scheduled whose spread record failed: replayed all the same; the run stops."""
+        self.stats.abort(f"{why} (`spread cancel` will not find them)")
+
     def record_state(self, accepted: list[int]) -> None:
         """Record accepted lines; a state that cannot be written stops the run and says what it means."""
         if self.state is None:
@@ -424,6 +443,10 @@ class Replay:
         r.sdk_fallbacks = self.backend.sdk_fallbacks
         if self.targeted is not None:
             r.set_strays(self.targeted.strays(), str(self.targeted.path))
+        spreader = self.spreader
+        if spreader is not None and spreader.start is not None:
+            r.spread = spreader.summary()
+            spreader.finish({"replayed": r.replayed, "failed": r.failed})
 
     def _state_finished(self) -> bool:
         """Whether the state file records that this input's replay finished (then nothing is sent)."""

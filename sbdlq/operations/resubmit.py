@@ -8,6 +8,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend
@@ -31,6 +32,7 @@ from sbdlq.operations.routing import Destination, RoutingCheck, check_destinatio
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.settle_recovery import complete_or_left
+from sbdlq.operations.spread import Spreader, SpreadOptions, check_spread
 from sbdlq.operations.target_watch import TargetWatch
 from sbdlq.operations.targeted import TARGET_PROPERTY, not_targeted
 from sbdlq.operations.unlocked import UnlockedMove
@@ -127,6 +129,8 @@ class CopyOptions:
     fan_out: bool = False
     #: the subscription every copy is targeted at (its `sbdlq-target`), after the edits
     target_subscription: str | None = None
+    #: --spread (and --start-at): copies scheduled evenly over a window; None: sent now
+    spread: SpreadOptions | None = None
 
     def copy_of(self, m: Message, source: Address | str) -> OutboundMessage:
         """The copy of `m`, read from `source`."""
@@ -172,6 +176,7 @@ async def resubmit(
     edits: CopyEdits | None = None,
     fan_out: bool = False,
     only_this_subscription: bool = False,
+    spread: SpreadOptions | None = None,
     note: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
     example: bool = False,
@@ -185,6 +190,7 @@ async def resubmit(
     copying = CopyOptions(  # in its field order
         rate, new_message_id, keep_dead_letter_properties, allow_unverified_routing, edits or CopyEdits(), fan_out
     )
+    copying = replace(copying, spread=spread)
     run = Resubmit(backend, source, target, options, copying)
     run.only_this_subscription = only_this_subscription
     run.always_example = example
@@ -214,7 +220,14 @@ class Resubmit(MovingRun[ResubmitResult]):
         self.source_path = str(source)  # formatted once: it goes into every copy
         #: Copies sent and originals completed in one transaction (the local emulator): no message
         #: is ever between the two, so nothing bounds a chunk but the batch (and --rate's pace).
-        self.atomic = backend.moves_atomically
+        #: --spread: copies scheduled and recorded, then originals completed (never in one
+        #: transaction: the schedule's sequence numbers are recorded between the two).
+        self.spreader: Spreader[Message] | None = None
+        if copying.spread is not None:
+            self.spreader = Spreader(
+                backend, target, copying.spread, attrgetter("sequence_number"), on_unrecorded=self.unrecorded
+            )
+        self.atomic = backend.moves_atomically and self.spreader is None
         if self.atomic:
             chunk, rate = max(1, options.batch_size), copying.rate
             if rate is not None and math.isfinite(rate) and rate > 0:  # (check() refuses any other)
@@ -227,7 +240,7 @@ class Resubmit(MovingRun[ResubmitResult]):
             RateLimiter(copying.rate),
             copy_of=self.copy_of,
             name_of=lambda m: f"sequence number {m.sequence_number}",
-            deliver=self.send_and_complete if self.atomic else None,
+            deliver=self.send_and_complete if self.atomic else None if self.spreader is None else self.spreader.deliver,
             unconfirmed=self.unconfirmed,
         )
         #: The target topic's rules (None: a queue, or rules unread and that allowed).
@@ -239,11 +252,14 @@ class Resubmit(MovingRun[ResubmitResult]):
         self.only_this_subscription = False
         #: --only-this-subscription: the lease held and the topic checked before batches are sent
         self.targeted: TargetWatch | None = None
+        #: ids of messages whose copy was scheduled but not recorded (--spread): kept, not completed
+        self.not_to_complete: set[int] = set()
 
     async def check(self) -> EntityInfo:
         if self.options.batch_size < 1 or self.options.concurrency < 1:
             raise BadInput("--batch-size and --concurrency must be at least 1")
         check_rate(self.copying.rate)
+        check_spread(self.copying.spread, self.copying.rate)
         # Independent round trips: asked together.
         source_info, target_info = await asyncio.gather(
             self.backend.get_entity(self.source.entity), self.backend.get_entity(self.target)
@@ -283,10 +299,12 @@ class Resubmit(MovingRun[ResubmitResult]):
         self.copying = replace(self.copying, target_subscription=name)
 
     async def run(self) -> ResubmitResult:
-        """The run (MovingRun.run), its lease given back however it ends."""
+        """The run (MovingRun.run), its lease given back and its spread record closed however it ends."""
         try:
             return await super().run()
         finally:
+            if self.spreader is not None:
+                self.spreader.close()  # finished by account(); here only when the run raised
             if self.targeted is not None:
                 await self.targeted.close()  # a refusal after the lease was taken, a signal: given back
 
@@ -345,7 +363,13 @@ class Resubmit(MovingRun[ResubmitResult]):
 
     def plan_line(self) -> str:
         where = f"topic {self.target}" if self.target_info.kind == "topic" else str(self.target)
-        return f"plan: resubmit {self.result.selected} message(s) from {self.source} to {where}"
+        spread = self.copying.spread
+        over = "" if spread is None else f", scheduled evenly over {spread.window}"
+        return f"plan: resubmit {self.result.selected} message(s) from {self.source} to {where}{over}"
+
+    def before_moving(self) -> None:
+        if self.spreader is not None:
+            self.spreader.begin(self.result.selected, self.source, self.target_info.kind)
 
     def explain(self) -> None:
         if self.target_info.kind == "topic" and self.target_info.subscription_count == 0:
@@ -372,6 +396,11 @@ class Resubmit(MovingRun[ResubmitResult]):
         if self.targeted is not None:
             self.result.set_strays(self.targeted.strays(), str(self.targeted.path))
         super().account(stopped=stopped)
+        spreader = self.spreader
+        if spreader is not None and spreader.start is not None:
+            r = self.result
+            self.result.spread = spreader.summary()
+            spreader.finish({"resubmitted": r.done, "left_beside_copy": r.left_beside_copy, "failed": r.failed})
 
     def copy_of(self, m: Message) -> OutboundMessage:
         """The copy resubmit sends for a message."""
@@ -471,6 +500,9 @@ class Resubmit(MovingRun[ResubmitResult]):
             self.stats.handled += len(chunk) - len(refused)
             return unroutable + refused
         refused = unroutable + await self.send(chunk)
+        if self.not_to_complete:
+            # Scheduled but unrecorded (--spread): left beside their copy, never completed.
+            refused += [m for m in chunk if id(m) in self.not_to_complete]
         refused_ids = {id(m) for m in refused}
         sent = [m for m in chunk if id(m) not in refused_ids]
         if not sent:
@@ -503,6 +535,12 @@ class Resubmit(MovingRun[ResubmitResult]):
         # Stop, as after a failed complete: the bound on originals beside their copy is
         # --concurrency per run, and a second lost answer would leave a second chunk.
         self.stats.abort(f"a send to {self.target} got no answer: stopped before sending more copies")
+
+    def unrecorded(self, chunk: list[Message], why: str) -> None:
+        """A chunk scheduled whose record failed: its originals stay, beside their copy; the run stops."""
+        self.stats.left_beside(chunk)
+        self.stats.abort(f"{why}; their originals stay in the {queue_word(self.source)}")
+        self.not_to_complete.update(id(m) for m in chunk)
 
     async def send_and_complete(self, chunk: list[Message], copies: list[OutboundMessage]) -> list[Message]:
         """The copies sent and the originals completed in one transaction; the originals whose lock was lost."""

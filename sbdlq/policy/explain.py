@@ -74,6 +74,8 @@ def _action(rule: Rule) -> list[str]:
         f"send a copy of each to {to if to else 'its queue (a subscription: its topic)'}, then remove it from "
         f"the DLQ{at_most}."
     ]
+    if rule.option("spread"):
+        out.append(f"The copies are scheduled evenly over {rule.option('spread')} from the run, not sent at once.")
     edits = [f"{key} {_value(rule.options[key])}" for key in EDIT_KEYS if key in rule.options]
     if edits:
         out.append("Each copy is edited: " + ", ".join(edits) + ".")

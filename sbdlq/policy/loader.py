@@ -245,6 +245,13 @@ def _action(name: str, key_node: yaml.Node, node: yaml.Node) -> tuple[str, dict[
             raise _At(node, f"{name} needs `{key}`")
     if options.get("then") == schema.THEN_PURGE and "export" not in options:
         raise _At(node, "then: purge needs `export` (a directory): messages are exported before they are deleted")
+    if "spread" in options:
+        from sbdlq.operations.spread import SpreadOptions, check_spread
+
+        try:
+            check_spread(SpreadOptions(options["spread"]), options.get("rate"))
+        except BadInput as exc:
+            raise _At(node, f"spread: {exc.message}") from None
     if "then" in options and "max_attempts" not in options:
         raise _At(node, "`then` says what happens at max_attempts: give max_attempts too")
     if "to" in options:

@@ -47,6 +47,8 @@ def detail(step: Step, *, planned: bool) -> str:
         text = f"purged {r['purged']} of {r['selected']}" + (f", exported to {step.export[0]}" if step.export else "")
     else:
         text = f"resubmitted {r['resubmitted']} of {r['selected']}"
+        if r.get("spread"):
+            text += f", scheduled over {rule.option('spread')} (spread {r['spread']['id']})"
         then = step.then_result or {}
         if then.get("then") == "keep":
             text += f"; {then['kept']} at max_attempts kept"

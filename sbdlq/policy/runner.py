@@ -107,6 +107,9 @@ async def _run_step(
             step.result = (await _purge(backend, step, action_selection(rule, now), export, note)).to_json()
         else:
             step.result = (await _resubmit(backend, step, now, note)).to_json()
+            if "spread" in step.result:
+                # Each copy's number is in the spread record: the report keeps the spread's id and window.
+                step.result["spread"].pop("copies", None)
             if rule.option("max_attempts") is not None:
                 step.then_result = await _then(backend, step, now, export, note)
         step.status = FAILED if step.error else OK
@@ -136,6 +139,7 @@ def _check(step: Step, result: RunResult) -> RunResult:
 
 async def _resubmit(backend: Backend, step: Step, now: datetime, note: Callable[[str], None]) -> RunResult:
     from sbdlq.operations.resubmit import resubmit
+    from sbdlq.operations.spread import SpreadOptions
 
     rule = step.rule
     if step.matched == 0:
@@ -155,6 +159,7 @@ async def _resubmit(backend: Backend, step: Step, now: datetime, note: Callable[
         edits=rule.edits,
         fan_out=rule.option("fan_out", False),
         only_this_subscription=rule.option("only_this_subscription", False),
+        spread=None if rule.option("spread") is None else SpreadOptions(rule.option("spread")),
         note=note,
     )
     return _check(step, result)

@@ -87,6 +87,7 @@ ACTIONS: dict[str, dict[str, Key]] = {
         "only_this_subscription": Key(BOOL),
         "allow_unverified_routing": Key(BOOL),
         "rate": Key(NUMBER, above_zero=True),
+        "spread": Key(DURATION),
         **_TUNING,
         **EDIT_KEYS,
     },

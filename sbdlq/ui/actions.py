@@ -23,6 +23,7 @@ from sbdlq.errors import SbdlqError
 from sbdlq.operations.edits import CopyEdits, build_edits, example_rows
 from sbdlq.operations.resubmit import FanOutRefused
 from sbdlq.operations.run import Progress
+from sbdlq.operations.spread import SpreadOptions
 from sbdlq.selection import Selection
 
 Kind = Literal["resubmit", "purge", "export"]
@@ -57,6 +58,8 @@ class ResubmitOptions:
     fan_out: bool = False
     #: --only-this-subscription: the copies are targeted at the subscription they left
     only_this_subscription: bool = False
+    #: --spread: the copies scheduled evenly over a window (the dialog's "Spread over ...")
+    spread: SpreadOptions | None = None
 
     def operation_kwargs(self) -> dict[str, Any]:
         """The keywords of the operation call, as the command gives them (`to` is positional)."""

@@ -16,6 +16,7 @@ from textual.widgets import Button, Checkbox, Input, Label, ProgressBar, Static
 from sbdlq.addresses import EntityPath, SubQueue, parse_address
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
+from sbdlq.operations.spread import spread_options
 from sbdlq.selection import Selection
 from sbdlq.ui.actions import (
     Action,
@@ -230,11 +231,14 @@ class ActionScreen(ModalScreen[bool]):
         )
 
     def _resubmit_form(self) -> ComposeResult:
-        """Target, the two switches and the edit options of `sbdlq resubmit`, one line each."""
+        """Target, the spread, the two switches and the edit options of `sbdlq resubmit`, one line each."""
         with Horizontal(classes="field"):
             yield Label("send to")
             target = str(default_target(self.source))
             yield KeyOrderInput(target, placeholder="queue or topic", id="to", compact=True)
+        with Horizontal(classes="field"):
+            yield Label("spread over")
+            yield KeyOrderInput(placeholder="a duration such as 2h (empty: send now)", id="spread", compact=True)
         with Horizontal(classes="field"):
             yield Checkbox("new message ids", id="new-message-id", compact=True)
             yield Checkbox("keep dead-letter properties", id="keep-dl", compact=True)
@@ -280,6 +284,7 @@ class ActionScreen(ModalScreen[bool]):
                 concurrency=t.concurrency,
                 fan_out=choice == "fan-out",
                 only_this_subscription=choice == "only-this",
+                spread=spread_options(self._text("spread").strip() or None, None),
                 edits=edits_from_form(
                     set_property=self._text("set-property"),
                     remove_property=self._text("remove-property"),

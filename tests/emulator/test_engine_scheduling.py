@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pytest
+
 from sbdlq.addresses import parse_address as A
 from sbdlq.emulator.engine import Engine
+from sbdlq.errors import MessageNotFound
 from sbdlq.models import OutboundMessage
 
 if TYPE_CHECKING:
@@ -55,11 +58,21 @@ def test_cancel_scheduled(engine: Engine, clock: Clock) -> None:
     assert [m.message_id for m in engine.receive(Q, 10)] == ["b"]
 
 
-def test_cancel_scheduled_leaves_active_messages_alone(engine: Engine, clock: Clock) -> None:
+def test_cancel_scheduled_of_a_number_not_scheduled_cancels_nothing_and_names_it(engine: Engine, clock: Clock) -> None:
+    """As Service Bus: MessageNotFound, "Missing sequence numbers", for an active message, one that
+    fell due, one cancelled already; none of the call's numbers is cancelled."""
     engine.create_queue("q")
-    (seq,) = engine.send("q", [OutboundMessage(body=b"x")])
-    engine.cancel_scheduled("q", [seq])
-    assert engine.counts("q").active == 1
+    (active,) = engine.send("q", [OutboundMessage(body=b"x")])
+    due, later = engine.send("q", [_later(clock, "due", 10), _later(clock, "later", 60)])
+    clock.advance(10)
+    for numbers, missing in (([active, later], f"{active}"), ([due, later], f"{due}"), ([later, 999], "999")):
+        with pytest.raises(MessageNotFound, match=f"^Messages not found. Missing sequence numbers: {missing}$"):
+            engine.cancel_scheduled("q", numbers)
+    assert (engine.counts("q").active, engine.counts("q").scheduled) == (2, 1)
+    engine.cancel_scheduled("q", [later])
+    with pytest.raises(MessageNotFound):
+        engine.cancel_scheduled("q", [later])
+    assert engine.counts("q").scheduled == 0
 
 
 def test_scheduled_topic_messages_fan_out_when_due(engine: Engine, clock: Clock, h: Helpers) -> None:

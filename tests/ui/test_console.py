@@ -821,3 +821,27 @@ def test_fingerprints_pane_enter_filters_the_messages(store: Path, seed: Seeder)
         assert app.query_one(MessagesPane).filter.text == f"--fingerprint {order}"
 
     drive(store, script)
+
+
+def test_resubmit_spread_over_a_window_schedules_the_copies(
+    store: Path, dlqs: Seeder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SBDLQ_STATE_DIR", str(tmp_path / "state"))
+
+    async def script(app: DlqApp, pilot: Any) -> None:
+        await open_orders(app, pilot)
+        screen = await open_action(app, pilot, "a", "r")
+        screen.query_one("#spread", Input).value = "soon"
+        await pilot.click("#replan")
+        await until(app, pilot, lambda: "refused: invalid --spread 'soon'" in text(screen, "#plan"), "the refusal")
+        assert screen.query_one("#confirm", Button).disabled
+        screen.query_one("#spread", Input).value = "2h"
+        await pilot.click("#replan")
+        await until(app, pilot, lambda: "scheduled evenly over 2h" in text(screen, "#plan"), "the spread plan")
+        await pilot.click("#confirm")
+        await until(app, pilot, lambda: "copies scheduled from" in text(screen, "#result"), "the spread result")
+
+    drive(store, script)
+    counts = dlqs.counts("orders")
+    assert (counts.dead_letter, counts.active + counts.scheduled) == (0, 5) and counts.scheduled >= 4
+    assert len(list((tmp_path / "state" / "spreads").glob("*.jsonl"))) == 1

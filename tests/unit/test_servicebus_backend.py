@@ -623,6 +623,42 @@ def test_a_send_that_stops_part_way_says_which_copies_went(
     run(go())
 
 
+@pytest.mark.parametrize(
+    ("error", "unknown"),
+    [
+        (sb.ServiceBusConnectionError(message="connection reset"), 2),  # no answer: may be scheduled
+        (sb.ServiceBusServerBusyError(message="busy"), 0),  # the broker's no: it scheduled nothing of it
+    ],
+)
+def test_a_schedule_request_without_an_answer_is_a_send_never_repeated(
+    sdk: SimpleNamespace, error: Exception, unknown: int
+) -> None:
+    """Scheduling goes through the no-retry senders' client; a request that fails after an earlier
+    one was scheduled says which copies were (their sequence numbers) and which may have been."""
+    t0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+    async def go() -> None:
+        b = backend(EMU, timeout_s=8)
+        first, second = fake_sender(), fake_sender()
+        first.schedule_messages = AsyncMock(side_effect=[[101, 102, 103], error])
+        second.schedule_messages = AsyncMock(return_value=[201])
+        sdk.client.get_queue_sender.side_effect = [first, second]
+        messages = [OutboundMessage(body=b"x", message_id=f"m-{i}") for i in range(5)]
+        times = [t0] * 3 + [t0 + timedelta(seconds=1)] * 2
+        with pytest.raises(SendUnconfirmed) as caught:
+            await b.schedule(ORDERS, messages, times)
+        assert first.schedule_messages.await_count == 2  # the failed request never made again
+        assert (caught.value.sent, caught.value.unknown, caught.value.sequence_numbers) == (3, unknown, (101, 102, 103))
+        given = [call.kwargs for call in sdk.client_cls.from_connection_string.call_args_list]
+        assert given == [amqp_client_kwargs(8, sending=True)]  # the senders' client: SDK retry off
+        if unknown:
+            first.close.assert_awaited()  # its link may hold the unanswered request: replaced
+            assert await b.schedule(ORDERS, messages[:1], [t0]) == [201]
+        await b.close()
+
+    run(go())
+
+
 def test_the_senders_client_never_retries_inside_the_sdk(sdk: SimpleNamespace) -> None:
     async def go() -> None:
         b = backend(EMU, timeout_s=8)

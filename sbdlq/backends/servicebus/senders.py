@@ -63,7 +63,7 @@ class Sending:
             except asyncio.CancelledError:
                 raise
             except SbdlqError as exc:
-                raise _unconfirmed(exc, what, sent=sent, count=count) from exc
+                raise unconfirmed(exc, what, sent=sent, count=count) from exc
             sent += count
 
         batch = await self._guard(sender.create_message_batch(), what)
@@ -74,14 +74,14 @@ class Sending:
             except MessageSizeExceededError:
                 pass
             except Exception as exc:
-                raise _unconfirmed(self._translate(exc, what), what, sent=sent, count=0) from exc
+                raise unconfirmed(self._translate(exc, what), what, sent=sent, count=0) from exc
             if len(batch):
                 await flush(batch, len(batch))
                 try:
                     batch = await self._guard(sender.create_message_batch(), what)
                 except SbdlqError as exc:
                     # After copies were accepted: the caller must not send this call's copies again.
-                    raise _unconfirmed(exc, what, sent=sent, count=0) from exc
+                    raise unconfirmed(exc, what, sent=sent, count=0) from exc
             try:
                 batch.add_message(sdk_message)
             except MessageSizeExceededError:
@@ -92,8 +92,9 @@ class Sending:
         if len(batch):
             await flush(batch, len(batch))
 
-    async def _with_sender(self, entity: EntityPath, sdk_messages: list[Any] | None) -> None:
-        """Open the entity's cached sender if need be, then send (None: only open), one call at a time.
+    async def _with_sender(self, entity: EntityPath, act: Callable[[Any, str], Awaitable[None]] | None) -> None:
+        """Open the entity's cached sender if need be, then act on it (send, schedule, cancel;
+        None: only open), one call at a time.
 
         A sender the SDK shut down, or whose call was cut short, is closed and replaced, so
         no later call inherits a half-torn-down handler.
@@ -123,10 +124,10 @@ class Sending:
                         self._say(f"opening the sender of {what} failed ({error.message}): trying again")
                         await asyncio.sleep(min(2.0, self._timeout_s / 20) * 2 ** (failed_opens - 1))
                         continue
-                if sdk_messages is None:
+                if act is None:
                     return
                 try:
-                    await self._send_batches(link.handler, sdk_messages, what)
+                    await act(link.handler, what)
                 except BaseException as exc:
                     if isinstance(exc, SendUnconfirmed) and exc.unknown:
                         self._wire_doubted = True
@@ -182,8 +183,8 @@ def _refused(error: SbdlqError) -> bool:
     return isinstance(error, VERDICTS) and transfer_rejected(getattr(cause, "inner_exception", None))
 
 
-def _unconfirmed(error: SbdlqError, what: str, *, sent: int, count: int) -> SbdlqError:
-    """What a failed batch of `count` after `sent` accepted copies means for the caller.
+def unconfirmed(error: SbdlqError, what: str, *, sent: int, count: int) -> SbdlqError:
+    """What a failed batch (or schedule request) of `count` after `sent` accepted copies means for the caller.
 
     Refused by the broker: nothing of this batch went (the error as it is when none went before).
     Anything else: this batch may be on the broker (SendUnconfirmed, never to be sent again).

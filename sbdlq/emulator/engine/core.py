@@ -31,6 +31,7 @@ from .errors import (
     RuleExists,
     RuleMissing,
     RuleNotAsRead,
+    ScheduledMissing,
     SendToSubscription,
     SessionIdMissing,
     TopicHasNoCounts,
@@ -358,10 +359,28 @@ class Engine:
             return MovedBatch(len(rows), len(pairs), rows[-1].seq)
 
     def cancel_scheduled(self, entity: EntityPath | str, sequence_numbers: Sequence[int]) -> None:
-        """Cancel scheduled messages by sequence number (numbers of other messages are ignored)."""
+        """Cancel scheduled messages by sequence number, all or none: a number that is not a
+        message of the entity still scheduled (one that fell due, was cancelled, never was)
+        refuses the call with Service Bus's MessageNotFound, naming the missing numbers."""
+        now = self._now()
+        wanted = sorted(set(sequence_numbers))
         with self.store.write() as db:
             ent = entities.entity_by_path(db, str(entity))
-            for chunk in chunks(list(sequence_numbers)):
+            materialize_due(db, self._router, now)  # what fell due is no longer scheduled
+            found: set[int] = set()
+            for chunk in chunks(wanted):
+                found.update(
+                    seq
+                    for (seq,) in db.execute(
+                        f"SELECT seq FROM message WHERE entity_id = ? AND queue = {Queue.MAIN:d} "
+                        f"AND state = {State.SCHEDULED:d} AND seq IN ({marks(chunk)})",
+                        (ent.id, *chunk),
+                    )
+                )
+            missing = [n for n in wanted if n not in found]
+            if missing:
+                raise ScheduledMissing(", ".join(map(str, missing)))
+            for chunk in chunks(wanted):
                 db.execute(
                     f"DELETE FROM message WHERE entity_id = ? AND queue = {Queue.MAIN:d} "
                     f"AND state = {State.SCHEDULED:d} AND seq IN ({marks(chunk)})",

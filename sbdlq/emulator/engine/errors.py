@@ -164,6 +164,12 @@ class NotDeferred(Refusal, MessageNotFound):
     wording = "Failed to lock one or more specified messages: {} is not deferred."
 
 
+class ScheduledMissing(Refusal, MessageNotFound):
+    """cancel_scheduled named numbers that are not scheduled messages of the entity (Service Bus's wording)."""
+
+    wording = "Messages not found. Missing sequence numbers: {}"
+
+
 class DeferredLocked(Refusal, MessageNotFound):
     """receive_deferred named a deferred message another receiver holds."""
 
