@@ -21,7 +21,7 @@ from sbdlq.output_formats import FORMATS, draws_table
 from sbdlq.render import Query
 
 if TYPE_CHECKING:
-    from sbdlq.models import RunResult
+    from sbdlq.results import RunResult
 
 
 def queue_name(sub_queue: SubQueue) -> str:

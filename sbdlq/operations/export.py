@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 from sbdlq.addresses import Address
 from sbdlq.errors import BadInput, OperationFailed
-from sbdlq.models import Message, RunResult
+from sbdlq.models import Message
 from sbdlq.operations.records import DELETED_KEY, RECORD_PREFIX
+from sbdlq.results import RunResult
 from sbdlq.selection import Selection
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from pathlib import Path
 from sbdlq.addresses import Address
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, OperationFailed, SbdlqError, TransientError
-from sbdlq.models import EntityInfo, Message, PurgeResult
+from sbdlq.models import EntityInfo, Message
 from sbdlq.operations.broker_deletes import BrokerDeletes
 from sbdlq.operations.browse import queue_word
 from sbdlq.operations.export import LazyExporter, check_export_target
@@ -20,6 +20,7 @@ from sbdlq.operations.planning import Plan, dlq_left
 from sbdlq.operations.retries import retrying
 from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.operations.settle_recovery import complete_or_left
+from sbdlq.results import PurgeResult
 from sbdlq.selection import Selection
 
 

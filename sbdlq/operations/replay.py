@@ -23,7 +23,7 @@ from pathlib import Path
 from sbdlq.addresses import EntityPath
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, SbdlqError
-from sbdlq.models import OutboundMessage, ReplayResult, sequence_ranges
+from sbdlq.models import OutboundMessage
 from sbdlq.operations.edits import copy_example
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.ratelimit import RateLimiter
@@ -36,6 +36,7 @@ from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.spread import Spreader, check_spread
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
 from sbdlq.operations.target_watch import TargetWatch
+from sbdlq.results import ReplayResult, sequence_ranges
 from sbdlq.selection import Selection
 
 

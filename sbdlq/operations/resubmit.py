@@ -21,7 +21,6 @@ from sbdlq.models import (
     EntityInfo,
     Message,
     OutboundMessage,
-    ResubmitResult,
     attempt_of,
 )
 from sbdlq.operations.browse import iter_messages, queue_word
@@ -36,6 +35,7 @@ from sbdlq.operations.spread import Spreader, SpreadOptions, check_spread
 from sbdlq.operations.target_watch import TargetWatch
 from sbdlq.operations.targeted import TARGET_PROPERTY, not_targeted
 from sbdlq.operations.unlocked import UnlockedMove
+from sbdlq.results import ResubmitResult
 from sbdlq.selection import Selection
 
 # What a copy keeps of the original as it is (DESIGN §4); its application properties are

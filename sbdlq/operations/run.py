@@ -19,12 +19,13 @@ from typing import Generic, TypeVar
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, SbdlqError
-from sbdlq.models import EntityInfo, Message, RunResult
+from sbdlq.models import EntityInfo, Message
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.move import LockedLoop
 from sbdlq.operations.planning import Plan, dlq_left, plan_run, report_unreceived
 from sbdlq.operations.settle_recovery import sequences_in
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable
+from sbdlq.results import RunResult
 from sbdlq.selection import Selection
 
 R = TypeVar("R", bound=RunResult)

@@ -41,7 +41,7 @@ RECHECK_MAX_S = 30.0
 #: cost a run at most about a tenth of its time.
 RECHECK_COST_RATIO = 10
 
-#: Why a subscription may hold copies it was not meant to (a stray's `cause`: models.STRAY_CAUSES).
+#: Why a subscription may hold copies it was not meant to (a stray's `cause`: results.STRAY_CAUSES).
 CREATED = "created"
 CHANGED = "changed"
 UNVERIFIED = "unverified"

@@ -21,10 +21,10 @@ from typing import Any
 
 from sbdlq.backends.base import Backend
 from sbdlq.errors import OperationFailed, SbdlqError
-from sbdlq.models import PurgeResult, ResubmitResult, RunResult
 from sbdlq.operations.stopping import RunInterrupted
 from sbdlq.policy.plan import UNMATCHED, Step, action_selection, count_step, exhausted_selection, resubmit_target
 from sbdlq.policy.schema import THEN_PURGE, Rule
+from sbdlq.results import PurgeResult, ResubmitResult, RunResult
 
 #: Step statuses: planned (not run yet), dry_run, ok, fired (an alert over its threshold),
 #: failed, skipped (after a stop_on_error failure), interrupted (SIGINT/SIGTERM).

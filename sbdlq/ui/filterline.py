@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sbdlq.errors import BadInput
-from sbdlq.models import sequence_ranges
+from sbdlq.results import sequence_ranges
 from sbdlq.selection import SELECTION_OPTIONS, Selection, build_selection
 
 # flag -> (build_selection keyword, repeatable), read from the one declaration

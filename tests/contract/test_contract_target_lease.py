@@ -18,7 +18,6 @@ from support.targeting import after_check
 
 from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
-from sbdlq.models import ResubmitResult
 from sbdlq.operations import target_watch
 from sbdlq.operations.lease import LEASE_PREFIX, RoutingLeased, now_utc
 from sbdlq.operations.replay import ReplayOptions, replay
@@ -31,6 +30,7 @@ from sbdlq.operations.targeted import (
     read_rules,
     topic_state,
 )
+from sbdlq.results import ResubmitResult
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -19,7 +19,7 @@ from support import PRODUCER_FIELDS, run_virtual
 from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import BadInput, EntityDisabled, OperationFailed, TransientError
-from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, PurgeResult, ResubmitResult
+from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
 from sbdlq.operations import retries
 from sbdlq.operations.browse import group_key
 from sbdlq.operations.export import Exporter
@@ -31,6 +31,7 @@ from sbdlq.operations.resubmit import COPIED_FIELDS, make_copy
 from sbdlq.operations.retries import retrying
 from sbdlq.output_formats import Emitter
 from sbdlq.render import Col, cell_text, clip, layout
+from sbdlq.results import PurgeResult, ResubmitResult
 
 DLQ = Address(EntityPath("q"), SubQueue.DEAD_LETTER)
 NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)

@@ -15,8 +15,8 @@ from sbdlq.addresses import EntityPath, parse_address
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import OperationFailed
-from sbdlq.models import ResubmitResult
 from sbdlq.operations.resubmit import resubmit
+from sbdlq.results import ResubmitResult
 from sbdlq.selection import Selection
 
 DLQ = parse_address("orders/$DeadLetterQueue")

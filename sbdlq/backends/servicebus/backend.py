@@ -36,13 +36,13 @@ from sbdlq.backends.servicebus.credentials import (
     default_async_credential,
     is_async_credential,
 )
-from sbdlq.backends.servicebus.errors import VERDICTS, describe, guarded, translate_error
+from sbdlq.backends.servicebus.errors import VERDICTS, guarded, translate_error
 from sbdlq.backends.servicebus.links import Held, Link, lock_token
 from sbdlq.backends.servicebus.peek_counts import counts_by_peek
 from sbdlq.backends.servicebus.renewal import LockRenewal
 from sbdlq.backends.servicebus.runs import RunSettlement
-from sbdlq.backends.servicebus.scheduling import request_runs
-from sbdlq.backends.servicebus.senders import Sending, unconfirmed
+from sbdlq.backends.servicebus.scheduling import Scheduling
+from sbdlq.backends.servicebus.senders import Sending
 from sbdlq.backends.servicebus.shortcuts import SdkShims, Shortcuts, sdk_version
 from sbdlq.connstr import ConnectionInfo, parse_connection_string, redact
 from sbdlq.errors import (
@@ -51,7 +51,6 @@ from sbdlq.errors import (
     EntityNotFound,
     LockLost,
     SbdlqError,
-    SendUnconfirmed,
     ServiceUnavailable,
     TransientError,
 )
@@ -73,7 +72,7 @@ BATCH_DELETE_STANDARD = 500
 MANAGEMENT_LANES = 16
 
 
-class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
+class ServiceBusBackend(Scheduling, Sending, RunSettlement, LockRenewal, Backend):
     """Broker primitives over a real namespace (or Microsoft's emulator) through the azure SDK."""
 
     name = "servicebus"
@@ -452,58 +451,6 @@ class ServiceBusBackend(Sending, RunSettlement, LockRenewal, Backend):
             return
         sdk_messages = [to_sdk_message(m, self._sdk) for m in messages]
         await self._with_sender(entity, lambda sender, what: self._send_batches(sender, sdk_messages, what))
-
-    async def schedule(
-        self, entity: EntityPath, messages: Sequence[OutboundMessage], times: Sequence[datetime]
-    ) -> list[int]:
-        """One schedule request per run of equal times, cut by size (scheduling.request_runs).
-
-        A schedule request is a send: made on the senders' client (no SDK retry) and never
-        repeated; one without an answer raises SendUnconfirmed with the sequence numbers of the
-        copies scheduled before it, so a spread records those and leaves the rest to the run.
-        """
-        if entity.is_subscription:
-            raise BadInput(f"cannot schedule on subscription {entity}", hint="schedule on its topic")
-        if len(messages) != len(times):
-            raise ValueError("one time per message")
-        numbers: list[int] = []
-        for i, j in request_runs(messages, times):
-            run = [to_sdk_message(m, self._sdk) for m in messages[i:j]]
-
-            async def one(sender: Any, what: str, run: list[Any] = run, at: datetime = times[i]) -> None:
-                try:
-                    numbers.extend(await self._guard(sender.schedule_messages(run, at), what))
-                except SbdlqError as exc:
-                    # SendUnconfirmed unless the broker refused it (then this request took nothing).
-                    raise unconfirmed(exc, what, sent=len(numbers), count=len(run)) from exc
-
-            try:
-                await self._with_sender(entity, one)
-            except SendUnconfirmed as exc:
-                exc.sequence_numbers = tuple(numbers)
-                raise
-            except SbdlqError as exc:
-                if not numbers:
-                    raise
-                # The sender failed to open for a later request: the earlier ones were scheduled.
-                done = SendUnconfirmed(
-                    f"schedule on {describe(entity)}: {exc.message} after {len(numbers)} copy(ies) were scheduled",
-                    sent=len(numbers),
-                    unknown=0,
-                )
-                done.sequence_numbers = tuple(numbers)
-                raise done from exc
-        return numbers
-
-    async def cancel_scheduled(self, entity: EntityPath, sequence_numbers: Sequence[int]) -> None:
-        if not sequence_numbers:
-            return
-        numbers = list(sequence_numbers)
-
-        async def cancel(sender: Any, what: str) -> None:
-            await self._guard(sender.cancel_scheduled_messages(numbers), what)
-
-        await self._with_sender(entity, cancel)
 
     async def _on_receiver(
         self, link: Link, awaitable: Awaitable[T], what: object, *, timeout: float | None = None
