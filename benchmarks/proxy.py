@@ -104,8 +104,8 @@ class DelayingProxy:
         try:
             upstream_r, upstream_w = await asyncio.open_connection("127.0.0.1", self.target_port)
             pumps += [
-                asyncio.create_task(self._pump(client_r, upstream_w)),
-                asyncio.create_task(self._pump(upstream_r, client_w)),
+                asyncio.create_task(self._pump_dir(client_r, upstream_w, upward=True)),
+                asyncio.create_task(self._pump_dir(upstream_r, client_w, upward=False)),
             ]
             # Either side closing ends the connection: the other pump is cut.
             await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
@@ -120,6 +120,10 @@ class DelayingProxy:
                 if w is not None:
                     with contextlib.suppress(Exception):
                         w.close()
+
+    async def _pump_dir(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, *, upward: bool) -> None:
+        """One direction of a connection (upward: client to server); a subclass adds its faults here."""
+        await self._pump(source, sink)
 
     async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
         """Copy source to sink, each chunk written one_way_s after it was read, in order."""

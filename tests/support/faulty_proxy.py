@@ -101,30 +101,6 @@ class FaultyProxy(DelayingProxy):
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _forward(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self._open += 1
-        upstream_w: asyncio.StreamWriter | None = None
-        pumps: list[asyncio.Task[None]] = []
-        try:
-            upstream_r, upstream_w = await asyncio.open_connection("127.0.0.1", self.target_port)
-            pumps += [
-                asyncio.create_task(self._pump_dir(client_r, upstream_w, upward=True)),
-                asyncio.create_task(self._pump_dir(upstream_r, client_w, upward=False)),
-            ]
-            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-        except OSError:
-            pass
-        finally:
-            for pump in pumps:
-                pump.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
-            self._open -= 1
-            for w in (client_w, upstream_w):
-                if w is not None:
-                    with contextlib.suppress(Exception):
-                        w.close()
-
     def _count_large(self, frames: _Frames, data: bytes) -> None:
         """Count the client's large frames completed by data; cut after the armed one."""
         self.large_frames += frames.feed(data)
