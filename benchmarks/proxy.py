@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import threading
 import time
+from typing import Any
 
 #: connections the proxy serves at once; more are refused
 MAX_CONNECTIONS = 64
@@ -122,12 +123,10 @@ class DelayingProxy:
                         w.close()
 
     async def _pump_dir(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, *, upward: bool) -> None:
-        """One direction of a connection (upward: client to server); a subclass adds its faults here."""
-        await self._pump(source, sink)
-
-    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-        """Copy source to sink, each chunk written one_way_s after it was read, in order."""
+        """Copy one direction (upward: client to server), each chunk written one_way_s after it was
+        read, in order; a subclass adds its faults through `_before_write` and `_written`."""
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue(MAX_IN_FLIGHT)
+        seen = self._direction_state(upward)
 
         async def read() -> None:
             while data := await source.read(65536):
@@ -143,11 +142,23 @@ class DelayingProxy:
                 wait = due - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
+                await self._before_write(upward)
                 sink.write(data)
                 await sink.drain()
+                self._written(upward, data, seen)
         except OSError:
             return
         finally:
             reading.cancel()
             with contextlib.suppress(BaseException):
                 await reading
+
+    def _direction_state(self, upward: bool) -> Any:
+        """What a subclass keeps about one direction of one connection (none here)."""
+        return None
+
+    async def _before_write(self, upward: bool) -> None:
+        """Wait, if a subclass holds this direction, before a chunk is written."""
+
+    def _written(self, upward: bool, data: bytes, state: Any) -> None:
+        """A chunk was forwarded (a subclass counts it)."""

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from support import dead_letter_all, stored_ids
-from support.process import run_or_kill, sbdlq_env, start_sbdlq
+from support.process import KILL_PRELUDE, run_or_kill, sbdlq_env, start_sbdlq
 
 from sbdlq.emulator.engine import Engine
 from sbdlq.models import OutboundMessage
@@ -36,19 +36,10 @@ LOCK_S = 60.0
 DLQ = "orders/$DeadLetterQueue"
 
 #: Runs `sbdlq` with a SIGKILL at one line of the export's batch cycle, in the batch TEST_KILL_AT names.
-KILLING = """
-import os, signal, sys
+KILLING = (
+    KILL_PRELUDE
+    + """
 from sbdlq.operations import export
-
-moment, at = os.environ["TEST_KILL_AT"].split(":")
-at, calls = int(at), []
-
-def die():
-    os.kill(os.getpid(), signal.SIGKILL)
-
-def nth():
-    calls.append(1)
-    return len(calls) == at
 
 if moment == "torn":
     real_pwrite = os.pwrite
@@ -80,6 +71,7 @@ sys.argv[0] = "sbdlq"
 from sbdlq.entry import main
 main()
 """
+)
 
 MOMENTS = ["torn", "synced", "deleted", "marking"]
 

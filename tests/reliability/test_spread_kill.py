@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from support import dead_letter_all
-from support.process import GATE, GATED, gate_env, run_or_kill, sbdlq_env, start_sbdlq, wait_for_line
+from support.process import GATE, GATED, KILL_PRELUDE, gate_env, run_or_kill, sbdlq_env, start_sbdlq, wait_for_line
 
 from sbdlq.addresses import parse_address
 from sbdlq.emulator.engine import Engine
@@ -38,20 +38,11 @@ ARGV = ["resubmit", "orders", "--to", "retry", "--batch-size", "20", "--concurre
 #: before the nth schedule, after it and before its record, after the nth record and before any
 #: complete, halfway through the nth complete; for `spread cancel`, before the nth cancel (the
 #: copies exported) and after it (before the record says so).
-KILLING = """
-import os, signal, sys
+KILLING = (
+    KILL_PRELUDE
+    + """
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.operations.spread_file import SpreadWriter
-
-moment, at = os.environ["TEST_KILL_AT"].split(":")
-at, calls = int(at), []
-
-def die():
-    os.kill(os.getpid(), signal.SIGKILL)
-
-def nth():
-    calls.append(1)
-    return len(calls) == at
 
 def hook(cls, name, *, after):
     real = getattr(cls, name)
@@ -88,6 +79,7 @@ sys.argv[0] = "sbdlq"
 from sbdlq.entry import main
 main()
 """
+)
 SPREAD_MOMENTS = ["schedule", "scheduled", "recorded", "completing"]
 
 

@@ -15,13 +15,10 @@ places them at the same points of a run whatever the machine's speed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 
 from support.proxy import DelayingProxy
 
 #: bytes read from a socket at once
-READ_SIZE = 65536
 
 
 class FaultyProxy(DelayingProxy):
@@ -109,38 +106,17 @@ class FaultyProxy(DelayingProxy):
             self.cuts += 1
             asyncio.get_running_loop().create_task(self._cut_all())
 
-    async def _pump_dir(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, *, upward: bool) -> None:
-        """Copy source to sink one_way_s late, in order; answers wait while a stall holds them."""
-        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
-        frames = _Frames()
+    def _direction_state(self, upward: bool) -> _Frames | None:
+        return _Frames() if upward else None
 
-        async def read() -> None:
-            while data := await source.read(READ_SIZE):
-                await queue.put((time.monotonic() + self.one_way_s, data))
-            await queue.put((0.0, b""))
+    async def _before_write(self, upward: bool) -> None:
+        if not upward and self._answers is not None:
+            await self._answers.wait()  # a stall holds the answers; the requests still go
 
-        reading = asyncio.create_task(read())
-        try:
-            while True:
-                due, data = await queue.get()
-                if not data:
-                    return
-                wait = due - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                if not upward and self._answers is not None:
-                    await self._answers.wait()
-                sink.write(data)
-                await sink.drain()
-                if upward:
-                    self._count_large(frames, data)
-                self._count(len(data))
-        except OSError:
-            return
-        finally:
-            reading.cancel()
-            with contextlib.suppress(BaseException):
-                await reading
+    def _written(self, upward: bool, data: bytes, state: _Frames | None) -> None:
+        if state is not None:
+            self._count_large(state, data)
+        self._count(len(data))
 
 
 #: bytes from which a frame the client sends counts as large: a send's transfer (16 copies of

@@ -17,6 +17,23 @@ def sbdlq_env(store: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "SBDLQ_EMULATOR": str(store), **extra}
 
 
+#: The start of a `start_sbdlq(script=...)` wrapper that kills itself at a chosen call: TEST_KILL_AT
+#: is "moment:n"; the wrapper's hooks call `nth()` at their moment and `die()` when it is the nth.
+KILL_PRELUDE = """
+import os, signal, sys
+
+moment, at = os.environ["TEST_KILL_AT"].split(":")
+at, calls = int(at), []
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def nth():
+    calls.append(1)
+    return len(calls) == at
+"""
+
+
 def start_sbdlq(
     argv: list[str], env: dict[str, str], *, quiet: bool = False, script: str | None = None
 ) -> subprocess.Popen[str]:
