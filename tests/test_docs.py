@@ -1,9 +1,10 @@
-"""The help and the README describe the CLI that exists.
+"""The help, the README and the docs pages describe the CLI that exists.
 
-Every command has help; every option and argument has help; every command and every option
-group (Rich help panel) is in README.md with all its options; every `sbdlq ...` line in the
-README's code blocks parses against the real command tree; the README opens with the two
-commands CI relies on.
+Every command has help; every option and argument has help; every command is in README.md;
+every option group (Rich help panel) is a heading of the user's docs (README.md and the docs/
+pages, support.readme.PAGES) with all its options; every `sbdlq ...` line in their code blocks
+parses against the real command tree; the README opens with the two commands CI relies on;
+the README links every docs/ page, and every link between the pages reaches its file and heading.
 """
 
 import re
@@ -16,13 +17,14 @@ from pathlib import Path
 import click
 import pytest
 import typer
+from support.readme import PAGES, README, ROOT, headings, section
 from typer.testing import CliRunner
 
 from sbdlq.cli.main import app
 from sbdlq.selection import SELECTION_OPTIONS
 
-ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: Every page of the user's docs, as one text: where an option may be documented.
+DOCS = "\n".join(PAGES.values())
 CLI = typer.main.get_command(app)
 
 
@@ -84,7 +86,7 @@ def panels() -> dict[str, set[str]]:
 
 
 PANELS = panels()
-HEADINGS = [line.lstrip("#").strip().lower() for line in README.splitlines() if line.startswith("#")]
+HEADINGS = [line.lstrip("#").strip().lower() for text in PAGES.values() for line in headings(text)]
 
 
 def test_option_groups_exist() -> None:
@@ -93,9 +95,9 @@ def test_option_groups_exist() -> None:
 
 @pytest.mark.parametrize("panel", sorted(PANELS))
 def test_every_option_group_is_a_readme_section(panel: str) -> None:
-    assert any(panel.lower() in heading for heading in HEADINGS), f"README.md has no heading for the {panel} options"
-    missing = sorted(o for o in PANELS[panel] if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", README))
-    assert not missing, f"README.md lacks {panel} options: {', '.join(missing)}"
+    assert any(panel.lower() in heading for heading in HEADINGS), f"no docs heading for the {panel} options"
+    missing = sorted(o for o in PANELS[panel] if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", DOCS))
+    assert not missing, f"the docs lack {panel} options: {', '.join(missing)}"
 
 
 def test_readme_opens_with_the_two_commands() -> None:
@@ -111,9 +113,10 @@ def test_readme_opens_with_the_two_commands() -> None:
 
 
 def readme_invocations() -> list[list[str]]:
-    """Every `sbdlq ...` in the README's bash blocks, split as a shell would, up to a pipe or `;`."""
+    """Every `sbdlq ...` in the bash blocks of the README and the docs pages, split as a shell
+    would, up to a pipe or `;`."""
     found = []
-    for block in re.findall(r"```bash\n(.*?)```", README, re.S):
+    for block in re.findall(r"```bash\n(.*?)```", DOCS, re.S):
         for line in block.splitlines():
             lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
             lexer.whitespace_split = True
@@ -136,6 +139,8 @@ INVOCATIONS = readme_invocations()
 
 def test_readme_has_examples() -> None:
     assert len(INVOCATIONS) >= 15
+    # The README's own blocks are among them, and so are the pages' (a page's blocks seen too).
+    assert ["emulator", "demo"] in INVOCATIONS and ["routing", "status", "checkout"] in INVOCATIONS
 
 
 @pytest.mark.parametrize("args", INVOCATIONS, ids=[" ".join(a) for a in INVOCATIONS])
@@ -169,8 +174,8 @@ def test_a_command_that_selects_takes_every_selection_option(path: tuple[str, ..
 
 
 def test_the_readme_selection_section_lists_the_declared_options() -> None:
-    section = README.split("### Selection", 1)[1].split("\n#", 1)[0]
-    missing = [o.flag for o in SELECTION_OPTIONS if not re.search(rf"`{re.escape(o.flag)}[ `]", section)]
+    text = section("## Selection")
+    missing = [o.flag for o in SELECTION_OPTIONS if not re.search(rf"`{re.escape(o.flag)}[ `]", text)]
     assert missing == []
 
 
@@ -189,3 +194,62 @@ def test_every_command_help_ends_with_examples_that_parse(path: tuple[str, ...],
         args = words[words.index("sbdlq") + 1 :]
         assert f" {' '.join(path[1:])} ".replace("  ", " ") in f" {' '.join(args)} ", line
         test_readme_examples_parse(args)
+
+
+# ------------------------------------------------------------------ the pages and their links
+
+#: A Markdown link or image: `[text](target)`, the target without a title.
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def links(text: str) -> list[str]:
+    """The targets of a page's links and images, outside code blocks and inline code."""
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    prose = re.sub(r"`[^`\n]*`", "", prose)
+    return LINK.findall(prose)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading line: lower case, punctuation dropped, spaces as hyphens."""
+    text = heading.lstrip("#").strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    return {slug(line) for line in headings(path.read_text(encoding="utf-8"))}
+
+
+def test_the_readme_links_every_docs_page() -> None:
+    """Every page under docs/ is linked from README.md, and every docs/ link there is a file."""
+    linked = {target.split("#", 1)[0] for target in links(README) if target.startswith("docs/")}
+    pages = {f"docs/{page.name}" for page in (ROOT / "docs").glob("*.md")}
+    assert pages - linked == set(), "docs pages the README does not link"
+    assert {target for target in linked if not (ROOT / target).is_file()} == set()
+    assert len(pages) >= 8  # reference, ui, policies, routing, emulator, tls, safety, performance
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_every_link_of_a_page_reaches_its_file_and_heading(page: str) -> None:
+    """A relative link names a file of the repository, and its `#anchor` a heading of that file."""
+    where = (ROOT / page).parent
+    broken = []
+    for target in links(PAGES[page]):
+        if re.match(r"[a-z]+:", target):
+            continue  # https://, mailto: — not ours to check
+        path, _, anchor = target.partition("#")
+        file = (where / path).resolve() if path else ROOT / page
+        if not file.is_file():
+            broken.append(f"{target}: no file {file}")
+        elif anchor and anchor not in anchors(file):
+            broken.append(f"{target}: no heading #{anchor} in {file.relative_to(ROOT)}")
+    assert broken == []
+
+
+def test_the_link_check_sees_what_it_looks_for() -> None:
+    # A checker that found no link or no anchor would pass forever.
+    text = "See [a](docs/a.md#b-c) and ![x](ui.svg), `[not](this.md)`\n```\n[nor](that.md)\n```\n"
+    assert links(text) == ["docs/a.md#b-c", "ui.svg"]
+    assert slug("## Put it back at the consumer's pace: `--spread`") == "put-it-back-at-the-consumers-pace---spread"
+    assert slug("### `emulator serve` against hostile clients") == "emulator-serve-against-hostile-clients"
+    assert "resubmit-to-one-subscription-targeted-routing" in anchors(ROOT / "docs" / "routing.md")
+    assert sum(len(links(text)) for text in PAGES.values()) > 20

@@ -1,7 +1,9 @@
-"""README.md's tour and recipes run: each bash block, line by line, against a fresh emulator.
+"""README.md's tour and recipes run, and the docs pages' examples that the demo can run: each
+bash block, line by line, against a fresh emulator.
 
 test_docs.py checks that every `sbdlq ...` line parses; here they run (support.readme): the
-five-minute tour as written, and every recipe as pasted on `sbdlq emulator demo`'s namespace,
+five-minute tour as written, every recipe as pasted on `sbdlq emulator demo`'s namespace, the
+sample Config.json of docs/emulator.md and the targeted routing of docs/routing.md,
 with a profile `prod` naming the demo's store. Crontab lines run as cron runs them (PATH
 /usr/bin:/bin, /bin/sh in HOME, sbdlq where pipx puts it); their `NAME=/var/...` directories
 point into the test's folder, and `mail` and `page-oncall` are stand-ins that log their
@@ -217,8 +219,8 @@ def test_recipe_runs_on_the_demo(label: str, block: Block, tmp_path: Path) -> No
 
 
 def test_the_sample_config_json_declares_what_the_next_lines_use(tmp_path: Path) -> None:
-    """README's sample Config.json loads, and the block after it runs on it as pasted."""
-    text = section("## Use the emulator from your app")
+    """docs/emulator.md's sample Config.json loads, and the block after it runs on it as pasted."""
+    text = section("# Use the emulator from your app")
     sample = re.search(r"```json\n(.*?)```", text, re.S)
     assert sample is not None
     (tmp_path / "Config.json").write_text(sample.group(1), encoding="utf-8")
@@ -238,11 +240,11 @@ def test_crontab_lines_do_not_find_a_bare_sbdlq(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------- targeted routing, as pasted
 
-ROUTING = bash_blocks(section("## Resubmit to one subscription: targeted routing"))
+ROUTING = bash_blocks(section("# Resubmit to one subscription: targeted routing"))
 
 
 def test_the_routing_examples_run_on_the_demo_as_pasted(tmp_path: Path) -> None:
-    """Every `sbdlq routing` line of README on `emulator demo`'s checkout topic (issue 38 item 4)."""
+    """Every `sbdlq routing` line of docs/routing.md on `emulator demo`'s checkout topic (issue 38 item 4)."""
     (block,) = ROUTING
     assert all(line.startswith("sbdlq ") for line in block.lines)
     assert sum(" routing " in f" {line}" for line in block.lines) == 4

@@ -191,17 +191,18 @@ def test_aio_admin_client(emulator: Any) -> None:
 
 
 def test_readme_admin_snippet_runs(emulator: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    """README's "Use the emulator from your app" snippet, pointed at this listener's ports."""
+    """docs/emulator.md's admin client snippet ("Use the emulator from your app"), pointed at this
+    listener's ports."""
     import re
-    from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Use the emulator from your app", 1)[1]
-    # The section's first Python block; the TLS one after it needs serve --tls.
-    snippet = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)[0]
+    from support.readme import page_of, section
+
+    assert page_of("# Use the emulator from your app") == "docs/emulator.md"
+    # The page's only Python block (the TLS one, which needs serve --tls, is docs/tls.md's).
+    (snippet,) = re.findall(r"```python\n(.*?)```", section("# Use the emulator from your app"), re.S)
     code = snippet.replace("localhost:5300", f"127.0.0.1:{emulator.http_port}")
     code = code.replace("sb://localhost;", f"sb://127.0.0.1:{emulator.port};")
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/emulator.md", "exec"), {})
     assert capsys.readouterr().out == "0\n"
     assert emulator.engine.rules("readme-events/Subscriptions/audit")[-1].sql == "priority > 2"
 

@@ -1,4 +1,9 @@
-"""Running README.md's bash blocks for real: find them by section, run them as a user would.
+"""Running the README's and the docs pages' bash blocks for real: find them by section, run
+them as a user would.
+
+The user's documentation is README.md and the pages under docs/ it links (`PAGES`); a section
+is found by its heading in whichever page holds it. docs/DESIGN.md, the contract, is not a page
+of it here.
 
 Crontab lines (five schedule fields, or `NAME=value`) run as cron runs them: `run_block`.
 
@@ -25,6 +30,17 @@ from .cli import isolated_env
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: The pages of docs/ that are not the user's documentation: the contract, checked by its own tests.
+NOT_USER_DOCS = frozenset({"docs/DESIGN.md"})
+#: The user's documentation, by path from the repository root: README.md first, then docs/*.md.
+PAGES: dict[str, str] = {
+    "README.md": README,
+    **{
+        f"docs/{page.name}": page.read_text(encoding="utf-8")
+        for page in sorted((ROOT / "docs").glob("*.md"))
+        if f"docs/{page.name}" not in NOT_USER_DOCS
+    },
+}
 #: How long one block may run (each takes a few seconds on a quiet machine).
 BLOCK_TIMEOUT_S = 120
 #: The user's config file, under HOME (XDG_CONFIG_HOME is HOME/.config here).
@@ -40,10 +56,29 @@ class Block(NamedTuple):
     lines: list[str]
 
 
+def headings(text: str) -> list[str]:
+    """The heading lines of a Markdown text (`## Recipes`), not those in code blocks."""
+    found, in_code = [], False
+    for line in text.splitlines():
+        in_code ^= line.startswith("```")
+        hashes = len(line) - len(line.lstrip("#"))
+        if not in_code and hashes > 0 and line[hashes : hashes + 1] == " ":
+            found.append(line)
+    return found
+
+
+def page_of(heading: str) -> str:
+    """The one page (`README.md`, `docs/routing.md`) that has the heading line `heading`."""
+    pages = [name for name, text in PAGES.items() if heading in headings(text)]
+    assert len(pages) == 1, f"the heading {heading!r} is in {pages or 'no page'} of the docs, not in one"
+    return pages[0]
+
+
 def section(heading: str) -> str:
-    """The README text from `heading` to the next heading of its level or higher (not in code)."""
+    """The text from `heading` to the next heading of its level or higher (not in code), in the
+    page that has it."""
     level = len(heading.split(" ")[0])
-    lines = README.splitlines(keepends=True)
+    lines = PAGES[page_of(heading)].splitlines(keepends=True)
     start = lines.index(f"{heading}\n")
     in_code = False
     for end in range(start + 1, len(lines)):

@@ -88,7 +88,7 @@ def test_the_readme_policy_loads(tmp_path: Path) -> None:
 
     from support.readme import section
 
-    text = section("## Policies: `sbdlq apply`")
+    text = section("# Policies: `sbdlq apply`")
     (block,) = re.findall(r"```yaml\n([\s\S]*?)```", text)
     path = tmp_path / "policy.yaml"
     path.write_text(block)
