@@ -1,4 +1,4 @@
-"""Regenerate docs/ui.svg, the README's screenshot of `sbdlq ui`, from the demo namespace.
+"""Regenerate docs/ui.svg, the screenshot of `sbdlq ui` in docs/ui.md, from the demo namespace.
 
     python docs/ui_screenshot.py [--out docs/ui.svg]
 

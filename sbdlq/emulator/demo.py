@@ -7,7 +7,7 @@ the broker puts it there, in batches through the engine's public methods: poison
 abandoned until MaxDeliveryCount, short-lived ones expire, events without a session id are
 refused by the session subscription, `amount / quantity` throws in a filter, a forwarding
 chain runs out of hops, and placed orders that both of a topic's subscriptions take are shipped
-by one and dead-lettered by the other (`checkout`: README's targeted routing, where a resubmit of
+by one and dead-lettered by the other (`checkout`: the targeted routing of docs/routing.md, where a resubmit of
 billing's DLQ through the topic would ship them again). Application reasons are dead-lettered by the consumer, and their
 messages carry the flaw they are named for: that is the data README's fix-and-replay recipes
 work on (SchemaError orders whose `total` is a string, UnknownTenant orders with the tenant
@@ -39,7 +39,7 @@ EVENTS = "events"
 #: the queue README's replay recipe sends invoices to
 INVOICES = "billing"
 HOPS = tuple(f"hop{i}" for i in range(1, 7))
-#: the topic README's targeted routing works on: every placed order goes to billing and to shipping
+#: the topic docs/routing.md's targeted routing works on: every placed order goes to billing and to shipping
 CHECKOUT = "checkout"
 DEMO_ENTITIES = (ORDERS, EVENTS, *HOPS, INVOICES, CHECKOUT)
 
