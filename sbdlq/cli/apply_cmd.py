@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
-from sbdlq.cli import common
-from sbdlq.cli.common import Settings, confirm, err, handled, note, open_target, run
+from sbdlq import terminal
+from sbdlq.cli.common import Settings, err, handled, note, open_target, run
 from sbdlq.errors import BadInput, ExitStatus
 from sbdlq.output_formats import DEFAULT_OUTPUT, FORMATS
 from sbdlq.render_prometheus import FORMAT as PROMETHEUS
@@ -67,9 +67,10 @@ def apply(
             sys.stdout.write(words(loaded))
             return
         fmt = _format(s, output)
-        if loaded.deletes and not (dry_run or yes or common.stdin_is_terminal()):
+        if loaded.deletes and not dry_run:
             names = ", ".join(repr(r.name) for r in loaded.rules if r.deletes)
-            raise BadInput(f"{policy} has rules that delete ({names}): apply needs --yes when stdin is not a terminal")
+            refusal = f"{policy} has rules that delete ({names}): apply needs --yes when stdin is not a terminal"
+            terminal.must_ask(yes, BadInput(refusal))
     if dry_run:
         steps, stop = run(ctx, lambda st: _apply(st, loaded, dry_run=True, ask=False))
     else:
@@ -112,7 +113,7 @@ async def _apply(s: Settings, policy: Any, *, dry_run: bool, ask: bool) -> tuple
 
 def _confirm(steps: list[Any]) -> None:
     deleting = sum(s.matched if s.rule.action == "purge" else s.at_max for s in steps if s.rule.deletes)
-    confirm(
+    terminal.confirm(
         f"Run the policy? Its rules delete up to {deleting} message(s).",
         declined="apply cancelled; nothing was changed",
     )

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -15,8 +13,8 @@ from typing import Any, NoReturn, TypeVar
 import click
 import typer
 
-from sbdlq import interrupts
-from sbdlq.errors import BadInput, Declined, ExitStatus, Interrupted, SbdlqError
+from sbdlq import interrupts, terminal
+from sbdlq.errors import BadInput, ExitStatus, SbdlqError
 from sbdlq.profiles import Setting, Source, Target, resolve_target
 from sbdlq.sdk_shortcut_mode import SDK_SHORTCUTS_ENV
 
@@ -32,56 +30,8 @@ def redact(text: str) -> str:
 
 def err(line: str) -> None:
     """One line on stderr, secrets masked."""
-    sys.stderr.write(redact(line) + "\n")
-    sys.stderr.flush()
-
-
-def stderr_is_terminal() -> bool:
-    """Whether a person is watching stderr (not cron mail, a log file or a pipe): notes go there.
-
-    A dumb terminal counts (it shows lines); whether a progress bar can be drawn is
-    `render.stderr_can_animate`.
-    """
-    return sys.stderr.isatty()
-
-
-def stdin_is_terminal() -> bool:
-    """Whether a person can answer a prompt (stdin is a terminal); tests stand one in here."""
-    return sys.stdin.isatty()
-
-
-def confirm(question: str, *, declined: str) -> None:
-    """Ask `question` on the terminal (default no); a no is `Declined` (exit 1), saying `declined`.
-
-    The one confirmation of every command, so that "the user said no" is one exit status.
-    """
-    try:
-        with _ctrl_c_raises():
-            answer = typer.confirm(question, default=False, err=True)
-    except click.exceptions.Abort as exc:
-        sys.stderr.write("\n")  # the line after the question (and the ^C a terminal echoed)
-        if isinstance(exc.__context__, KeyboardInterrupt):
-            # Nothing is done before the answer (click names a Ctrl-C here "Abort").
-            raise Interrupted(f"interrupted; {declined.split('; ', 1)[-1]}") from None
-        answer = False  # the end of input: no answer is no
-    if not answer:
-        raise Declined(declined)
-
-
-@contextmanager
-def _ctrl_c_raises() -> Iterator[None]:
-    """Ctrl-C raises KeyboardInterrupt while a question waits, even inside a run whose Stopper
-    holds SIGINT (its handler runs on the event loop, which the blocking prompt holds: the
-    Ctrl-C waited for Enter)."""
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    terminal.env.stderr.write(redact(line) + "\n")
+    terminal.env.stderr.flush()
 
 
 def note(line: str) -> None:
@@ -93,7 +43,7 @@ def note(line: str) -> None:
     ctx = click.get_current_context(silent=True)
     s = ctx.find_root().obj if ctx is not None else None
     asked = isinstance(s, Settings) and (s.verbose or s.debug)
-    if asked or stderr_is_terminal():
+    if asked or terminal.stderr_is_terminal():
         err(line)
 
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 import typer
 
+from sbdlq import terminal
 from sbdlq.addresses import EntityPath, SubQueue
 from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, handled, open_target, output_format
@@ -179,4 +180,4 @@ def watch_counts(
 
 def _terminal() -> bool:
     """Whether a person watches stdout (a redraw would garble a file or a pipe)."""
-    return sys.stdout.isatty()
+    return terminal.stdout_is_terminal()

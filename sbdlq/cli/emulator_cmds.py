@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sbdlq import interrupts
-from sbdlq.cli import common
+from sbdlq import interrupts, terminal
 from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
 from sbdlq.cli.emulator_store import NO_STORE_HINT, emulator_settings, open_store, store_path
 from sbdlq.cli.options import Output
@@ -149,9 +148,7 @@ def reset(
     async def work(s: Settings) -> tuple[str, int]:
         local = emulator_settings(s)
         path = store_path(local)
-        if not yes and not common.stdin_is_terminal():
-            # Before any I/O: a script without --yes must not delete, nor wait for an answer.
-            raise BadInput(f"reset deletes every entity and message in {path}; pass --yes to confirm")
+        terminal.must_ask(yes, BadInput(f"reset deletes every entity and message in {path}; pass --yes to confirm"))
         async with open_store(local) as store:
             if not yes:
                 _confirm_reset(path, store.entity_count())
@@ -163,7 +160,7 @@ def reset(
 
 def _confirm_reset(path: str, entities: int) -> None:
     """Ask on the terminal, with the number of entities that would go."""
-    common.confirm(
+    terminal.confirm(
         f"Delete {_plural(entities, 'entity', 'entities')} and their messages in {path}?",
         declined="reset cancelled; nothing was deleted",
     )

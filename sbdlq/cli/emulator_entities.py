@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from sbdlq.cli import common
+from sbdlq import terminal
 from sbdlq.cli.common import Settings, run
 from sbdlq.cli.emulator_store import emulator_settings, open_store
 from sbdlq.cli.options import Yes
@@ -159,12 +159,10 @@ def delete(
 
     async def work(s: Settings) -> tuple[str, str]:
         path = parse_entity(entity)
-        if not yes and not common.stdin_is_terminal():
-            # Before any I/O: a script without --yes must not delete, nor wait for an answer.
-            raise BadInput(f"delete removes {path} and its messages; pass --yes to confirm")
+        terminal.must_ask(yes, BadInput(f"delete removes {path} and its messages; pass --yes to confirm"))
         async with open_store(emulator_settings(s)) as store:
             if not yes:
-                common.confirm(f"Delete {path} and its messages?", declined="delete cancelled; nothing was deleted")
+                terminal.confirm(f"Delete {path} and its messages?", declined="delete cancelled; nothing was deleted")
             info = store.delete(path)
         return info.kind, info.path
 

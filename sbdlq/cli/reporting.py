@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from sbdlq import terminal
 from sbdlq.addresses import SubQueue
 from sbdlq.cli.common import Settings, err, handled, note, output_format, run
 from sbdlq.errors import ExitStatus
@@ -106,7 +107,7 @@ def warn_nearest(passed: Any) -> None:
 
 def chart_wanted() -> bool:
     """Charts are for a person at a terminal, never for a pipe."""
-    return sys.stdout.isatty()
+    return terminal.stdout_is_terminal()
 
 
 def table_time(ts: Any) -> str:

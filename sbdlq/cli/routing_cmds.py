@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from sbdlq import terminal
 from sbdlq.addresses import EntityPath, parse_entity
-from sbdlq.cli import common
 from sbdlq.cli.common import Settings, err, note, open_target, output_format, run
 from sbdlq.cli.options import Output, Yes
 from sbdlq.errors import BadInput
@@ -194,8 +194,5 @@ def _wait_s(wait: str | None, *, force: bool) -> float | None:
 
 
 def _confirm(yes: bool, question: str) -> None:
-    if yes:
-        return
-    if not common.stdin_is_terminal():
-        raise BadInput("this changes the topic's rules: add --yes (stdin is not a terminal)")
-    common.confirm(question, declined="cancelled; nothing was changed")
+    if terminal.must_ask(yes, BadInput("this changes the topic's rules: add --yes (stdin is not a terminal)")):
+        terminal.confirm(question, declined="cancelled; nothing was changed")

@@ -24,6 +24,7 @@ GUARD_S = 120  # a hang guard, not a speed bound
 _AT_A_MOMENT = """
 import os, signal, sys
 import click.termui
+from sbdlq import terminal
 from sbdlq.cli import common, dlq, group, reporting
 
 moment, _, times = os.environ["TEST_SIGINT_AT"].partition("*")
@@ -49,7 +50,7 @@ elif moment == "parse":  # click is parsing the command line
 elif moment == "settings":  # the command starts: its settings, before any broker call
     after(common, "settings")
 elif moment == "question":  # the operator is asked to confirm
-    common.stdin_is_terminal = lambda: True
+    terminal.env = terminal.Environment(stdin_is_terminal=True)
     def answer(prompt):
         ctrl_c()
         return "y"
