@@ -1,4 +1,4 @@
-"""Output: table / json / jsonl / yaml / tsv on stdout, progress bars on stderr (notes: cli/common.py).
+"""Output: table / json / jsonl / yaml / tsv on stdout, progress bars on stderr (notes: cli/notes.py).
 
 The formats `-o` takes are the `FORMATS` registry (output_formats.py): this module draws tables
 and holds the pieces the formats share (encoders, yaml, tsv cells, the `--query` expression).

@@ -14,7 +14,10 @@ from typing import Annotated, Any
 import typer
 
 from sbdlq import terminal
-from sbdlq.cli.common import Settings, err, handled, note, open_target, run
+from sbdlq.cli.error_path import guarded, handled
+from sbdlq.cli.notes import err, note
+from sbdlq.cli.settings import Settings
+from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput, ExitStatus
 from sbdlq.output_formats import DEFAULT_OUTPUT, FORMATS
 from sbdlq.render_prometheus import FORMAT as PROMETHEUS
@@ -72,12 +75,12 @@ def apply(
             refusal = f"{policy} has rules that delete ({names}): apply needs --yes when stdin is not a terminal"
             terminal.must_ask(yes, BadInput(refusal))
     if dry_run:
-        steps, stop = run(ctx, lambda st: _apply(st, loaded, dry_run=True, ask=False))
+        steps, stop = guarded(ctx, lambda st: _apply(st, loaded, dry_run=True, ask=False))
     else:
         from sbdlq.policy.lock import policy_lock
 
         with handled(ctx), policy_lock(policy):
-            steps, stop = run(ctx, lambda st: _apply(st, loaded, dry_run=False, ask=loaded.deletes and not yes))
+            steps, stop = guarded(ctx, lambda st: _apply(st, loaded, dry_run=False, ask=loaded.deletes and not yes))
     _finish(ctx, policy, steps, fmt, dry_run, stop)
 
 
@@ -133,7 +136,7 @@ def _finish(ctx: typer.Context, policy: str, steps: list[Any], fmt: str, dry_run
     if failed:
         err(f"sbdlq: {len(failed)} of {len(steps)} rule step(s) failed; the messages they left stay in their DLQ")
     if stop is not None:
-        from sbdlq.cli.common import fail
+        from sbdlq.cli.error_path import fail
         from sbdlq.operations.stopping import RunInterrupted
 
         fail(RunInterrupted(None, stop))

@@ -19,7 +19,9 @@ import typer
 from sbdlq import terminal
 from sbdlq.addresses import EntityPath, SubQueue
 from sbdlq.cli import reporting
-from sbdlq.cli.common import Settings, handled, open_target, output_format
+from sbdlq.cli.error_path import handled
+from sbdlq.cli.settings import Settings, output_format
+from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput, ExitStatus, ThresholdExceeded
 from sbdlq.models import COUNT_NAMES, Counts, iso
 from sbdlq.render import Query

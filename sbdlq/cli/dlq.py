@@ -15,9 +15,10 @@ import typer
 from sbdlq import terminal
 from sbdlq.addresses import Address, SubQueue, parse_entity
 from sbdlq.cli import reporting
-from sbdlq.cli.common import Settings, note, open_target, output_format, run
 from sbdlq.cli.completion import complete_count_output, complete_entity, complete_group_by
+from sbdlq.cli.error_path import guarded
 from sbdlq.cli.message_table import PEEK_COLUMNS, table_columns, table_row, tsv_keys
+from sbdlq.cli.notes import note
 from sbdlq.cli.options import (
     NO_SELECTION,
     Entity,
@@ -32,6 +33,8 @@ from sbdlq.cli.options import (
     tuning,
 )
 from sbdlq.cli.reporting import operation_note, queue_name
+from sbdlq.cli.settings import Settings, output_format
+from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput
 from sbdlq.output_formats import OUTPUTS, Emitter, draws_table
 from sbdlq.selection import MAX_SEQUENCE, Selection
@@ -92,7 +95,7 @@ def count(
         async with open_target(s) as backend:
             return [fmt, await count_entities(backend, paths or None, note=operation_note)]
 
-    fmt, counts = run(ctx, work, reads_only=True)
+    fmt, counts = guarded(ctx, work, reads_only=True)
     show_counts(counts, fmt, q)
     reporting.warn_if_query_found_nothing(q, fmt)
     if fail_above is not None:
@@ -144,7 +147,7 @@ def peek(
                 await _peek_to_document(backend, address, sel, from_sequence, limit, emitter)
         return fmt
 
-    reporting.warn_if_query_found_nothing(q, run(ctx, work, reads_only=True))
+    reporting.warn_if_query_found_nothing(q, guarded(ctx, work, reads_only=True))
 
 
 async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_sequence: int, limit: int | None) -> None:
@@ -274,7 +277,7 @@ def inspect_reason(
             reporting.warn_nearest(passed)
         return fmt, groups
 
-    fmt, groups = run(ctx, work, reads_only=True)
+    fmt, groups = guarded(ctx, work, reads_only=True)
     if not draws_table(fmt, q):
         reporting.write([g.to_json() for g in groups], fmt, q)
         return
