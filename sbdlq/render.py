@@ -1,4 +1,4 @@
-"""Output: table / json / jsonl / yaml / tsv on stdout, progress bars on stderr (notes: cli/common.py).
+"""Output: table / json / jsonl / yaml / tsv on stdout, progress bars on stderr (notes: cli/notes.py).
 
 The formats `-o` takes are the `FORMATS` registry (output_formats.py): this module draws tables
 and holds the pieces the formats share (encoders, yaml, tsv cells, the `--query` expression).
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any
 
+from sbdlq import terminal
 from sbdlq.errors import BadInput
 from sbdlq.models import COUNT_NAMES
 
@@ -61,15 +61,6 @@ def _console(stderr: bool = False) -> Any:
 def stdout_console() -> Any:
     """A Rich console on stdout (colour only on a terminal, never with NO_COLOR)."""
     return _console()
-
-
-def stderr_can_animate() -> bool:
-    """Whether stderr is a terminal that can redraw a progress bar in place (not TERM=dumb).
-
-    Stricter than `cli.common.stderr_is_terminal` (is a person watching, for the notes): a
-    dumb terminal is watched but cannot redraw.
-    """
-    return sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
 
 
 def dump_yaml(data: Any) -> str:
@@ -285,8 +276,8 @@ def _cols(columns: Sequence[str | Col]) -> list[Col]:
 
 
 def _fit(cols: Sequence[Col], texts: Sequence[Sequence[str]], width: int | None, con: Any) -> list[tuple[int, int]]:
-    fitted = layout(cols, texts, width or (con.width if con.is_terminal else None))
-    if width is None and not con.is_terminal:
+    fitted = layout(cols, texts, width or (con.width if terminal.renders_as_terminal(con) else None))
+    if width is None and not terminal.renders_as_terminal(con):
         # Off a terminal Rich would squeeze the table into 80 columns: give it its own width.
         con.width = table_width([w for _, w in fitted])
     return fitted
@@ -368,7 +359,7 @@ class PagedTable:
             self.fitted = [
                 (i, max(w, *(len(r[i]) for r in self.rows)) if self.cols[i].numeric else w) for i, w in self.fitted
             ]
-            if not con.is_terminal:
+            if not terminal.renders_as_terminal(con):
                 con.width = table_width([w for _, w in self.fitted])
         self.printed += len(self.rows)
         title = f"{self.title(None)} (in pages of {self.page_rows})" if first else None
@@ -403,7 +394,7 @@ def bar_chart(items: Sequence[tuple[str, int]], *, width: int = 40, title: str |
 @contextmanager
 def progress(description: str, *, enabled: bool = True) -> Iterator[Callable[[int | None], Callable[[int], None]]]:
     """A factory for Rich progress bars on stderr; no-ops when stderr is not a terminal."""
-    if not enabled or not stderr_can_animate():
+    if not enabled or not terminal.stderr_can_animate():
         yield lambda total: lambda n: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

@@ -69,4 +69,4 @@ def cli(store: Path, tmp_path: Path) -> Cli:
 def notes_as_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """Informational notes show as a person at a terminal sees them (CliRunner's stderr is no
     terminal); tests of the off-terminal rule patch `stderr_is_terminal` back to False."""
-    monkeypatch.setattr("sbdlq.cli.common.stderr_is_terminal", lambda: True)
+    monkeypatch.setattr("sbdlq.terminal.stderr_is_terminal", lambda: True)

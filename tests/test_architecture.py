@@ -122,3 +122,70 @@ def test_modules_and_functions_stay_small(path: Path) -> None:
         and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     ]
     assert long_functions == []
+
+
+#: What asks "is a person there?" or asks the person: terminal.py's job alone (issue 39 item 3).
+TERMINAL_ATTRIBUTES = frozenset({"isatty", "is_terminal"})
+PROMPTS = frozenset({"confirm", "prompt", "getpass"})  # typer.confirm, click.prompt, getpass.getpass ...
+PROMPT_MODULES = ("rich.prompt", "getpass", "click.termui")
+
+
+def _terminal_questions(path: Path) -> list[str]:
+    """`line: what` for each terminal check or prompt in a module outside the seam."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = [
+        f"{node.lineno}: import {name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for name in _imported_names_of(node)
+        if any(name == bad or name.startswith(bad + ".") for bad in PROMPT_MODULES)
+    ]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in TERMINAL_ATTRIBUTES:
+            found.append(f"{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "input":
+            found.append(f"{node.lineno}: input()")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in {*PROMPTS, "input"}
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in {"typer", "click", "getpass", "console", "con"}
+        ):
+            found.append(f"{node.lineno}: {node.func.value.id}.{node.func.attr}()")
+    return sorted(found, key=lambda line: int(line.split(":")[0]))
+
+
+def _imported_names_of(node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+    else:
+        yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def test_only_the_terminal_seam_asks_whether_a_person_is_there() -> None:
+    # One seam (sbdlq/terminal.py) for whether each stream is a terminal and for the one
+    # confirmation, whose no is one exit status; tests stand in an Environment there.
+    found = {
+        str(path.relative_to(PACKAGE.parent)): questions
+        for path in _modules(PACKAGE)
+        if path != PACKAGE / "terminal.py" and (questions := _terminal_questions(path))
+    }
+    assert found == {}
+
+
+def test_the_terminal_check_sees_what_it_looks_for(tmp_path: Path) -> None:
+    # A checker that silently saw nothing would pass forever: prove it sees each form.
+    fake = tmp_path / "fake.py"
+    fake.write_text(
+        "import sys, typer\nfrom rich.prompt import Confirm\n"
+        "sys.stdin.isatty()\ncon.is_terminal\ntyper.confirm('q')\ninput('q')\nconsole.input('q')\n"
+    )
+    assert _terminal_questions(fake) == [
+        "2: import rich.prompt.Confirm",
+        "3: .isatty",
+        "4: .is_terminal",
+        "5: typer.confirm()",
+        "6: input()",
+        "7: console.input()",
+    ]

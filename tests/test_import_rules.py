@@ -1,7 +1,7 @@
 """Import rules beside test_architecture.py's layers (issue 28 part 3), checked on the source.
 
 - No import cycle inside sbdlq/cli: command modules share cli/reporting.py, cli/options.py and
-  cli/common.py, and never import each other.
+  cli/settings.py, cli/notes.py, cli/error_path.py and cli/target.py, and never import each other.
 - No module imports an underscore name from another module (`from x import _y`, or `x._y` on an
   imported module): what a module shares, it names without the underscore.
 Imports inside functions count as well as top-level ones.
@@ -146,5 +146,10 @@ def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
     # A checker that silently saw nothing would pass forever: prove it sees both forms and a cycle.
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
     fake = tmp_path / "fake.py"
-    fake.write_text("from sbdlq.cli.common import _in_process\nfrom sbdlq.cli import common\ncommon._run\n")
-    assert _underscore_imports(fake, "sbdlq.cli.fake") == ["sbdlq.cli.common: _in_process", "sbdlq.cli.common: _run"]
+    fake.write_text(
+        "from sbdlq.cli.error_path import _in_process\nfrom sbdlq.cli import target\ntarget._endpoint_port\n"
+    )
+    assert _underscore_imports(fake, "sbdlq.cli.fake") == [
+        "sbdlq.cli.error_path: _in_process",
+        "sbdlq.cli.target: _endpoint_port",
+    ]

@@ -13,8 +13,11 @@ from typing import Annotated, Any
 
 import typer
 
-from sbdlq.cli import common
-from sbdlq.cli.common import Settings, confirm, err, handled, note, open_target, run
+from sbdlq import terminal
+from sbdlq.cli.error_path import guarded, handled
+from sbdlq.cli.notes import err, note
+from sbdlq.cli.settings import Settings
+from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput, ExitStatus
 from sbdlq.output_formats import DEFAULT_OUTPUT, FORMATS
 from sbdlq.render_prometheus import FORMAT as PROMETHEUS
@@ -67,16 +70,17 @@ def apply(
             sys.stdout.write(words(loaded))
             return
         fmt = _format(s, output)
-        if loaded.deletes and not (dry_run or yes or common.stdin_is_terminal()):
+        if loaded.deletes and not dry_run:
             names = ", ".join(repr(r.name) for r in loaded.rules if r.deletes)
-            raise BadInput(f"{policy} has rules that delete ({names}): apply needs --yes when stdin is not a terminal")
+            refusal = f"{policy} has rules that delete ({names}): apply needs --yes when stdin is not a terminal"
+            terminal.must_ask(yes, BadInput(refusal))
     if dry_run:
-        steps, stop = run(ctx, lambda st: _apply(st, loaded, dry_run=True, ask=False))
+        steps, stop = guarded(ctx, lambda st: _apply(st, loaded, dry_run=True, ask=False))
     else:
         from sbdlq.policy.lock import policy_lock
 
         with handled(ctx), policy_lock(policy):
-            steps, stop = run(ctx, lambda st: _apply(st, loaded, dry_run=False, ask=loaded.deletes and not yes))
+            steps, stop = guarded(ctx, lambda st: _apply(st, loaded, dry_run=False, ask=loaded.deletes and not yes))
     _finish(ctx, policy, steps, fmt, dry_run, stop)
 
 
@@ -112,7 +116,7 @@ async def _apply(s: Settings, policy: Any, *, dry_run: bool, ask: bool) -> tuple
 
 def _confirm(steps: list[Any]) -> None:
     deleting = sum(s.matched if s.rule.action == "purge" else s.at_max for s in steps if s.rule.deletes)
-    confirm(
+    terminal.confirm(
         f"Run the policy? Its rules delete up to {deleting} message(s).",
         declined="apply cancelled; nothing was changed",
     )
@@ -132,7 +136,7 @@ def _finish(ctx: typer.Context, policy: str, steps: list[Any], fmt: str, dry_run
     if failed:
         err(f"sbdlq: {len(failed)} of {len(steps)} rule step(s) failed; the messages they left stay in their DLQ")
     if stop is not None:
-        from sbdlq.cli.common import fail
+        from sbdlq.cli.error_path import fail
         from sbdlq.operations.stopping import RunInterrupted
 
         fail(RunInterrupted(None, stop))

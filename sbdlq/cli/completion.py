@@ -80,7 +80,7 @@ def _matching(names: list[str], incomplete: str) -> list[str]:
 
 def _emulator_store(ctx: click.Context) -> str | None:
     """The emulator store the command line would use, if the target is an existing store."""
-    from sbdlq.cli.common import given_setting
+    from sbdlq.cli.settings import given_setting
     from sbdlq.profiles import Setting, resolve_target
 
     root = ctx.find_root()

@@ -10,9 +10,11 @@ from typing import Annotated, Any
 import click
 import typer
 
-from sbdlq.cli.common import Settings, err, handled
 from sbdlq.cli.completion import complete_profile
+from sbdlq.cli.error_path import handled
+from sbdlq.cli.notes import err
 from sbdlq.cli.options import Output
+from sbdlq.cli.settings import Settings
 from sbdlq.errors import BadInput
 from sbdlq.profiles import ENV_VARS, Setting, Source, Target, flag
 

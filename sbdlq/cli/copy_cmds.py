@@ -12,9 +12,10 @@ import typer
 
 from sbdlq.addresses import SubQueue, resubmit_target, send_target
 from sbdlq.cli import reporting
-from sbdlq.cli.common import Settings, err, open_target, output_format, run
 from sbdlq.cli.completion import complete_destination
 from sbdlq.cli.edit_options import NO_EDITS, EditOptions, edit_options
+from sbdlq.cli.error_path import guarded
+from sbdlq.cli.notes import err
 from sbdlq.cli.options import (
     NO_SELECTION,
     Entity,
@@ -33,6 +34,8 @@ from sbdlq.cli.options import (
     unverified_routing_option,
 )
 from sbdlq.cli.reporting import operation_note
+from sbdlq.cli.settings import Settings, output_format
+from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput, ExitStatus
 from sbdlq.render import Query
 
@@ -235,14 +238,14 @@ def replay(
                 except RunInterrupted as stop:
                     return fmt, stop.result, stop
 
-    _finish(*run(ctx, work), q)
+    _finish(*guarded(ctx, work), q)
 
 
 def _finish(fmt: str, result: Any, stop: Any, q: Query | None) -> None:
     """Report; then exit 130/143 when stopped, or 1 with one line on stderr when records were not sent."""
     reporting.report(fmt, result.to_json(), result.summary(), q)
     if stop is not None:
-        from sbdlq.cli.common import fail
+        from sbdlq.cli.error_path import fail
 
         fail(stop)
     line = result.left_over()

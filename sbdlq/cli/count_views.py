@@ -16,9 +16,12 @@ from datetime import UTC, datetime
 
 import typer
 
+from sbdlq import terminal
 from sbdlq.addresses import EntityPath, SubQueue
 from sbdlq.cli import reporting
-from sbdlq.cli.common import Settings, handled, open_target, output_format
+from sbdlq.cli.error_path import handled
+from sbdlq.cli.settings import Settings, output_format
+from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput, ExitStatus, ThresholdExceeded
 from sbdlq.models import COUNT_NAMES, Counts, iso
 from sbdlq.render import Query
@@ -179,4 +182,4 @@ def watch_counts(
 
 def _terminal() -> bool:
     """Whether a person watches stdout (a redraw would garble a file or a pipe)."""
-    return sys.stdout.isatty()
+    return terminal.stdout_is_terminal()

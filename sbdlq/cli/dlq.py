@@ -7,17 +7,18 @@ Every command has one shape: open the target, call the operation, map errors, re
 they print in common is cli/reporting.py's.
 """
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from sbdlq import terminal
 from sbdlq.addresses import Address, SubQueue, parse_entity
-from sbdlq.cli import common, reporting
-from sbdlq.cli.common import Settings, note, open_target, output_format, run
+from sbdlq.cli import reporting
 from sbdlq.cli.completion import complete_count_output, complete_entity, complete_group_by
+from sbdlq.cli.error_path import guarded
 from sbdlq.cli.message_table import PEEK_COLUMNS, table_columns, table_row, tsv_keys
+from sbdlq.cli.notes import note
 from sbdlq.cli.options import (
     NO_SELECTION,
     Entity,
@@ -32,6 +33,8 @@ from sbdlq.cli.options import (
     tuning,
 )
 from sbdlq.cli.reporting import operation_note, queue_name
+from sbdlq.cli.settings import Settings, output_format
+from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput
 from sbdlq.output_formats import OUTPUTS, Emitter, draws_table
 from sbdlq.selection import MAX_SEQUENCE, Selection
@@ -92,7 +95,7 @@ def count(
         async with open_target(s) as backend:
             return [fmt, await count_entities(backend, paths or None, note=operation_note)]
 
-    fmt, counts = run(ctx, work, reads_only=True)
+    fmt, counts = guarded(ctx, work, reads_only=True)
     show_counts(counts, fmt, q)
     reporting.warn_if_query_found_nothing(q, fmt)
     if fail_above is not None:
@@ -144,7 +147,7 @@ def peek(
                 await _peek_to_document(backend, address, sel, from_sequence, limit, emitter)
         return fmt
 
-    reporting.warn_if_query_found_nothing(q, run(ctx, work, reads_only=True))
+    reporting.warn_if_query_found_nothing(q, guarded(ctx, work, reads_only=True))
 
 
 async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_sequence: int, limit: int | None) -> None:
@@ -194,7 +197,7 @@ async def _peek_to_document(
     emitter.begin()
     try:
         # No bar when stdout is the same terminal: it would tear the output.
-        with progress(f"peek {address}", enabled=not sys.stdout.isatty()) as bars:
+        with progress(f"peek {address}", enabled=not terminal.stdout_is_terminal()) as bars:
             tick = bars(None) if limit is None else None
             async for m in iter_messages(
                 backend,
@@ -274,7 +277,7 @@ def inspect_reason(
             reporting.warn_nearest(passed)
         return fmt, groups
 
-    fmt, groups = run(ctx, work, reads_only=True)
+    fmt, groups = guarded(ctx, work, reads_only=True)
     if not draws_table(fmt, q):
         reporting.write([g.to_json() for g in groups], fmt, q)
         return
@@ -357,9 +360,9 @@ def purge(
         fmt = output_format(s, output)
         if export is not None:
             _check_export_path(export)
-        if not dry_run and not yes and not common.stdin_is_terminal():
-            # Before any I/O: a script without --yes must not delete, nor wait for an answer.
-            raise BadInput("purge needs --yes when stdin is not a terminal", hint="or try --dry-run first")
+        if not dry_run:
+            refusal = BadInput("purge needs --yes when stdin is not a terminal", hint="or try --dry-run first")
+            terminal.must_ask(yes, refusal)
         async with open_target(s) as backend:
             # No bar when a prompt will come: Rich would redraw over the question.
             with progress(f"purge {address}", enabled=yes or dry_run) as bars:
@@ -400,7 +403,7 @@ def _check_export_path(path: Path) -> None:
 def _confirm(address: Address, n: int, export: Path | None) -> None:
     """Ask on the terminal, with the number the plan found."""
     what = f"Export to {export} and delete" if export else "Delete"
-    common.confirm(f"{what} {n} message(s) from {address}?", declined="purge cancelled; nothing was deleted")
+    terminal.confirm(f"{what} {n} message(s) from {address}?", declined="purge cancelled; nothing was deleted")
 
 
 def _peek_row(m: Any) -> tuple[Any, ...]:

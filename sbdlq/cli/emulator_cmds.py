@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sbdlq import interrupts
-from sbdlq.cli import common
-from sbdlq.cli.common import Settings, err, handled, open_target, output_format, run
+from sbdlq import interrupts, terminal
 from sbdlq.cli.emulator_store import NO_STORE_HINT, emulator_settings, open_store, store_path
+from sbdlq.cli.error_path import guarded, handled
+from sbdlq.cli.notes import err
 from sbdlq.cli.options import Output
 from sbdlq.cli.serve_options import (
     AuthTimeoutOption,
@@ -32,6 +32,8 @@ from sbdlq.cli.serve_options import (
     TlsOption,
     TlsPortOption,
 )
+from sbdlq.cli.settings import Settings, output_format
+from sbdlq.cli.target import open_target
 from sbdlq.connstr import is_loopback as _is_loopback
 from sbdlq.emulator import discovery
 from sbdlq.emulator.signals import stop_on_signals
@@ -87,7 +89,7 @@ def init(
             applied = store.apply_config(cfg) if cfg is not None else []
             return path, existed, cfg, applied, store.entity_count()
 
-    path, existed, cfg, applied, total = run(ctx, work)
+    path, existed, cfg, applied, total = guarded(ctx, work)
     if cfg is None:
         if existed:
             typer.echo(
@@ -125,7 +127,7 @@ def list_(ctx: typer.Context, output: Output = None) -> None:
             rows = store.list_entities()
         return fmt, store_path(local), [r.to_json() for r in rows]
 
-    fmt, path, rows = run(ctx, work)
+    fmt, path, rows = guarded(ctx, work)
     from sbdlq.output_formats import draws_table, write_document
 
     if not draws_table(fmt, None):
@@ -149,21 +151,19 @@ def reset(
     async def work(s: Settings) -> tuple[str, int]:
         local = emulator_settings(s)
         path = store_path(local)
-        if not yes and not common.stdin_is_terminal():
-            # Before any I/O: a script without --yes must not delete, nor wait for an answer.
-            raise BadInput(f"reset deletes every entity and message in {path}; pass --yes to confirm")
+        terminal.must_ask(yes, BadInput(f"reset deletes every entity and message in {path}; pass --yes to confirm"))
         async with open_store(local) as store:
             if not yes:
                 _confirm_reset(path, store.entity_count())
             return path, store.reset()
 
-    path, n = run(ctx, work)
+    path, n = guarded(ctx, work)
     typer.echo(f"reset {path}: deleted {_plural(n, 'entity', 'entities')} and their messages")
 
 
 def _confirm_reset(path: str, entities: int) -> None:
     """Ask on the terminal, with the number of entities that would go."""
-    common.confirm(
+    terminal.confirm(
         f"Delete {_plural(entities, 'entity', 'entities')} and their messages in {path}?",
         declined="reset cancelled; nothing was deleted",
     )
@@ -247,7 +247,7 @@ def send(
             accepted = store.send(path, message, count=count)
         return str(path), accepted, when
 
-    path, accepted, when = run(ctx, work)
+    path, accepted, when = guarded(ctx, work)
     typer.echo(_sent_line(path, count, accepted, when))
 
 
@@ -344,7 +344,7 @@ def receive(
             )
         return fmt, str(address), action, got
 
-    fmt, where, action, got = run(ctx, work)
+    fmt, where, action, got = guarded(ctx, work)
     summary = f"{_VERBS[action]} {len(got)} message(s) from {where}"
     if action == "--dead-letter" and got and reason:
         summary += f" (reason {reason})"
@@ -419,7 +419,7 @@ def demo(
         target = local.target()
         return store_path(local), target.source, summary
 
-    path, source, summary = run(ctx, work)
+    path, source, summary = guarded(ctx, work)
     if summary.reset:
         typer.echo(f"reset the demo entities that already existed: {', '.join(summary.reset)}")
     typer.echo(f"demo: {_plural(len(summary.entities), 'entity', 'entities')} in {path}")

@@ -4,10 +4,11 @@ from typing import Annotated
 
 import typer
 
-from sbdlq.cli import common
-from sbdlq.cli.common import Settings, run
+from sbdlq import terminal
 from sbdlq.cli.emulator_store import emulator_settings, open_store
+from sbdlq.cli.error_path import guarded
 from sbdlq.cli.options import Yes
+from sbdlq.cli.settings import Settings
 from sbdlq.emulator.admin import MAX_LOCK_S
 from sbdlq.errors import BadInput
 
@@ -105,7 +106,7 @@ def create_queue(
         async with open_store(emulator_settings(s), create=True) as store:
             store.create_queue(name, **{k: v for k, v in props.items() if v is not None})
 
-    run(ctx, work)
+    guarded(ctx, work)
     typer.echo(f"created queue {name}")
 
 
@@ -118,7 +119,7 @@ def create_topic(ctx: typer.Context, name: Name, max_message_size: MaxMessageSiz
         async with open_store(emulator_settings(s), create=True) as store:
             store.create_topic(name, **({} if kb is None else {"max_message_size_kb": kb}))
 
-    run(ctx, work)
+    guarded(ctx, work)
     typer.echo(f"created topic {name}")
 
 
@@ -145,7 +146,7 @@ def create_subscription(
                 raise BadInput(f"invalid --sql-filter {sql_filter!r}: {exc.message}", hint=exc.hint) from None
         return str(entity)
 
-    created = run(ctx, work)
+    created = guarded(ctx, work)
     typer.echo(f"created subscription {created}" + (f" (filter: {sql_filter})" if sql_filter else ""))
 
 
@@ -159,14 +160,12 @@ def delete(
 
     async def work(s: Settings) -> tuple[str, str]:
         path = parse_entity(entity)
-        if not yes and not common.stdin_is_terminal():
-            # Before any I/O: a script without --yes must not delete, nor wait for an answer.
-            raise BadInput(f"delete removes {path} and its messages; pass --yes to confirm")
+        terminal.must_ask(yes, BadInput(f"delete removes {path} and its messages; pass --yes to confirm"))
         async with open_store(emulator_settings(s)) as store:
             if not yes:
-                common.confirm(f"Delete {path} and its messages?", declined="delete cancelled; nothing was deleted")
+                terminal.confirm(f"Delete {path} and its messages?", declined="delete cancelled; nothing was deleted")
             info = store.delete(path)
         return info.kind, info.path
 
-    kind, deleted = run(ctx, work)
+    kind, deleted = guarded(ctx, work)
     typer.echo(f"deleted {kind} {deleted} and its messages")

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from sbdlq.cli.common import Settings, open_target
+from sbdlq.cli.settings import Settings
+from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput
 
 if TYPE_CHECKING:

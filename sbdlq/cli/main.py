@@ -8,9 +8,9 @@ import typer
 
 from sbdlq import __version__
 from sbdlq.addresses import SubQueue
-from sbdlq.cli.common import Settings, given_setting
 from sbdlq.cli.completion import complete_profile
 from sbdlq.cli.group import LOWERED, SbdlqGroup
+from sbdlq.cli.settings import Settings, given_setting
 from sbdlq.profiles import ENV_VARS, flag
 
 TARGET = "Target"

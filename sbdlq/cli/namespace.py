@@ -9,8 +9,10 @@ import typer
 
 from sbdlq.addresses import SubQueue
 from sbdlq.cli import reporting
-from sbdlq.cli.common import Settings, open_target, run
+from sbdlq.cli.error_path import guarded
 from sbdlq.cli.options import SelectionOptions
+from sbdlq.cli.settings import Settings
+from sbdlq.cli.target import open_target
 from sbdlq.render import Query
 
 
@@ -37,7 +39,7 @@ def inspect_namespace(
                 groups = await scan(backend, sub_queue, by=by, selection=sel, progress=bars)
         return fmt, groups
 
-    fmt, groups = run(ctx, work, reads_only=True)
+    fmt, groups = guarded(ctx, work, reads_only=True)
     from sbdlq.output_formats import draws_table
 
     if not draws_table(fmt, q):

@@ -23,7 +23,7 @@ from sbdlq.selection import SELECTION_OPTIONS, Selection, SelectionOption, build
 if TYPE_CHECKING:
     import click
 
-    from sbdlq.cli.common import Settings
+    from sbdlq.cli.settings import Settings
 
 SEL = "Selection"
 OUT = "Output"

@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from sbdlq import terminal
 from sbdlq.addresses import SubQueue
-from sbdlq.cli.common import Settings, err, handled, note, output_format, run
+from sbdlq.cli.error_path import guarded, handled
+from sbdlq.cli.notes import err, note
+from sbdlq.cli.settings import Settings, output_format
 from sbdlq.errors import ExitStatus
 from sbdlq.output_formats import FORMATS, draws_table
 from sbdlq.render import Query
@@ -106,7 +109,7 @@ def warn_nearest(passed: Any) -> None:
 
 def chart_wanted() -> bool:
     """Charts are for a person at a terminal, never for a pipe."""
-    return sys.stdout.isatty()
+    return terminal.stdout_is_terminal()
 
 
 def table_time(ts: Any) -> str:
@@ -189,12 +192,12 @@ def change(
             return output_format(s, output), stop.result, stop
         return fmt, result, None
 
-    fmt, result, stop = run(ctx, keeping_partial)
+    fmt, result, stop = guarded(ctx, keeping_partial)
     report(fmt, result.to_json(), result.summary(), q)
     if result.hint is not None:
         err(f"sbdlq: warning: {result.hint}")  # a typo that takes nothing must not pass for success
     if stop is not None:
-        from sbdlq.cli.common import fail
+        from sbdlq.cli.error_path import fail
 
         fail(stop)
     finish(ctx, result)
@@ -202,7 +205,7 @@ def change(
 
 def finish(ctx: typer.Context, result: RunResult) -> None:
     """Exit 1 with the result's one line on stderr when it left anything undone (RunResult.left_over)."""
-    from sbdlq.cli.common import settings
+    from sbdlq.cli.settings import settings
 
     if result.dry_run:
         return

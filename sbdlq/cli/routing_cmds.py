@@ -8,10 +8,13 @@ from typing import Annotated, Any
 
 import typer
 
+from sbdlq import terminal
 from sbdlq.addresses import EntityPath, parse_entity
-from sbdlq.cli import common
-from sbdlq.cli.common import Settings, err, note, open_target, output_format, run
+from sbdlq.cli.error_path import guarded
+from sbdlq.cli.notes import err, note
 from sbdlq.cli.options import Output, Yes
+from sbdlq.cli.settings import Settings, output_format
+from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput
 
 app = typer.Typer(
@@ -44,7 +47,7 @@ def status_cmd(ctx: typer.Context, topic: Topic, output: Output = None) -> None:
             rules = await read_rules(backend, path)
             return fmt, topic_state(path, rules), leases_in(rules)
 
-    fmt, state, leases = run(ctx, work)
+    fmt, state, leases = guarded(ctx, work)
     doc = state.to_json()
     now = now_utc()
     doc["leases"] = [{**x.to_json(), "live": x.live(now)} for x in leases]
@@ -179,7 +182,7 @@ def _change(
         )
         return f"targeted routing {verb}d on topic {path}: {len(steps)} rule change(s){kept}"
 
-    typer.echo(run(ctx, work))
+    typer.echo(guarded(ctx, work))
 
 
 def _wait_s(wait: str | None, *, force: bool) -> float | None:
@@ -194,8 +197,5 @@ def _wait_s(wait: str | None, *, force: bool) -> float | None:
 
 
 def _confirm(yes: bool, question: str) -> None:
-    if yes:
-        return
-    if not common.stdin_is_terminal():
-        raise BadInput("this changes the topic's rules: add --yes (stdin is not a terminal)")
-    common.confirm(question, declined="cancelled; nothing was changed")
+    if terminal.must_ask(yes, BadInput("this changes the topic's rules: add --yes (stdin is not a terminal)")):
+        terminal.confirm(question, declined="cancelled; nothing was changed")

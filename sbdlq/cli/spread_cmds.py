@@ -10,9 +10,12 @@ from typing import Annotated, Any
 import typer
 
 from sbdlq.cli import reporting
-from sbdlq.cli.common import Settings, err, open_target, output_format, run
 from sbdlq.cli.completion import complete_destination
+from sbdlq.cli.error_path import guarded
+from sbdlq.cli.notes import err
 from sbdlq.cli.options import Output, QueryOpt
+from sbdlq.cli.settings import Settings, output_format
+from sbdlq.cli.target import open_target
 from sbdlq.errors import ExitStatus
 from sbdlq.output_formats import draws_table
 
@@ -40,7 +43,7 @@ def list_cmd(ctx: typer.Context, output: Output = None, query: QueryOpt = None) 
     async def work(s: Settings) -> tuple[str, Any]:
         return output_format(s, output), list_spreads()
 
-    fmt, docs = run(ctx, work)
+    fmt, docs = guarded(ctx, work)
     rows = [
         {
             "id": d.id,
@@ -71,7 +74,7 @@ def status_cmd(ctx: typer.Context, spread_id: SpreadId, output: Output = None, q
         async with open_target(s) as backend:
             return fmt, await spread_status(backend, doc)
 
-    fmt, status = run(ctx, work)
+    fmt, status = guarded(ctx, work)
     doc = status.to_json()
     if draws_table(fmt, q):
         from sbdlq.render import table
@@ -127,10 +130,10 @@ def cancel_cmd(
             finally:
                 place.close()
 
-    fmt, result, stop = run(ctx, work)
+    fmt, result, stop = guarded(ctx, work)
     reporting.report(fmt, result.to_json(), result.summary(), q)
     if stop is not None:
-        from sbdlq.cli.common import fail
+        from sbdlq.cli.error_path import fail
 
         fail(stop)
     if result.also_active:

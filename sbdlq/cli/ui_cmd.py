@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from sbdlq import interrupts
-from sbdlq.cli.common import Settings, err, handled, open_target
 from sbdlq.cli.completion import complete_entity
+from sbdlq.cli.error_path import handled
+from sbdlq.cli.notes import err
+from sbdlq.cli.settings import Settings
+from sbdlq.cli.target import open_target
 from sbdlq.errors import ExitStatus
 
 if TYPE_CHECKING:

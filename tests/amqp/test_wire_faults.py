@@ -290,7 +290,7 @@ def test_library_log_lines_stay_off_stderr_unless_debug() -> None:
         "logging.getLogger('azure.servicebus._pyamqp.aio._connection_async').warning('Connection lost'); "
         "logging.getLogger('uamqp').error('link detached')"
     )
-    quiet = "from sbdlq.cli.common import quiet_foreign_loggers; quiet_foreign_loggers(); "
+    quiet = "from sbdlq.cli.target import quiet_foreign_loggers; quiet_foreign_loggers(); "
     loud = subprocess.run([sys.executable, "-c", logs], capture_output=True, text=True, timeout=60)
     assert "socket.send() raised exception." in loud.stderr  # what a user saw
     done = subprocess.run([sys.executable, "-c", quiet + logs], capture_output=True, text=True, timeout=60)
@@ -304,7 +304,7 @@ def test_quieted_library_loggers_build_no_debug_records() -> None:
     import sys
 
     check = (
-        "import logging; from sbdlq.cli.common import FOREIGN_LOGGERS, quiet_foreign_loggers; "
+        "import logging; from sbdlq.cli.target import FOREIGN_LOGGERS, quiet_foreign_loggers; "
         "quiet_foreign_loggers(); "
         "names = [*FOREIGN_LOGGERS, 'azure.servicebus._pyamqp.aio._connection_async']; "
         "print(sorted(n for n in names if logging.getLogger(n).isEnabledFor(logging.DEBUG)))"

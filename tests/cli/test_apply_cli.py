@@ -195,7 +195,7 @@ def test_stop_on_error_stops_after_the_failing_rule(cli: Cli, ns: Seeder, tmp_pa
 def test_output_none_is_quiet_and_prometheus_is_for_the_textfile_collector(
     cli: Cli, ns: Seeder, policy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sbdlq.cli.common.stderr_is_terminal", lambda: False)  # as under cron
+    monkeypatch.setattr("sbdlq.terminal.stderr_is_terminal", lambda: False)  # as under cron
     code, out, err = cli("apply", str(policy), "--yes", "-o", "none")
     assert (code, out) == (3, "")
     assert err == "sbdlq: alert 'page on payments': payments holds 3 matching message(s), above 2\n"

@@ -25,6 +25,7 @@ from support import Seeder as Store
 from support.faults import disk_full_after_exports
 from typer.testing import CliRunner
 
+from sbdlq import terminal
 from sbdlq.addresses import Address, EntityPath, SubQueue, parse_address
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.cli.main import app
@@ -733,7 +734,7 @@ def test_purge_export_to_a_bad_path_exits_2(orders: Store, sbdlq: Any, tmp_path:
 
 
 def test_purge_asks_a_person_with_the_count(orders: Store, sbdlq: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("sbdlq.cli.common.stdin_is_terminal", lambda: True)
+    monkeypatch.setattr(terminal, "env", terminal.Environment(stdin_is_terminal=True))
     r = sbdlq("purge", "orders", "--reason", "poison", input="n\n")
     assert r.exit_code == 1
     assert r.stderr.splitlines() == [

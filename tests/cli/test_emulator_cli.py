@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from json_shapes import MESSAGE_KEYS
 
+from sbdlq import terminal
 from sbdlq.emulator import discovery
 from sbdlq.emulator import store as store_module
 from sbdlq.emulator.engine import Engine
@@ -561,7 +562,7 @@ def test_reset(cli: Any) -> None:
 
 def test_reset_asks_a_person(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     cli("emulator", "init", "--config", EXAMPLE)
-    monkeypatch.setattr("sbdlq.cli.common.stdin_is_terminal", lambda: True)
+    monkeypatch.setattr(terminal, "env", terminal.Environment(stdin_is_terminal=True))
     # CliRunner echoes the answer after the prompt.
     assert cli("emulator", "reset", input="n\n") == (
         1,

@@ -94,8 +94,8 @@ def test_purge_and_peek_defaults_read_plainly() -> None:
 def test_a_profile_concurrency_applies_when_the_option_is_not_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sbdlq.cli.common import Settings
     from sbdlq.cli.options import tuning
+    from sbdlq.cli.settings import Settings
     from sbdlq.profiles import Setting, Source
 
     config = tmp_path / "config.yaml"

@@ -31,7 +31,7 @@ def profiles(cli: Any, store: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def off_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """stderr is cron mail, a pipe or a file, not a person."""
-    monkeypatch.setattr("sbdlq.cli.common.stderr_is_terminal", lambda: False)
+    monkeypatch.setattr("sbdlq.terminal.stderr_is_terminal", lambda: False)
 
 
 # -------------------------------------------------------------- global options after the command

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from sbdlq import terminal
+
 # ------------------------------------------------------------------ a bare command: its help once
 
 
@@ -40,7 +42,7 @@ def test_no_at_a_confirmation_exits_1_in_every_command_and_changes_nothing(
     assert cli("emulator", "demo").exit_code == 0
     policy = tmp_path / "policy.yaml"
     policy.write_text(PURGE_POLICY)
-    monkeypatch.setattr("sbdlq.cli.common.stdin_is_terminal", lambda: True)
+    monkeypatch.setattr(terminal, "env", terminal.Environment(stdin_is_terminal=True))
     before = cli("emulator", "list", "-o", "json").json()
     rules = cli("routing", "status", "events", "-o", "json").json()
     words, said = ASKING[name]

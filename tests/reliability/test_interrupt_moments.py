@@ -24,7 +24,8 @@ GUARD_S = 120  # a hang guard, not a speed bound
 _AT_A_MOMENT = """
 import os, signal, sys
 import click.termui
-from sbdlq.cli import common, dlq, group, reporting
+from sbdlq import terminal
+from sbdlq.cli import dlq, error_path, group, reporting
 
 moment, _, times = os.environ["TEST_SIGINT_AT"].partition("*")
 
@@ -43,13 +44,13 @@ def after(module, name):
 if moment == "report":  # the run's summary is written: the run is done
     after(reporting, "report")
 elif moment == "counted":  # count's work returned, its table not yet drawn
-    after(dlq, "run")
+    after(dlq, "guarded")
 elif moment == "parse":  # click is parsing the command line
     after(group, "lift_global_options")
 elif moment == "settings":  # the command starts: its settings, before any broker call
-    after(common, "settings")
+    after(error_path, "settings")
 elif moment == "question":  # the operator is asked to confirm
-    common.stdin_is_terminal = lambda: True
+    terminal.env = terminal.Environment(stdin_is_terminal=True)
     def answer(prompt):
         ctrl_c()
         return "y"
