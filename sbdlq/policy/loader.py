@@ -190,9 +190,10 @@ def _rule(node: yaml.Node, base: Path, *, default_stop: bool) -> Rule:
     if action is None:
         raise _At(node, f"rule {given['name']!r}: no action (give one of {', '.join(ACTIONS)})")
     name, options, edits = _action(*action)
-    if "export" in options:
-        # Relative to the policy file, not to wherever cron happens to start (its HOME).
-        options["export"] = str(base / Path(options["export"]).expanduser())
+    for key, spec in ACTIONS[name].keys.items():
+        if spec.kind == schema.PATH and key in options:
+            # Relative to the policy file, not to wherever cron happens to start (its HOME).
+            options[key] = str(base / Path(options[key]).expanduser())
     position = f"{node.start_mark.line + 1}:{node.start_mark.column + 1}"
     _check_selection(selection, given.get(OLDER_THAN), node)
     return Rule(

@@ -19,7 +19,7 @@ from sbdlq.policy import actions as actions_package
 from sbdlq.policy.actions import ACTIONS, NOT_ACTIONS
 from sbdlq.policy.actions.base import PolicyAction, StepContext
 from sbdlq.policy.plan import Step, count_step
-from sbdlq.policy.schema import STR, Key, Rule
+from sbdlq.policy.schema import PATH, STR, Key, Rule
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTIONS_DIR = Path(actions_package.__file__).parent
@@ -105,7 +105,7 @@ class Tally(PolicyAction):
 
     name = "tally"
     order = 4
-    keys: ClassVar[Mapping[str, Key]] = {"label": Key(STR, required=True)}
+    keys: ClassVar[Mapping[str, Key]] = {"label": Key(STR, required=True), "folder": Key(PATH)}
 
     def describe(self, step: Step) -> str:
         return f"tally {step.matched} as {step.rule.option('label')}"
@@ -115,7 +115,7 @@ class Tally(PolicyAction):
         step.result = {"tallied": step.matched}
 
     def report(self, step: Step) -> dict[str, Any]:
-        return {"label": step.rule.option("label")}
+        return {"label": step.rule.option("label"), "folder": step.rule.option("folder")}
 
     def detail(self, step: Step) -> str:
         return f"tallied {(step.result or {})['tallied']}"
@@ -137,13 +137,14 @@ def test_an_action_in_the_registry_alone_loads_plans_runs_reports_and_explains(
     seed.queue("orders")
     seed.dead_letter("orders", 2, reason="Timeout")
     path = tmp_path / "p.yaml"
-    path.write_text("rules:\n  - name: count them\n    entities: [orders]\n    tally: {label: daily}\n")
+    path.write_text("rules:\n  - name: count them\n    entities: [orders]\n    tally: {label: daily, folder: out}\n")
 
     code, out, err = cli("apply", str(path), "-o", "json")
     assert code == 0, err
     assert "sbdlq: plan: rule 'count them' on orders: tally 2 as daily" in err
     (step,) = json.loads(out)
     assert (step["action"], step["status"], step["result"], step["label"]) == ("tally", "ok", {"tallied": 2}, "daily")
+    assert step["folder"] == str(tmp_path / "out")  # a directory key is relative to the policy file, as `export`
     assert len(seed.dlq("orders")) == 2
 
     code, out, _ = cli("apply", str(path), "-o", "table")
