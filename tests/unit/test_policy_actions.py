@@ -38,6 +38,7 @@ def test_the_registry_is_exactly_the_modules_of_the_folder() -> None:
         assert type(action).__module__ == f"sbdlq.policy.actions.{name}"
         assert action.name == name
     assert list(ACTIONS) == ["resubmit", "purge", "alert"]  # the order every message lists them in
+    assert len({action.order for action in ACTIONS.values()}) == len(ACTIONS)  # no two share a place
 
 
 def test_every_action_writes_every_primitive() -> None:
