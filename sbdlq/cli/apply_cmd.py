@@ -115,7 +115,7 @@ async def _apply(s: Settings, policy: Any, *, dry_run: bool, ask: bool) -> tuple
 
 
 def _confirm(steps: list[Any]) -> None:
-    deleting = sum(s.matched if s.rule.action == "purge" else s.at_max for s in steps if s.rule.deletes)
+    deleting = sum(s.rule.handler.deleting(s) for s in steps if s.rule.deletes)
     terminal.confirm(
         f"Run the policy? Its rules delete up to {deleting} message(s).",
         declined="apply cancelled; nothing was changed",
@@ -130,8 +130,7 @@ def _finish(ctx: typer.Context, policy: str, steps: list[Any], fmt: str, dry_run
     _write(policy, steps, fmt, dry_run, status)
     for step in steps:
         if step.status == "fired":
-            held, above = step.matched, step.rule.option("above")
-            err(f"sbdlq: alert {step.rule.name!r}: {step.entity} holds {held} matching message(s), above {above}")
+            err(step.rule.handler.fired(step))
     failed = [st for st in steps if st.status in ("failed", "interrupted")]
     if failed:
         err(f"sbdlq: {len(failed)} of {len(steps)} rule step(s) failed; the messages they left stay in their DLQ")

@@ -1,1 +1,2 @@
-"""`sbdlq apply POLICY.yaml`: DLQ hygiene rules as code (schema, loader, plan, runner, explain, lock)."""
+"""`sbdlq apply POLICY.yaml`: DLQ hygiene rules as code (schema, actions, loader, plan, runner, report,
+explain, lock)."""

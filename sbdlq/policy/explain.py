@@ -1,10 +1,11 @@
-"""`sbdlq apply --explain`: each rule of a policy in words, to read in a review. Reads no broker."""
+"""`sbdlq apply --explain`: each rule of a policy in words, to read in a review (its action's words are
+the action's own: `PolicyAction.explain`). Reads no broker."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sbdlq.policy.schema import EDIT_KEYS, SELECTION_KEYS, THEN_PURGE, Policy, Rule
+from sbdlq.policy.schema import SELECTION_KEYS, Policy, Rule
 
 #: How a selection key reads in a sentence (others: `key = value`).
 _SELECTION_WORDS = {
@@ -32,7 +33,7 @@ def explain_rule(n: int, rule: Rule) -> str:
     lines = [f"Rule {n}, {rule.name!r} (line {rule.position.split(':')[0]}):"]
     lines.append(f"  on the dead-letter queue of {_entities(rule.entities)},")
     lines.append(f"  take {_selection(rule)}")
-    lines.extend(f"  {line}" for line in _action(rule))
+    lines.extend(f"  {line}" for line in rule.handler.explain(rule))
     if rule.stop_on_error:
         lines.append("  If it fails, the rules after it do not run.")
     return "\n".join(lines)
@@ -52,7 +53,7 @@ def _entities(patterns: tuple[str, ...]) -> str:
 
 def _selection(rule: Rule) -> str:
     keys = {field: key for key, (field, _) in SELECTION_KEYS.items()}
-    parts = [_SELECTION_WORDS.get(keys[f], keys[f] + " = {}").format(_value(v)) for f, v in rule.selection.items()]
+    parts = [_SELECTION_WORDS.get(keys[f], keys[f] + " = {}").format(value_words(v)) for f, v in rule.selection.items()]
     if rule.older_than:
         parts.append(f"enqueued more than {rule.older_than} before the run")
     if not parts:
@@ -60,36 +61,8 @@ def _selection(rule: Rule) -> str:
     return "the messages " + _join(parts) + ","
 
 
-def _action(rule: Rule) -> list[str]:
-    at_most = f" (at most {rule.option('max')} per run)" if rule.option("max") else ""
-    if rule.action == "alert":
-        return [f"count them, and make the run exit 3 when there are more than {rule.option('above')}. Nothing moves."]
-    if rule.action == "purge":
-        export = rule.option("export")
-        if export:
-            return [f"export each to a new file in {export}, then delete it{at_most}."]
-        return [f"delete them{at_most}, without keeping a copy."]
-    to = rule.option("to")
-    out = [
-        f"send a copy of each to {to if to else 'its queue (a subscription: its topic)'}, then remove it from "
-        f"the DLQ{at_most}."
-    ]
-    if rule.option("spread"):
-        out.append(f"The copies are scheduled evenly over {rule.option('spread')} from the run, not sent at once.")
-    edits = [f"{key} {_value(rule.options[key])}" for key in EDIT_KEYS if key in rule.options]
-    if edits:
-        out.append("Each copy is edited: " + ", ".join(edits) + ".")
-    limit = rule.option("max_attempts")
-    if limit is not None:
-        out.append(f"A message resubmitted {limit} time(s) already (sbdlq-attempt {limit}) is not sent again:")
-        if rule.option("then") == THEN_PURGE:
-            out.append(f"  it is exported to a new file in {rule.option('export')}, then deleted.")
-        else:
-            out.append("  it stays in the DLQ, counted as kept.")
-    return out
-
-
-def _value(value: Any) -> str:
+def value_words(value: Any) -> str:
+    """A key's value as the sentences quote it: `'a' or 'b'` for a list."""
     if isinstance(value, list):
         return " or ".join(repr(v) for v in value)
     return repr(value)

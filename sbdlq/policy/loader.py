@@ -5,7 +5,8 @@ than guesses: anything but a regular file under MAX_BYTES, aliases (`*name`: loo
 bombs), nesting past MAX_DEPTH, duplicate keys, unknown keys, wrong types, bad globs,
 durations the commands would refuse, an action with another action's options, and more than
 one action. Values are checked by the same code the commands use (selection, edits), at load
-time, so nothing runs from a file that has a bad rule anywhere.
+time, so nothing runs from a file that has a bad rule anywhere. The actions, their keys and
+their own checks are read off the registry (`policy/actions/`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import yaml
 from sbdlq.addresses import SubQueue, parse_address
 from sbdlq.errors import BadInput
 from sbdlq.policy import schema
-from sbdlq.policy.schema import ACTIONS, OLDER_THAN, RULE_KEYS, SELECTION_KEYS, TOP_KEYS, Key, Policy, Rule
+from sbdlq.policy.actions import ACTIONS
+from sbdlq.policy.actions.base import OptionRefused
+from sbdlq.policy.schema import OLDER_THAN, RULE_KEYS, SELECTION_KEYS, TOP_KEYS, Key, Policy, Rule
 
 #: The largest policy file read: a policy is a page of rules, not data.
 MAX_BYTES = 1024 * 1024
@@ -187,9 +190,10 @@ def _rule(node: yaml.Node, base: Path, *, default_stop: bool) -> Rule:
     if action is None:
         raise _At(node, f"rule {given['name']!r}: no action (give one of {', '.join(ACTIONS)})")
     name, options, edits = _action(*action)
-    if "export" in options:
-        # Relative to the policy file, not to wherever cron happens to start (its HOME).
-        options["export"] = str(base / Path(options["export"]).expanduser())
+    for key, spec in ACTIONS[name].keys.items():
+        if spec.kind == schema.PATH and key in options:
+            # Relative to the policy file, not to wherever cron happens to start (its HOME).
+            options[key] = str(base / Path(options[key]).expanduser())
     position = f"{node.start_mark.line + 1}:{node.start_mark.column + 1}"
     _check_selection(selection, given.get(OLDER_THAN), node)
     return Rule(
@@ -207,7 +211,7 @@ def _rule(node: yaml.Node, base: Path, *, default_stop: bool) -> Rule:
 
 def _near(key: str) -> str:
     """A hint naming the action a misplaced option belongs to, or the nearest key."""
-    owners = [name for name, keys in ACTIONS.items() if key in keys]
+    owners = [name for name, action in ACTIONS.items() if key in action.keys]
     if owners:
         return f" (an option of {' and '.join(owners)}: put it under the action)"
     return _nearest(key, [*RULE_KEYS, *SELECTION_KEYS, OLDER_THAN, *ACTIONS])
@@ -223,16 +227,16 @@ def _nearest(key: str, known: Iterable[str]) -> str:
 
 
 def _action(name: str, key_node: yaml.Node, node: yaml.Node) -> tuple[str, dict[str, Any], Any]:
-    """The action's options, checked against its own keys (another action's are refused by name)."""
-    from sbdlq.operations.edits import CopyEdits
-
-    keys = ACTIONS[name]
+    """The action's options, checked against its own keys (another action's are refused by name),
+    then by the action itself (`PolicyAction.check`: what its options mean together)."""
+    action = ACTIONS[name]
+    keys = action.keys
     options: dict[str, Any] = {}
     if isinstance(node, yaml.ScalarNode) and _value(node) is None:
         node = yaml.MappingNode("tag:yaml.org,2002:map", [], node.start_mark, node.end_mark)
     for key, kn, vn in _items(node, name):
         if key not in keys:
-            owners = [other for other, okeys in ACTIONS.items() if key in okeys]
+            owners = [other for other, o in ACTIONS.items() if key in o.keys]
             what = (
                 f"{key!r} is an option of {' and '.join(owners)}, not of {name}"
                 if owners
@@ -243,39 +247,11 @@ def _action(name: str, key_node: yaml.Node, node: yaml.Node) -> tuple[str, dict[
     for key, spec in keys.items():
         if spec.required and key not in options:
             raise _At(node, f"{name} needs `{key}`")
-    if options.get("then") == schema.THEN_PURGE and "export" not in options:
-        raise _At(node, "then: purge needs `export` (a directory): messages are exported before they are deleted")
-    if "spread" in options:
-        from sbdlq.operations.spread import SpreadOptions, check_spread
-
-        try:
-            check_spread(SpreadOptions(options["spread"]), options.get("rate"))
-        except BadInput as exc:
-            raise _At(node, f"spread: {exc.message}") from None
-    if "then" in options and "max_attempts" not in options:
-        raise _At(node, "`then` says what happens at max_attempts: give max_attempts too")
-    if "to" in options:
-        from sbdlq.addresses import send_target
-
-        try:
-            send_target(options["to"])
-        except BadInput as exc:
-            raise _At(node, exc.line()) from None
-    edits = CopyEdits()
-    if name == "resubmit":
-        edits = _edits(options, node)
-    return name, options, edits
-
-
-def _edits(options: dict[str, Any], node: yaml.Node) -> Any:
-    """The resubmit's edit keys as the commands' CopyEdits (checked the same way)."""
-    from sbdlq.operations.edits import EDIT_OPTIONS, compile_edits
-
-    given = {o.keyword: options[o.keyword] for o in EDIT_OPTIONS if o.keyword in options}
     try:
-        return compile_edits(given, keep_dead_letter_properties=bool(options.get("keep_dead_letter_properties")))
-    except BadInput as exc:
-        raise _At(node, f"resubmit: {exc.line()}") from None
+        edits = action.check(options)
+    except OptionRefused as exc:
+        raise _At(node, exc.text) from None
+    return name, options, edits
 
 
 def _check_selection(selection: dict[str, Any], older_than: str | None, node: yaml.Node) -> None:

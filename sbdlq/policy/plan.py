@@ -1,7 +1,8 @@
 """The plan of a policy run: each rule's entity globs matched against the namespace's listing, and
 per rule and entity how many messages match and what will happen to them.
 
-Counting reads only (a browse, or the DLQ's count when a rule selects everything); the runner
+Counting reads only (a browse, or the DLQ's count when a rule selects everything); what a step
+counts and how the plan says it are its action's (`PolicyAction.count`, `describe`); the runner
 then acts through the commands' own operations, which count again under their locks.
 """
 
@@ -9,15 +10,15 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sbdlq.addresses import Address, EntityPath, SubQueue, parse_entity
+from sbdlq.addresses import Address, SubQueue, parse_entity
 from sbdlq.backends.base import Backend
 from sbdlq.models import EntityInfo
 from sbdlq.operations.planning import plan_run
-from sbdlq.policy.schema import THEN_KEEP, Policy, Rule
+from sbdlq.policy.schema import Policy, Rule
 from sbdlq.selection import Selection
 
 _GLOB_CHARS = frozenset("*?[")
@@ -84,18 +85,6 @@ def selection_of(rule: Rule, now: datetime) -> Selection:
     return build_selection(**rule.selection, older_than=rule.older_than, now=now)
 
 
-def action_selection(rule: Rule, now: datetime) -> Selection:
-    """What the rule's action takes: a resubmit with max_attempts leaves those that reached it."""
-    base = selection_of(rule, now)
-    limit = rule.option("max_attempts")
-    return base if limit is None else replace(base, attempts_below=limit)
-
-
-def exhausted_selection(rule: Rule, now: datetime) -> Selection:
-    """A resubmit's messages that reached max_attempts (for its `then`)."""
-    return replace(selection_of(rule, now), attempts_from=rule.option("max_attempts"))
-
-
 async def plan_policy(
     backend: Backend, policy: Policy, *, now: datetime, note: Callable[[str], None] = lambda _: None
 ) -> list[Step]:
@@ -134,60 +123,20 @@ async def count_step(backend: Backend, step: Step, now: datetime) -> None:
     """Fill in how many messages the step matches and what will happen; a failure marks the step failed."""
     from sbdlq.errors import SbdlqError
 
-    rule = step.rule
     try:
-        address = step.address
-        if rule.option("max_attempts") is None:
-            step.matched = await _count(backend, address, action_selection(rule, now), rule.option("max"))
-        else:
-            step.matched, step.at_max = await _split(backend, address, rule, now)
+        await step.rule.handler.count(backend, step, now)
     except SbdlqError as exc:  # a plain name that is not there (EntityNotFound), an unreachable broker ...
         step.status, step.error = "failed", exc.line()
     step.will = describe_step(step)
 
 
-async def _count(backend: Backend, address: Address, selection: Selection, limit: int | None) -> int:
+async def count_matches(backend: Backend, address: Address, selection: Selection, limit: int | None) -> int:
+    """How many messages of the DLQ at `address` the selection takes, up to `limit` (a browse or the count)."""
     return (await plan_run(backend, address, selection, max_count=limit, scan=False)).selected
-
-
-async def _split(backend: Backend, address: Address, rule: Rule, now: datetime) -> tuple[int, int]:
-    """One browse of a max_attempts rule's matches: (below max_attempts, up to `max`; at it or past)."""
-    from sbdlq.models import attempt_of
-    from sbdlq.operations.browse import iter_messages
-
-    limit, most = rule.option("max_attempts"), rule.option("max")
-    below = at_max = 0
-    async for m in iter_messages(backend, address, selection=selection_of(rule, now)):
-        if attempt_of(m.application_properties) >= limit:
-            at_max += 1
-        elif most is None or below < most:
-            below += 1
-    return below, at_max
 
 
 def describe_step(step: Step) -> str:
     """The plan's words for a step."""
-    rule = step.rule
     if step.error is not None:
         return f"cannot run: {step.error}"
-    if rule.action == "alert":
-        above = rule.option("above")
-        return f"alert if more than {above} (now {step.matched}: {'fires' if step.matched > above else 'quiet'})"
-    if rule.action == "purge":
-        export = rule.option("export")
-        return f"{'export to ' + export + ' and ' if export else ''}delete {step.matched}"
-    target = resubmit_target(step)
-    words = f"resubmit {step.matched} to {target}"
-    limit = rule.option("max_attempts")
-    if limit is not None:
-        then = rule.option("then", THEN_KEEP)
-        handled = "keep in the DLQ" if then == THEN_KEEP else f"export to {rule.option('export')} and delete"
-        words += f"; {step.at_max} at max_attempts {limit}: {handled}"
-    return words
-
-
-def resubmit_target(step: Step) -> EntityPath:
-    """Where the step's resubmit sends: `to`, else as the command does (a subscription's: its topic)."""
-    from sbdlq.addresses import resubmit_target
-
-    return resubmit_target(step.address, step.rule.option("to"))
+    return step.rule.handler.describe(step)

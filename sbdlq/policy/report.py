@@ -29,32 +29,14 @@ def step_json(step: Step) -> dict[str, Any]:
         "result": step.result,
         "export": list(step.export),
     }
-    if rule.option("max_attempts") is not None:
-        doc["max_attempts"] = rule.option("max_attempts")
-        doc["at_max_attempts"] = step.at_max
-        doc["then"] = step.then_result
-    return doc
+    return doc | rule.handler.report(step)
 
 
 def detail(step: Step, *, planned: bool) -> str:
     """The table's last column: the plan's words, or what the run did."""
     if planned or step.result is None:
         return step.error or step.will
-    r, rule = step.result, step.rule
-    if rule.action == "alert":
-        return f"{r['dead_letter']} message(s), alert above {r['above']}"
-    if rule.action == "purge":
-        text = f"purged {r['purged']} of {r['selected']}" + (f", exported to {step.export[0]}" if step.export else "")
-    else:
-        text = f"resubmitted {r['resubmitted']} of {r['selected']}"
-        if r.get("spread"):
-            text += f", scheduled over {rule.option('spread')} (spread {r['spread']['id']})"
-        then = step.then_result or {}
-        if then.get("then") == "keep":
-            text += f"; {then['kept']} at max_attempts kept"
-        elif then:
-            text += f"; {then['purged']} at max_attempts purged" + (f" to {step.export[-1]}" if step.export else "")
-    return text + (f" ({step.error})" if step.error else "")
+    return step.rule.handler.detail(step) + (f" ({step.error})" if step.error else "")
 
 
 def exit_status(steps: list[Step]) -> ExitStatus:

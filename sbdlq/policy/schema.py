@@ -1,4 +1,7 @@
-"""The policy file's shape: the one owner of its keys, their types, and the typed rules they make.
+"""The policy file's shape: the kinds of key, the rule's own keys, and the typed rules they make.
+
+Each action's keys are its own (`policy/actions/`, `PolicyAction.keys`); this module owns the
+rest and what the actions share (the tuning keys, the edit keys).
 
 The selection keys are not a second list: they are read off the selection options the commands
 declare (`selection.SELECTION_OPTIONS`, `--description-contains` → `description_contains`), and
@@ -10,10 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sbdlq.operations.edits import EDIT_OPTIONS, CopyEdits
 from sbdlq.selection import SELECTION_OPTIONS
+
+if TYPE_CHECKING:
+    from sbdlq.policy.actions.base import PolicyAction
 
 #: The kinds of value a key takes (see loader.check_value).
 STR, INT, BOOL, NUMBER, STRINGS, PAIRS, CHOICE, DURATION, GLOBS, PATH = (
@@ -67,32 +73,11 @@ EDIT_KEYS: dict[str, Key] = {
     o.keyword: Key(PAIRS if o.keyword == "set_property" else STRINGS if o.repeatable else STR) for o in EDIT_OPTIONS
 }
 
-_TUNING = {
+#: The tuning keys of the actions that move messages (`resubmit`, `purge`).
+TUNING = {
     "max": Key(INT, minimum=1),
     "concurrency": Key(INT, minimum=1),
     "batch_size": Key(INT, minimum=1),
-}
-#: What `then` may do with a message that reached `max_attempts`.
-THEN_KEEP, THEN_PURGE = "keep", "purge"
-#: Each action's keys.
-ACTIONS: dict[str, dict[str, Key]] = {
-    "resubmit": {
-        "to": Key(STR),
-        "max_attempts": Key(INT, minimum=1),
-        "then": Key(CHOICE, choices=(THEN_KEEP, THEN_PURGE)),
-        "export": Key(PATH),
-        "new_message_id": Key(BOOL),
-        "keep_dead_letter_properties": Key(BOOL),
-        "fan_out": Key(BOOL),
-        "only_this_subscription": Key(BOOL),
-        "allow_unverified_routing": Key(BOOL),
-        "rate": Key(NUMBER, above_zero=True),
-        "spread": Key(DURATION),
-        **_TUNING,
-        **EDIT_KEYS,
-    },
-    "purge": {"export": Key(PATH), **_TUNING},
-    "alert": {"above": Key(INT, minimum=0, required=True)},
 }
 #: The keys of a rule other than its selection and its action.
 RULE_KEYS: dict[str, Key] = {
@@ -102,8 +87,6 @@ RULE_KEYS: dict[str, Key] = {
 }
 #: The keys at the top of the file.
 TOP_KEYS: dict[str, Key] = {"rules": Key("a list of rules", required=True), "stop_on_error": Key(BOOL)}
-#: Actions that may delete messages: they need --yes off a terminal.
-DELETES = "purge"
 
 
 @dataclass(frozen=True)
@@ -126,9 +109,16 @@ class Rule:
         return self.options.get(key, default)
 
     @property
+    def handler(self) -> PolicyAction:
+        """The rule's action: its plan, its run, its report and its words (`policy/actions/`)."""
+        from sbdlq.policy.actions import ACTIONS
+
+        return ACTIONS[self.action]
+
+    @property
     def deletes(self) -> bool:
         """Whether the rule may delete messages (purge, or resubmit with then: purge)."""
-        return self.action == DELETES or self.option("then") == THEN_PURGE
+        return self.handler.deletes(self)
 
 
 @dataclass(frozen=True)
