@@ -16,10 +16,10 @@ import typer
 from sbdlq.cli import common
 from sbdlq.cli.common import Settings, confirm, err, handled, note, open_target, run
 from sbdlq.errors import BadInput, ExitStatus
-from sbdlq.output_formats import DEFAULT_OUTPUT, FORMATS
-from sbdlq.render_prometheus import FORMAT as PROMETHEUS
+from sbdlq.output.formats import DEFAULT_OUTPUT, FORMATS
+from sbdlq.output.prometheus import FORMAT as PROMETHEUS
 
-#: What `apply -o` writes: each registered format (output_formats.FORMATS) but those that hold
+#: What `apply -o` writes: each registered format (output.formats.FORMATS) but those that hold
 #: only a table's columns (tsv: a step's result is nested), then Prometheus text (as count's).
 APPLY_DOCUMENTS = tuple(f.name for f in FORMATS.values() if not f.table_columns)
 APPLY_OUTPUTS = (*APPLY_DOCUMENTS, PROMETHEUS)
@@ -148,7 +148,7 @@ def _write(policy: str, steps: list[Any], fmt: str, dry_run: bool, status: ExitS
             sys.stdout.write(prometheus(policy, steps, status))
         return
     if FORMATS[fmt].for_people:
-        from sbdlq.render import Col, table
+        from sbdlq.output.render import Col, table
 
         rows = [
             [st.rule.name, st.entity, st.rule.action, st.matched, st.status, detail(st, planned=dry_run)]
@@ -157,6 +157,6 @@ def _write(policy: str, steps: list[Any], fmt: str, dry_run: bool, status: ExitS
         cols = [Col(c, whole=c in ("rule", "entity")) for c in COLUMNS]
         table(cols, rows, title=f"{policy}: {'plan (dry run)' if dry_run else 'applied'}")
         return
-    from sbdlq.output_formats import write_document
+    from sbdlq.output.formats import write_document
 
     write_document([step_json(st) for st in steps], fmt)  # `none` writes nothing

@@ -37,15 +37,15 @@ def complete_profile(ctx: click.Context, incomplete: str) -> list[str]:
 
 def complete_output(ctx: click.Context, incomplete: str) -> list[str]:
     """The output formats (`-o`)."""
-    from sbdlq.output_formats import OUTPUTS
+    from sbdlq.output.formats import OUTPUTS
 
     return _matching(list(OUTPUTS), incomplete)
 
 
 def complete_count_output(ctx: click.Context, incomplete: str) -> list[str]:
     """The output formats of `count -o`: the common ones and prometheus."""
-    from sbdlq.output_formats import OUTPUTS
-    from sbdlq.render_prometheus import FORMAT
+    from sbdlq.output.formats import OUTPUTS
+    from sbdlq.output.prometheus import FORMAT
 
     return _matching([*OUTPUTS, FORMAT], incomplete)
 

@@ -21,7 +21,7 @@ from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, handled, open_target, output_format
 from sbdlq.errors import BadInput, ExitStatus, ThresholdExceeded
 from sbdlq.models import COUNT_NAMES, Counts, iso
-from sbdlq.render import Query
+from sbdlq.output.render import Query
 
 #: The count table's columns: the entity, then every count (models.COUNT_FIELDS).
 COLUMNS = ("entity", *COUNT_NAMES)
@@ -29,7 +29,7 @@ COLUMNS = ("entity", *COUNT_NAMES)
 
 def count_format(s: Settings, given: str | None, q: Query | None) -> str:
     """-o for count: the common formats, and `prometheus` (count's own; no --query there)."""
-    from sbdlq.render_prometheus import FORMAT
+    from sbdlq.output.prometheus import FORMAT
 
     if given != FORMAT:
         return output_format(s, given)
@@ -40,7 +40,7 @@ def count_format(s: Settings, given: str | None, q: Query | None) -> str:
 
 def show_counts(counts: Sequence[Counts], fmt: str, q: Query | None) -> None:
     """One snapshot, as `count` prints it without --watch."""
-    from sbdlq.render_prometheus import FORMAT, gauges
+    from sbdlq.output.prometheus import FORMAT, gauges
 
     if fmt == FORMAT:
         sys.stdout.write(gauges(counts))
@@ -74,7 +74,7 @@ class Stream:
         self.fmt, self.q, self.every = fmt, q, every
 
     def show(self, at: datetime, counts: Sequence[Counts]) -> None:
-        from sbdlq.output_formats import FORMATS, Emitter
+        from sbdlq.output.formats import FORMATS, Emitter
 
         if FORMATS[self.fmt].for_people:
             sys.stdout.write(f"Every {self.every}: {_stamp(at)}\n")
@@ -97,7 +97,7 @@ class Redraw:
     def __init__(self, every: str) -> None:
         from rich.live import Live
 
-        from sbdlq.render import stdout_console
+        from sbdlq.output.render import stdout_console
 
         self.every = every
         self.console = stdout_console()
@@ -108,7 +108,7 @@ class Redraw:
         from rich.console import Group
         from rich.text import Text
 
-        from sbdlq.render import Col, table_renderable
+        from sbdlq.output.render import Col, table_renderable
 
         cols = [Col(c, whole=True, min_width=10) if c == "entity" else c for c in COLUMNS]
         rows = [[r[c] for c in COLUMNS] for r in (c.to_json() for c in counts)]
@@ -137,7 +137,7 @@ def watch_counts(
     from sbdlq.operations.browse import count_entities, dlq_count
     from sbdlq.operations.stopping import Stopper
     from sbdlq.operations.watch import every as repeat
-    from sbdlq.output_formats import FORMATS, draws_table, or_list
+    from sbdlq.output.formats import FORMATS, draws_table, or_list
     from sbdlq.timeparse import parse_duration
 
     last: list[Counts] = []

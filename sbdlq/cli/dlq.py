@@ -17,7 +17,6 @@ from sbdlq.addresses import Address, SubQueue, parse_entity
 from sbdlq.cli import common, reporting
 from sbdlq.cli.common import Settings, note, open_target, output_format, run
 from sbdlq.cli.completion import complete_count_output, complete_entity, complete_group_by
-from sbdlq.cli.message_table import PEEK_COLUMNS, table_columns, table_row, tsv_keys
 from sbdlq.cli.options import (
     NO_SELECTION,
     Entity,
@@ -33,7 +32,8 @@ from sbdlq.cli.options import (
 )
 from sbdlq.cli.reporting import operation_note, queue_name
 from sbdlq.errors import BadInput
-from sbdlq.output_formats import OUTPUTS, Emitter, draws_table
+from sbdlq.output.formats import OUTPUTS, Emitter, draws_table
+from sbdlq.output.message_table import PEEK_COLUMNS, table_columns, table_row, tsv_keys
 from sbdlq.selection import MAX_SEQUENCE, Selection
 
 
@@ -151,7 +151,7 @@ async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_se
     """A table of the first `limit` messages, and a note pointing at the rest."""
     from sbdlq.nearest import PassedOver
     from sbdlq.operations.browse import iter_messages
-    from sbdlq.render import PagedTable
+    from sbdlq.output.render import PagedTable
 
     # Rows, not messages, and a page of them at a time: `--all` over a million messages
     # holds one page of rows, never the bodies.
@@ -187,7 +187,7 @@ async def _peek_to_document(
     """Every message as it arrives, as one json/yaml document or one jsonl line each."""
     from sbdlq.nearest import PassedOver
     from sbdlq.operations.browse import iter_messages
-    from sbdlq.render import progress
+    from sbdlq.output.render import progress
 
     passed = PassedOver(sel)
     shown = 0
@@ -256,7 +256,7 @@ def inspect_reason(
         return
     from sbdlq.nearest import PassedOver
     from sbdlq.operations.browse import group_key, inspect_reasons
-    from sbdlq.render import progress
+    from sbdlq.output.render import progress
 
     async def work(s: Settings) -> tuple[str, list[Any]]:
         address = dlq_address(entity, sub_queue)
@@ -285,7 +285,7 @@ def inspect_reason(
 
 def _reasons_table(groups: list[Any], by: str) -> None:
     from sbdlq.operations.browse import is_fingerprint_grouping
-    from sbdlq.render import Col, table
+    from sbdlq.output.render import Col, table
 
     if is_fingerprint_grouping(by):
         table(
@@ -304,7 +304,7 @@ def _reasons_table(groups: list[Any], by: str) -> None:
 
 def _reasons_chart(groups: list[Any], by: str) -> None:
     from sbdlq.operations.browse import timeline
-    from sbdlq.render import bar_chart
+    from sbdlq.output.render import bar_chart
 
     if by in ("hour", "day"):
         bar_chart(timeline(groups, by), title=f"messages per {by} (UTC)")
@@ -349,7 +349,7 @@ def purge(
 ) -> None:
     """Delete DLQ messages, optionally exporting each one first."""
     from sbdlq.operations.purge import purge as do_purge
-    from sbdlq.render import progress
+    from sbdlq.output.render import progress
 
     async def work(s: Settings) -> tuple[str, Any]:
         address = dlq_address(entity, sub_queue)
@@ -407,7 +407,7 @@ def _peek_row(m: Any) -> tuple[Any, ...]:
     """A message as a peek table row: its body shortened, or its size when large or binary."""
     from sbdlq.models import body_text
     from sbdlq.operations.sizing import LARGE_BODY_BYTES
-    from sbdlq.render import human_size
+    from sbdlq.output.render import human_size
 
     if len(m.body) >= LARGE_BODY_BYTES:
         body = f"<{human_size(len(m.body))}>"

@@ -11,7 +11,7 @@ from sbdlq.addresses import SubQueue
 from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, open_target, run
 from sbdlq.cli.options import SelectionOptions
-from sbdlq.render import Query
+from sbdlq.output.render import Query
 
 
 def inspect_namespace(
@@ -26,7 +26,7 @@ def inspect_namespace(
     """Scan every non-empty DLQ of the namespace, group per entity and key, render."""
     from sbdlq.operations.browse import group_key
     from sbdlq.operations.namespace import inspect_namespace as scan
-    from sbdlq.render import progress
+    from sbdlq.output.render import progress
 
     async def work(s: Settings) -> tuple[str, list[Any]]:
         group_key(by)  # reject a bad --by before any I/O
@@ -38,7 +38,7 @@ def inspect_namespace(
         return fmt, groups
 
     fmt, groups = run(ctx, work, reads_only=True)
-    from sbdlq.output_formats import draws_table
+    from sbdlq.output.formats import draws_table
 
     if not draws_table(fmt, q):
         reporting.write([g.to_json() for g in groups], fmt, q)
@@ -51,7 +51,7 @@ def inspect_namespace(
 def _table(groups: list[Any], by: str, sub_queue: SubQueue) -> None:
     from sbdlq.cli.reporting import fingerprint_columns, group_stat_columns, group_stats
     from sbdlq.operations.browse import is_fingerprint_grouping
-    from sbdlq.render import Col, table
+    from sbdlq.output.render import Col, table
 
     if is_fingerprint_grouping(by):
         # One failure wherever it landed: a row per fingerprint, with the entities it is in.
@@ -80,7 +80,7 @@ def _table(groups: list[Any], by: str, sub_queue: SubQueue) -> None:
 def _chart(groups: list[Any], by: str) -> None:
     """Bars of the namespace's totals per key (per entity with `--by entity`), time in order."""
     from sbdlq.operations.browse import is_time_grouping, timeline
-    from sbdlq.render import bar_chart
+    from sbdlq.output.render import bar_chart
 
     totals: Counter[str] = Counter()
     for g in groups:

@@ -17,8 +17,8 @@ import typer
 from sbdlq.addresses import SubQueue
 from sbdlq.cli.common import Settings, err, handled, note, output_format, run
 from sbdlq.errors import ExitStatus
-from sbdlq.output_formats import FORMATS, draws_table
-from sbdlq.render import Query
+from sbdlq.output.formats import FORMATS, draws_table
+from sbdlq.output.render import Query
 
 if TYPE_CHECKING:
     from sbdlq.results import RunResult
@@ -31,7 +31,7 @@ def queue_name(sub_queue: SubQueue) -> str:
 
 def query(ctx: typer.Context, expression: str | None) -> Query | None:
     """--query compiled before any work, a bad one reported on the one error path."""
-    from sbdlq.render import compile_query
+    from sbdlq.output.render import compile_query
 
     with handled(ctx):
         return compile_query(expression)
@@ -54,7 +54,7 @@ def operation_note(text: str) -> None:
 
 def write(data: Any, fmt: str, q: Query | None = None) -> None:
     """One document on stdout in the format, after the query."""
-    from sbdlq.output_formats import write_document
+    from sbdlq.output.formats import write_document
 
     write_document(data, fmt, query=q)
 
@@ -62,7 +62,7 @@ def write(data: Any, fmt: str, q: Query | None = None) -> None:
 def emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str], q: Query | None = None) -> None:
     """Rows as a table for a person (the entity column never cut), else as a document."""
     if draws_table(fmt, q):
-        from sbdlq.render import Col, table
+        from sbdlq.output.render import Col, table
 
         cols = [Col(c, whole=True, min_width=10) if c == "entity" else c for c in columns]
         table(cols, [[r[c] for c in columns] for r in rows])
@@ -73,7 +73,7 @@ def emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str], q: Query
 def group_output(s: Settings, given: str | None) -> str:
     """inspect-reason's -o: prometheus refused in one line (its groups, fingerprints above all, are unbounded)."""
     from sbdlq.errors import BadInput
-    from sbdlq.render_prometheus import FORMAT
+    from sbdlq.output.prometheus import FORMAT
 
     if (given or "").strip().lower() == FORMAT:
         raise BadInput(
@@ -86,7 +86,7 @@ def group_output(s: Settings, given: str | None) -> str:
 
 def fingerprint_columns() -> list[Any]:
     """The columns a fingerprint group adds before its stats: its id, reason and template."""
-    from sbdlq.render import Col
+    from sbdlq.output.render import Col
 
     return [
         Col("fingerprint", whole=True, min_width=8),
@@ -120,7 +120,7 @@ def table_time(ts: Any) -> str:
 
 def group_stat_columns() -> list[Any]:
     """The table columns of `group_stats`, shared by every report of reason groups."""
-    from sbdlq.render import Col
+    from sbdlq.output.render import Col
 
     return [
         Col("count", numeric=True),
@@ -158,7 +158,7 @@ def report(fmt: str, doc: dict[str, Any], summary: str, q: Query | None = None) 
 
 def spread_table(spread: dict[str, Any]) -> None:
     """The first copies of a spread (original, copy's sequence number, time); the record has them all."""
-    from sbdlq.render import table
+    from sbdlq.output.render import table
 
     copies = spread.get("copies") or []
     if not copies:

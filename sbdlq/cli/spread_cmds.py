@@ -14,7 +14,7 @@ from sbdlq.cli.common import Settings, err, open_target, output_format, run
 from sbdlq.cli.completion import complete_destination
 from sbdlq.cli.options import Output, QueryOpt
 from sbdlq.errors import ExitStatus
-from sbdlq.output_formats import draws_table
+from sbdlq.output.formats import draws_table
 
 app = typer.Typer(
     name="spread",
@@ -74,7 +74,7 @@ def status_cmd(ctx: typer.Context, spread_id: SpreadId, output: Output = None, q
     fmt, status = run(ctx, work)
     doc = status.to_json()
     if draws_table(fmt, q):
-        from sbdlq.render import table
+        from sbdlq.output.render import table
 
         table(["field", "value"], [[key, "-" if doc[key] is None else doc[key]] for key in STATUS_ROWS])
         if not status.checked:
@@ -109,7 +109,7 @@ def cancel_cmd(
     from sbdlq.operations.spread_file import read_spread
     from sbdlq.operations.spread_ops import Place, cancel_spread
     from sbdlq.operations.stopping import RunInterrupted
-    from sbdlq.render import progress
+    from sbdlq.output.render import progress
 
     q = reporting.query(ctx, query)
 

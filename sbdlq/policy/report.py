@@ -7,9 +7,9 @@ import time
 from typing import Any
 
 from sbdlq.errors import ExitStatus
+from sbdlq.output.prometheus import label_value
 from sbdlq.policy.plan import UNMATCHED, Step
 from sbdlq.policy.runner import FAILED, FIRED, INTERRUPTED
-from sbdlq.render_prometheus import label_value
 
 #: The table's columns (the keys of step_json they show).
 COLUMNS = ("rule", "entity", "action", "matched", "status", "detail")

@@ -11,7 +11,7 @@ from typing import IO, Any
 import pytest
 from support import Cli, Seeder
 
-from sbdlq.output_formats import FORMATS, OutputFormat
+from sbdlq.output.formats import FORMATS, OutputFormat
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import pytest
 
 from sbdlq.cli.count_views import COLUMNS
 from sbdlq.models import COUNT_FIELDS, COUNT_NAMES, Counts
-from sbdlq.render import NUMERIC_COLUMNS
-from sbdlq.render_prometheus import gauges
+from sbdlq.output.prometheus import gauges
+from sbdlq.output.render import NUMERIC_COLUMNS
 
 NAMES = [f.name for f in COUNT_FIELDS]
 SAMPLE = Counts("orders", active=1, dead_letter=2, transfer_dead_letter=3, scheduled=4)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from sbdlq.models import Counts
 from sbdlq.operations.watch import every
-from sbdlq.render_prometheus import gauges, label_value
+from sbdlq.output.prometheus import gauges, label_value
 
 
 class FakeTime:

@@ -14,7 +14,7 @@ from typing import Any
 
 from sbdlq.cli.reporting import table_time
 from sbdlq.models import MESSAGE_FIELD, Message
-from sbdlq.render import Col
+from sbdlq.output.render import Col
 
 #: The column of the body (not a message field): its Message JSON key and its header.
 BODY = "body"

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import IO, Any, ClassVar
 
 from sbdlq.errors import BadInput
-from sbdlq.render import Query, auto_table, dump_yaml, json_document_text, json_text, tsv_line, write_tsv
+from sbdlq.output.render import Query, auto_table, dump_yaml, json_document_text, json_text, tsv_line, write_tsv
 
 #: the format when neither -o nor the profile names one
 DEFAULT_OUTPUT = "table"
