@@ -21,6 +21,7 @@ from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, handled, open_target, output_format
 from sbdlq.errors import BadInput, ExitStatus, ThresholdExceeded
 from sbdlq.models import COUNT_NAMES, Counts, iso
+from sbdlq.output import report_tables
 from sbdlq.output.render import Query
 
 #: The count table's columns: the entity, then every count (models.COUNT_FIELDS).
@@ -46,7 +47,7 @@ def show_counts(counts: Sequence[Counts], fmt: str, q: Query | None) -> None:
         sys.stdout.write(gauges(counts))
         sys.stdout.flush()
         return
-    reporting.emit_list([c.to_json() for c in counts], fmt, list(COLUMNS), q)
+    report_tables.emit_list([c.to_json() for c in counts], fmt, list(COLUMNS), q)
 
 
 def check_threshold(ctx: typer.Context, counts: Sequence[Counts], sub_queue: SubQueue, fail_above: int) -> None:

@@ -32,6 +32,7 @@ from sbdlq.cli.options import (
 )
 from sbdlq.cli.reporting import operation_note, queue_name
 from sbdlq.errors import BadInput
+from sbdlq.output import report_tables
 from sbdlq.output.formats import OUTPUTS, Emitter, draws_table
 from sbdlq.output.message_table import PEEK_COLUMNS, table_columns, table_row, tsv_keys
 from sbdlq.selection import MAX_SEQUENCE, Selection
@@ -276,7 +277,7 @@ def inspect_reason(
 
     fmt, groups = run(ctx, work, reads_only=True)
     if not draws_table(fmt, q):
-        reporting.write([g.to_json() for g in groups], fmt, q)
+        report_tables.write([g.to_json() for g in groups], fmt, q)
         return
     _reasons_table(groups, by)
     if reporting.chart_wanted() and groups:
@@ -289,15 +290,15 @@ def _reasons_table(groups: list[Any], by: str) -> None:
 
     if is_fingerprint_grouping(by):
         table(
-            [*reporting.fingerprint_columns(), *reporting.group_stat_columns()],
-            [(g.key, g.reason, g.template, *reporting.group_stats(g)) for g in groups],
+            [*report_tables.fingerprint_columns(), *report_tables.group_stat_columns()],
+            [(g.key, g.reason, g.template, *report_tables.group_stats(g)) for g in groups],
             title=f"{sum(g.count for g in groups)} message(s) in {len(groups)} fingerprint(s)",
         )
         return
     table(
         # The key (a reason, a description, ...) is what the operator came for: never cut.
-        [Col("key", whole=True, min_width=12), *reporting.group_stat_columns()],
-        [(g.key, *reporting.group_stats(g)) for g in groups],
+        [Col("key", whole=True, min_width=12), *report_tables.group_stat_columns()],
+        [(g.key, *report_tables.group_stats(g)) for g in groups],
         title=f"{sum(g.count for g in groups)} message(s) by {by}",
     )
 

@@ -11,6 +11,7 @@ from sbdlq.addresses import SubQueue
 from sbdlq.cli import reporting
 from sbdlq.cli.common import Settings, open_target, run
 from sbdlq.cli.options import SelectionOptions
+from sbdlq.output import report_tables
 from sbdlq.output.render import Query
 
 
@@ -41,7 +42,7 @@ def inspect_namespace(
     from sbdlq.output.formats import draws_table
 
     if not draws_table(fmt, q):
-        reporting.write([g.to_json() for g in groups], fmt, q)
+        report_tables.write([g.to_json() for g in groups], fmt, q)
         return
     _table(groups, by, sub_queue)
     if reporting.chart_wanted() and groups:
@@ -49,9 +50,9 @@ def inspect_namespace(
 
 
 def _table(groups: list[Any], by: str, sub_queue: SubQueue) -> None:
-    from sbdlq.cli.reporting import fingerprint_columns, group_stat_columns, group_stats
     from sbdlq.operations.browse import is_fingerprint_grouping
     from sbdlq.output.render import Col, table
+    from sbdlq.output.report_tables import fingerprint_columns, group_stat_columns, group_stats
 
     if is_fingerprint_grouping(by):
         # One failure wherever it landed: a row per fingerprint, with the entities it is in.

@@ -14,6 +14,7 @@ from sbdlq.cli.common import Settings, err, open_target, output_format, run
 from sbdlq.cli.completion import complete_destination
 from sbdlq.cli.options import Output, QueryOpt
 from sbdlq.errors import ExitStatus
+from sbdlq.output import report_tables
 from sbdlq.output.formats import draws_table
 
 app = typer.Typer(
@@ -54,7 +55,7 @@ def list_cmd(ctx: typer.Context, output: Output = None, query: QueryOpt = None) 
         }
         for d in docs
     ]
-    reporting.emit_list(rows, fmt, LIST_COLUMNS, q)
+    report_tables.emit_list(rows, fmt, LIST_COLUMNS, q)
 
 
 @app.command("status")
@@ -83,7 +84,7 @@ def status_cmd(ctx: typer.Context, spread_id: SpreadId, output: Output = None, q
                 "counted from the record's times"
             )
     else:
-        reporting.write(doc, fmt, q)
+        report_tables.write(doc, fmt, q)
 
 
 @app.command("cancel")
