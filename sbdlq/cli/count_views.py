@@ -29,23 +29,25 @@ COLUMNS = ("entity", *COUNT_NAMES)
 
 
 def count_format(s: Settings, given: str | None, q: Query | None) -> str:
-    """-o for count: the common formats, and `prometheus` (count's own; no --query there)."""
-    from sbdlq.output.prometheus import FORMAT
+    """-o for count: every command's formats, and those offered to count by name (prometheus: no --query there)."""
+    from sbdlq.output.formats import offered_by_name
 
-    if given != FORMAT:
+    own = offered_by_name("count", given)
+    if own is None:
         return output_format(s, given)
-    if q is not None:
-        raise BadInput("--query does not apply to -o prometheus", hint="use -o json with --query")
-    return FORMAT
+    if q is not None and not own.takes_query:
+        raise BadInput(f"--query does not apply to -o {own.name}", hint="use -o json with --query")
+    return own.name
 
 
 def show_counts(counts: Sequence[Counts], fmt: str, q: Query | None) -> None:
     """One snapshot, as `count` prints it without --watch."""
-    from sbdlq.output.prometheus import FORMAT, gauges
+    from sbdlq.output.formats import FORMATS, write_document
 
-    if fmt == FORMAT:
-        sys.stdout.write(gauges(counts))
-        sys.stdout.flush()
+    if FORMATS[fmt].metrics:
+        from sbdlq.output.prometheus import gauges
+
+        write_document(gauges(counts), fmt)
         return
     report_tables.emit_list([c.to_json() for c in counts], fmt, list(COLUMNS), q)
 

@@ -33,7 +33,7 @@ from sbdlq.cli.options import (
 from sbdlq.cli.reporting import operation_note, queue_name
 from sbdlq.errors import BadInput
 from sbdlq.output import report_tables
-from sbdlq.output.formats import OUTPUTS, Emitter, draws_table
+from sbdlq.output.formats import Emitter, draws_table, offer_help
 from sbdlq.output.message_table import PEEK_COLUMNS, table_columns, table_row, tsv_keys
 from sbdlq.selection import MAX_SEQUENCE, Selection
 
@@ -49,10 +49,7 @@ def fail_above_option(sub_queue: SubQueue) -> Any:
 
 CountOutput = Annotated[
     str | None,
-    output_option(
-        f"{', '.join(OUTPUTS)} or prometheus (gauges for node_exporter's textfile collector).",
-        complete_count_output,
-    ),
+    output_option(offer_help("count"), complete_count_output),
 ]
 WatchOpt = Annotated[
     str | None,

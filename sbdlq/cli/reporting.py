@@ -55,16 +55,10 @@ def operation_note(text: str) -> None:
 
 
 def group_output(s: Settings, given: str | None) -> str:
-    """inspect-reason's -o: prometheus refused in one line (its groups, fingerprints above all, are unbounded)."""
-    from sbdlq.errors import BadInput
-    from sbdlq.output.prometheus import FORMAT
+    """inspect-reason's -o: a format it refuses in its own words (prometheus: its groups are unbounded) in one line."""
+    from sbdlq.output.formats import refuse
 
-    if (given or "").strip().lower() == FORMAT:
-        raise BadInput(
-            "inspect-reason offers no -o prometheus: its groups (fingerprints, descriptions) are unbounded, "
-            "and a label per group would make an unbounded label set",
-            hint="use -o json, or count -o prometheus for gauges per entity",
-        )
+    refuse("inspect-reason", given)
     return output_format(s, given)
 
 
