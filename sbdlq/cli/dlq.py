@@ -4,7 +4,7 @@ Each command is written once, at module level, for any sub-queue; main.py binds 
 `resubmit`, written in copy_cmds.py next to `replay`, whose copy options it shares) to the
 dead-letter queue on the root app and to the transfer dead-letter queue on `transfer-dlq`.
 Every command has one shape: open the target, call the operation, map errors, render; what
-they print in common is cli/reporting.py's.
+they print in common is cli/reporting.py's and sbdlq/output's.
 """
 
 import sys
