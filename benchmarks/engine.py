@@ -20,7 +20,7 @@ from sbdlq.operations.browse import iter_messages
 from sbdlq.operations.purge import purge
 from sbdlq.operations.resubmit import resubmit
 from sbdlq.operations.spread import SpreadOptions
-from sbdlq.output_formats import Emitter
+from sbdlq.output.formats import Emitter
 
 DLQ = Address(EntityPath("orders"), SubQueue.DEAD_LETTER)
 

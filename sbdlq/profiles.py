@@ -177,7 +177,7 @@ def _check_profile(p: Path, name: str, values: Any) -> dict[str, Any]:
                 raise BadInput(f"{where}.{key} must be a non-empty string")
             out[key] = value.strip()
         elif key == "output":
-            from sbdlq.output_formats import OUTPUTS
+            from sbdlq.output.formats import OUTPUTS
 
             if value not in OUTPUTS:
                 raise BadInput(f"{where}.output must be one of {', '.join(OUTPUTS)}")

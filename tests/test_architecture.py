@@ -77,6 +77,11 @@ def test_the_layers_below_the_cli_never_import_it(folder: str) -> None:
     assert _violations(folder, ("sbdlq.cli",)) == []
 
 
+def test_the_output_package_never_imports_the_cli_or_a_policy() -> None:
+    # sbdlq/output writes what the commands hand it: the cli and apply's report call it, not the other way.
+    assert _violations("output", ("sbdlq.cli", "sbdlq.policy")) == []
+
+
 def test_the_operations_and_the_selection_use_no_emulator_module() -> None:
     # The K=V typing they share with `emulator send` is sbdlq/property_values.py, below both.
     assert _violations("operations", ("sbdlq.emulator",)) == []

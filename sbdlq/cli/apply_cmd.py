@@ -19,13 +19,11 @@ from sbdlq.cli.notes import err, note
 from sbdlq.cli.settings import Settings
 from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput, ExitStatus
-from sbdlq.output_formats import DEFAULT_OUTPUT, FORMATS
-from sbdlq.render_prometheus import FORMAT as PROMETHEUS
+from sbdlq.output.formats import DEFAULT_OUTPUT, FORMATS, offer_help, outputs
 
-#: What `apply -o` writes: each registered format (output_formats.FORMATS) but those that hold
-#: only a table's columns (tsv: a step's result is nested), then Prometheus text (as count's).
-APPLY_DOCUMENTS = tuple(f.name for f in FORMATS.values() if not f.table_columns)
-APPLY_OUTPUTS = (*APPLY_DOCUMENTS, PROMETHEUS)
+#: What `apply -o` writes (output/formats.py): every command's formats but those that hold only a
+#: table's columns (tsv: a step's result is nested), and those offered to apply by name (prometheus).
+APPLY_OUTPUTS = outputs("apply", nested=True)
 
 PolicyArg = Annotated[str, typer.Argument(help="The policy file (YAML).", show_default=False, metavar="POLICY.yaml")]
 
@@ -40,7 +38,7 @@ ApplyOutput = Annotated[
         "--output",
         "-o",
         autocompletion=_complete_output,
-        help=f"{', '.join(APPLY_DOCUMENTS)} or {PROMETHEUS} (for node_exporter's textfile collector).",
+        help=offer_help("apply", nested=True),
         rich_help_panel="Output",
         show_default=False,
     ),
@@ -144,14 +142,15 @@ def _finish(ctx: typer.Context, policy: str, steps: list[Any], fmt: str, dry_run
 
 
 def _write(policy: str, steps: list[Any], fmt: str, dry_run: bool, status: ExitStatus) -> None:
+    from sbdlq.output.formats import write_document
     from sbdlq.policy.report import COLUMNS, detail, prometheus, step_json
 
-    if fmt == PROMETHEUS:
+    if FORMATS[fmt].metrics:
         if not dry_run:
-            sys.stdout.write(prometheus(policy, steps, status))
+            write_document(prometheus(policy, steps, status), fmt)
         return
     if FORMATS[fmt].for_people:
-        from sbdlq.render import Col, table
+        from sbdlq.output.render import Col, table
 
         rows = [
             [st.rule.name, st.entity, st.rule.action, st.matched, st.status, detail(st, planned=dry_run)]
@@ -160,6 +159,4 @@ def _write(policy: str, steps: list[Any], fmt: str, dry_run: bool, status: ExitS
         cols = [Col(c, whole=c in ("rule", "entity")) for c in COLUMNS]
         table(cols, rows, title=f"{policy}: {'plan (dry run)' if dry_run else 'applied'}")
         return
-    from sbdlq.output_formats import write_document
-
     write_document([step_json(st) for st in steps], fmt)  # `none` writes nothing

@@ -36,18 +36,17 @@ def complete_profile(ctx: click.Context, incomplete: str) -> list[str]:
 
 
 def complete_output(ctx: click.Context, incomplete: str) -> list[str]:
-    """The output formats (`-o`)."""
-    from sbdlq.output_formats import OUTPUTS
+    """The output formats every command offers (`-o`)."""
+    from sbdlq.output.formats import outputs
 
-    return _matching(list(OUTPUTS), incomplete)
+    return _matching(list(outputs()), incomplete)
 
 
 def complete_count_output(ctx: click.Context, incomplete: str) -> list[str]:
-    """The output formats of `count -o`: the common ones and prometheus."""
-    from sbdlq.output_formats import OUTPUTS
-    from sbdlq.render_prometheus import FORMAT
+    """The output formats of `count -o`: every command's and those offered to count by name (prometheus)."""
+    from sbdlq.output.formats import outputs
 
-    return _matching([*OUTPUTS, FORMAT], incomplete)
+    return _matching(list(outputs("count")), incomplete)
 
 
 # `--by` values; `property:` is completed up to the name the user types.

@@ -36,7 +36,7 @@ def path_cmd() -> None:
 @app.command("list")
 def list_cmd(ctx: typer.Context, output: Output = None) -> None:
     """List the profiles with what each one targets, marking the default (never a secret)."""
-    from sbdlq.output_formats import DEFAULT_OUTPUT, check_output, draws_table
+    from sbdlq.output.formats import DEFAULT_OUTPUT, check_output, draws_table
     from sbdlq.profiles import config_path, load_config
 
     with handled(ctx):
@@ -81,7 +81,7 @@ def show_cmd(
     output: Output = None,
 ) -> None:
     """Show the effective settings and where each came from: option, env, profile or default."""
-    from sbdlq.output_formats import DEFAULT_OUTPUT, check_output, draws_table
+    from sbdlq.output.formats import DEFAULT_OUTPUT, check_output, draws_table
 
     with handled(ctx) as s:
         fmt = check_output(output or DEFAULT_OUTPUT)
@@ -112,7 +112,7 @@ def _profile_record(prof: Any, is_default: bool) -> dict[str, Any]:
 def _effective(ctx: typer.Context, s: Settings, name: str | None) -> list[tuple[str, Any, str]]:
     """(setting, value, source) rows: config file, profile, target, then option defaults."""
     from sbdlq.connstr import redact
-    from sbdlq.output_formats import DEFAULT_OUTPUT
+    from sbdlq.output.formats import DEFAULT_OUTPUT
     from sbdlq.profiles import OPTION_KEYS, choose_profile, config_path, resolve_target
 
     root = ctx.find_root()
@@ -224,7 +224,7 @@ def _param_default(root: click.Context, name: str) -> Any:
 
 
 def _write(data: Any, fmt: str) -> None:
-    from sbdlq.output_formats import write_document
+    from sbdlq.output.formats import write_document
 
     write_document(data, fmt)
 

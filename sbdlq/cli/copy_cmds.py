@@ -37,7 +37,7 @@ from sbdlq.cli.reporting import operation_note
 from sbdlq.cli.settings import Settings, output_format
 from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput, ExitStatus
-from sbdlq.render import Query
+from sbdlq.output.render import Query
 
 # ---------------------------------------------------------------------- resubmit
 
@@ -97,7 +97,7 @@ def resubmit(
     """Send copies of DLQ messages back (send first, then complete the original)."""
     from sbdlq.operations.resubmit import resubmit as do_resubmit
     from sbdlq.operations.spread import spread_options
-    from sbdlq.render import progress
+    from sbdlq.output.render import progress
 
     async def work(s: Settings) -> tuple[str, Any]:
         address = dlq_address(entity, sub_queue)
@@ -203,7 +203,7 @@ def replay(
     from sbdlq.operations.replay import replay as do_replay
     from sbdlq.operations.spread import spread_options
     from sbdlq.operations.stopping import RunInterrupted
-    from sbdlq.render import progress
+    from sbdlq.output.render import progress
 
     q = reporting.query(ctx, query)
     source = None if file == "-" else Path(file)

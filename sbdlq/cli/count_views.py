@@ -24,32 +24,35 @@ from sbdlq.cli.settings import Settings, output_format
 from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput, ExitStatus, ThresholdExceeded
 from sbdlq.models import COUNT_NAMES, Counts, iso
-from sbdlq.render import Query
+from sbdlq.output import report_tables
+from sbdlq.output.render import Query
 
 #: The count table's columns: the entity, then every count (models.COUNT_FIELDS).
 COLUMNS = ("entity", *COUNT_NAMES)
 
 
 def count_format(s: Settings, given: str | None, q: Query | None) -> str:
-    """-o for count: the common formats, and `prometheus` (count's own; no --query there)."""
-    from sbdlq.render_prometheus import FORMAT
+    """-o for count: every command's formats, and those offered to count by name (prometheus: no --query there)."""
+    from sbdlq.output.formats import offered_by_name
 
-    if given != FORMAT:
+    own = offered_by_name("count", given)
+    if own is None:
         return output_format(s, given)
-    if q is not None:
-        raise BadInput("--query does not apply to -o prometheus", hint="use -o json with --query")
-    return FORMAT
+    if q is not None and not own.takes_query:
+        raise BadInput(f"--query does not apply to -o {own.name}", hint="use -o json with --query")
+    return own.name
 
 
 def show_counts(counts: Sequence[Counts], fmt: str, q: Query | None) -> None:
     """One snapshot, as `count` prints it without --watch."""
-    from sbdlq.render_prometheus import FORMAT, gauges
+    from sbdlq.output.formats import FORMATS, write_document
 
-    if fmt == FORMAT:
-        sys.stdout.write(gauges(counts))
-        sys.stdout.flush()
+    if FORMATS[fmt].metrics:
+        from sbdlq.output.prometheus import gauges
+
+        write_document(gauges(counts), fmt)
         return
-    reporting.emit_list([c.to_json() for c in counts], fmt, list(COLUMNS), q)
+    report_tables.emit_list([c.to_json() for c in counts], fmt, list(COLUMNS), q)
 
 
 def check_threshold(ctx: typer.Context, counts: Sequence[Counts], sub_queue: SubQueue, fail_above: int) -> None:
@@ -77,7 +80,7 @@ class Stream:
         self.fmt, self.q, self.every = fmt, q, every
 
     def show(self, at: datetime, counts: Sequence[Counts]) -> None:
-        from sbdlq.output_formats import FORMATS, Emitter
+        from sbdlq.output.formats import FORMATS, Emitter
 
         if FORMATS[self.fmt].for_people:
             sys.stdout.write(f"Every {self.every}: {_stamp(at)}\n")
@@ -100,7 +103,7 @@ class Redraw:
     def __init__(self, every: str) -> None:
         from rich.live import Live
 
-        from sbdlq.render import stdout_console
+        from sbdlq.output.render import stdout_console
 
         self.every = every
         self.console = stdout_console()
@@ -111,7 +114,7 @@ class Redraw:
         from rich.console import Group
         from rich.text import Text
 
-        from sbdlq.render import Col, table_renderable
+        from sbdlq.output.render import Col, table_renderable
 
         cols = [Col(c, whole=True, min_width=10) if c == "entity" else c for c in COLUMNS]
         rows = [[r[c] for c in COLUMNS] for r in (c.to_json() for c in counts)]
@@ -140,7 +143,7 @@ def watch_counts(
     from sbdlq.operations.browse import count_entities, dlq_count
     from sbdlq.operations.stopping import Stopper
     from sbdlq.operations.watch import every as repeat
-    from sbdlq.output_formats import FORMATS, draws_table, or_list
+    from sbdlq.output.formats import FORMATS, draws_table, or_list
     from sbdlq.timeparse import parse_duration
 
     last: list[Counts] = []

@@ -4,7 +4,7 @@ Each command is written once, at module level, for any sub-queue; main.py binds 
 `resubmit`, written in copy_cmds.py next to `replay`, whose copy options it shares) to the
 dead-letter queue on the root app and to the transfer dead-letter queue on `transfer-dlq`.
 Every command has one shape: open the target, call the operation, map errors, render; what
-they print in common is cli/reporting.py's.
+they print in common is cli/reporting.py's and sbdlq/output's.
 """
 
 from pathlib import Path
@@ -17,7 +17,6 @@ from sbdlq.addresses import Address, SubQueue, parse_entity
 from sbdlq.cli import reporting
 from sbdlq.cli.completion import complete_count_output, complete_entity, complete_group_by
 from sbdlq.cli.error_path import guarded
-from sbdlq.cli.message_table import PEEK_COLUMNS, table_columns, table_row, tsv_keys
 from sbdlq.cli.notes import note
 from sbdlq.cli.options import (
     NO_SELECTION,
@@ -36,7 +35,9 @@ from sbdlq.cli.reporting import operation_note, queue_name
 from sbdlq.cli.settings import Settings, output_format
 from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput
-from sbdlq.output_formats import OUTPUTS, Emitter, draws_table
+from sbdlq.output import report_tables
+from sbdlq.output.formats import Emitter, draws_table, offer_help
+from sbdlq.output.message_table import PEEK_COLUMNS, table_columns, table_row, tsv_keys
 from sbdlq.selection import MAX_SEQUENCE, Selection
 
 
@@ -51,10 +52,7 @@ def fail_above_option(sub_queue: SubQueue) -> Any:
 
 CountOutput = Annotated[
     str | None,
-    output_option(
-        f"{', '.join(OUTPUTS)} or prometheus (gauges for node_exporter's textfile collector).",
-        complete_count_output,
-    ),
+    output_option(offer_help("count"), complete_count_output),
 ]
 WatchOpt = Annotated[
     str | None,
@@ -154,7 +152,7 @@ async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_se
     """A table of the first `limit` messages, and a note pointing at the rest."""
     from sbdlq.nearest import PassedOver
     from sbdlq.operations.browse import iter_messages
-    from sbdlq.render import PagedTable
+    from sbdlq.output.render import PagedTable
 
     # Rows, not messages, and a page of them at a time: `--all` over a million messages
     # holds one page of rows, never the bodies.
@@ -190,7 +188,7 @@ async def _peek_to_document(
     """Every message as it arrives, as one json/yaml document or one jsonl line each."""
     from sbdlq.nearest import PassedOver
     from sbdlq.operations.browse import iter_messages
-    from sbdlq.render import progress
+    from sbdlq.output.render import progress
 
     passed = PassedOver(sel)
     shown = 0
@@ -259,7 +257,7 @@ def inspect_reason(
         return
     from sbdlq.nearest import PassedOver
     from sbdlq.operations.browse import group_key, inspect_reasons
-    from sbdlq.render import progress
+    from sbdlq.output.render import progress
 
     async def work(s: Settings) -> tuple[str, list[Any]]:
         address = dlq_address(entity, sub_queue)
@@ -279,7 +277,7 @@ def inspect_reason(
 
     fmt, groups = guarded(ctx, work, reads_only=True)
     if not draws_table(fmt, q):
-        reporting.write([g.to_json() for g in groups], fmt, q)
+        report_tables.write([g.to_json() for g in groups], fmt, q)
         return
     _reasons_table(groups, by)
     if reporting.chart_wanted() and groups:
@@ -288,26 +286,26 @@ def inspect_reason(
 
 def _reasons_table(groups: list[Any], by: str) -> None:
     from sbdlq.operations.browse import is_fingerprint_grouping
-    from sbdlq.render import Col, table
+    from sbdlq.output.render import Col, table
 
     if is_fingerprint_grouping(by):
         table(
-            [*reporting.fingerprint_columns(), *reporting.group_stat_columns()],
-            [(g.key, g.reason, g.template, *reporting.group_stats(g)) for g in groups],
+            [*report_tables.fingerprint_columns(), *report_tables.group_stat_columns()],
+            [(g.key, g.reason, g.template, *report_tables.group_stats(g)) for g in groups],
             title=f"{sum(g.count for g in groups)} message(s) in {len(groups)} fingerprint(s)",
         )
         return
     table(
         # The key (a reason, a description, ...) is what the operator came for: never cut.
-        [Col("key", whole=True, min_width=12), *reporting.group_stat_columns()],
-        [(g.key, *reporting.group_stats(g)) for g in groups],
+        [Col("key", whole=True, min_width=12), *report_tables.group_stat_columns()],
+        [(g.key, *report_tables.group_stats(g)) for g in groups],
         title=f"{sum(g.count for g in groups)} message(s) by {by}",
     )
 
 
 def _reasons_chart(groups: list[Any], by: str) -> None:
     from sbdlq.operations.browse import timeline
-    from sbdlq.render import bar_chart
+    from sbdlq.output.render import bar_chart
 
     if by in ("hour", "day"):
         bar_chart(timeline(groups, by), title=f"messages per {by} (UTC)")
@@ -352,7 +350,7 @@ def purge(
 ) -> None:
     """Delete DLQ messages, optionally exporting each one first."""
     from sbdlq.operations.purge import purge as do_purge
-    from sbdlq.render import progress
+    from sbdlq.output.render import progress
 
     async def work(s: Settings) -> tuple[str, Any]:
         address = dlq_address(entity, sub_queue)
@@ -410,7 +408,7 @@ def _peek_row(m: Any) -> tuple[Any, ...]:
     """A message as a peek table row: its body shortened, or its size when large or binary."""
     from sbdlq.models import body_text
     from sbdlq.operations.sizing import LARGE_BODY_BYTES
-    from sbdlq.render import human_size
+    from sbdlq.output.render import human_size
 
     if len(m.body) >= LARGE_BODY_BYTES:
         body = f"<{human_size(len(m.body))}>"

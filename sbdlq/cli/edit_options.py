@@ -53,7 +53,7 @@ def edit_options(command: Callable[..., R]) -> Callable[..., R]:
 
 def example_table(example: dict[str, Any]) -> None:
     """The dry run's example: what the edits and the copy rules change on one message."""
-    from sbdlq.render import Col, table
+    from sbdlq.output.render import Col, table
 
     table(
         [Col("field", whole=True), Col("before", min_width=8), Col("after", min_width=8)],

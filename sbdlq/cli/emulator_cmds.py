@@ -128,7 +128,7 @@ def list_(ctx: typer.Context, output: Output = None) -> None:
         return fmt, store_path(local), [r.to_json() for r in rows]
 
     fmt, path, rows = guarded(ctx, work)
-    from sbdlq.output_formats import draws_table, write_document
+    from sbdlq.output.formats import draws_table, write_document
 
     if not draws_table(fmt, None):
         write_document(rows, fmt)
@@ -136,7 +136,7 @@ def list_(ctx: typer.Context, output: Output = None) -> None:
     if not rows:
         typer.echo(f"no entities in {path} ({NO_STORE_HINT.replace('create one', 'create some')})")
         return
-    from sbdlq.render import table
+    from sbdlq.output.render import table
 
     table(LIST_COLUMNS, [[r[c] for c in LIST_COLUMNS] for r in rows])
 
@@ -348,8 +348,8 @@ def receive(
     summary = f"{_VERBS[action]} {len(got)} message(s) from {where}"
     if action == "--dead-letter" and got and reason:
         summary += f" (reason {reason})"
-    from sbdlq.cli.message_table import RECEIVE_COLUMNS, table_columns, table_row, tsv_keys
-    from sbdlq.output_formats import draws_table, write_document
+    from sbdlq.output.formats import draws_table, write_document
+    from sbdlq.output.message_table import RECEIVE_COLUMNS, table_columns, table_row, tsv_keys
 
     if not draws_table(fmt, None):
         # tsv: the table's columns, with full values.
@@ -359,7 +359,7 @@ def receive(
     if not got:
         typer.echo(f"no messages available in {where}")
         return
-    from sbdlq.render import table
+    from sbdlq.output.render import table
 
     table(table_columns(RECEIVE_COLUMNS), [table_row(RECEIVE_COLUMNS, m, _preview(m.body)) for m in got])
     typer.echo(summary)

@@ -13,7 +13,8 @@ from sbdlq.cli.error_path import guarded
 from sbdlq.cli.options import SelectionOptions
 from sbdlq.cli.settings import Settings
 from sbdlq.cli.target import open_target
-from sbdlq.render import Query
+from sbdlq.output import report_tables
+from sbdlq.output.render import Query
 
 
 def inspect_namespace(
@@ -28,7 +29,7 @@ def inspect_namespace(
     """Scan every non-empty DLQ of the namespace, group per entity and key, render."""
     from sbdlq.operations.browse import group_key
     from sbdlq.operations.namespace import inspect_namespace as scan
-    from sbdlq.render import progress
+    from sbdlq.output.render import progress
 
     async def work(s: Settings) -> tuple[str, list[Any]]:
         group_key(by)  # reject a bad --by before any I/O
@@ -40,10 +41,10 @@ def inspect_namespace(
         return fmt, groups
 
     fmt, groups = guarded(ctx, work, reads_only=True)
-    from sbdlq.output_formats import draws_table
+    from sbdlq.output.formats import draws_table
 
     if not draws_table(fmt, q):
-        reporting.write([g.to_json() for g in groups], fmt, q)
+        report_tables.write([g.to_json() for g in groups], fmt, q)
         return
     _table(groups, by, sub_queue)
     if reporting.chart_wanted() and groups:
@@ -51,9 +52,9 @@ def inspect_namespace(
 
 
 def _table(groups: list[Any], by: str, sub_queue: SubQueue) -> None:
-    from sbdlq.cli.reporting import fingerprint_columns, group_stat_columns, group_stats
     from sbdlq.operations.browse import is_fingerprint_grouping
-    from sbdlq.render import Col, table
+    from sbdlq.output.render import Col, table
+    from sbdlq.output.report_tables import fingerprint_columns, group_stat_columns, group_stats
 
     if is_fingerprint_grouping(by):
         # One failure wherever it landed: a row per fingerprint, with the entities it is in.
@@ -82,7 +83,7 @@ def _table(groups: list[Any], by: str, sub_queue: SubQueue) -> None:
 def _chart(groups: list[Any], by: str) -> None:
     """Bars of the namespace's totals per key (per entity with `--by entity`), time in order."""
     from sbdlq.operations.browse import is_time_grouping, timeline
-    from sbdlq.render import bar_chart
+    from sbdlq.output.render import bar_chart
 
     totals: Counter[str] = Counter()
     for g in groups:

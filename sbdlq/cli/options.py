@@ -17,7 +17,7 @@ import typer
 
 from sbdlq.addresses import Address, SubQueue, parse_entity
 from sbdlq.cli.completion import complete_entity, complete_output
-from sbdlq.output_formats import output_help
+from sbdlq.output.formats import output_help
 from sbdlq.selection import SELECTION_OPTIONS, Selection, SelectionOption, build_selection
 
 if TYPE_CHECKING:

@@ -1,7 +1,8 @@
-"""What the commands print and how a run ends: documents, shared table columns, run reports, exit status.
+"""How a command's output is chosen and how a run ends: --query, warnings, run reports, exit status.
 
 The one library the command modules share (dlq.py, copy_cmds.py and the views count_views.py
-and namespace.py): command modules import this, never each other. Nothing here defines a
+and namespace.py): command modules import this, never each other; the tables and documents
+they print in common are sbdlq/output's (`output/report_tables.py`). Nothing here defines a
 command. `chart_wanted` is looked up on this module at call time, so tests can stand in a
 terminal for it.
 """
@@ -20,8 +21,9 @@ from sbdlq.cli.error_path import guarded, handled
 from sbdlq.cli.notes import err, note
 from sbdlq.cli.settings import Settings, output_format
 from sbdlq.errors import ExitStatus
-from sbdlq.output_formats import FORMATS, draws_table
-from sbdlq.render import Query
+from sbdlq.output.formats import FORMATS, draws_table
+from sbdlq.output.render import Query
+from sbdlq.output.report_tables import spread_table, write
 
 if TYPE_CHECKING:
     from sbdlq.results import RunResult
@@ -34,7 +36,7 @@ def queue_name(sub_queue: SubQueue) -> str:
 
 def query(ctx: typer.Context, expression: str | None) -> Query | None:
     """--query compiled before any work, a bad one reported on the one error path."""
-    from sbdlq.render import compile_query
+    from sbdlq.output.render import compile_query
 
     with handled(ctx):
         return compile_query(expression)
@@ -55,48 +57,12 @@ def operation_note(text: str) -> None:
     (note if text.startswith("plan:") else err)(f"sbdlq: {text}")
 
 
-def write(data: Any, fmt: str, q: Query | None = None) -> None:
-    """One document on stdout in the format, after the query."""
-    from sbdlq.output_formats import write_document
-
-    write_document(data, fmt, query=q)
-
-
-def emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str], q: Query | None = None) -> None:
-    """Rows as a table for a person (the entity column never cut), else as a document."""
-    if draws_table(fmt, q):
-        from sbdlq.render import Col, table
-
-        cols = [Col(c, whole=True, min_width=10) if c == "entity" else c for c in columns]
-        table(cols, [[r[c] for c in columns] for r in rows])
-    else:
-        write(rows, fmt, q)
-
-
 def group_output(s: Settings, given: str | None) -> str:
-    """inspect-reason's -o: prometheus refused in one line (its groups, fingerprints above all, are unbounded)."""
-    from sbdlq.errors import BadInput
-    from sbdlq.render_prometheus import FORMAT
+    """inspect-reason's -o: a format it refuses in its own words (prometheus: its groups are unbounded) in one line."""
+    from sbdlq.output.formats import refuse
 
-    if (given or "").strip().lower() == FORMAT:
-        raise BadInput(
-            "inspect-reason offers no -o prometheus: its groups (fingerprints, descriptions) are unbounded, "
-            "and a label per group would make an unbounded label set",
-            hint="use -o json, or count -o prometheus for gauges per entity",
-        )
+    refuse("inspect-reason", given)
     return output_format(s, given)
-
-
-def fingerprint_columns() -> list[Any]:
-    """The columns a fingerprint group adds before its stats: its id, reason and template."""
-    from sbdlq.render import Col
-
-    return [
-        Col("fingerprint", whole=True, min_width=8),
-        Col("reason", min_width=8),
-        # The template is what the operator came for: never cut.
-        Col("template", whole=True, min_width=20),
-    ]
 
 
 def warn_nearest(passed: Any) -> None:
@@ -112,39 +78,6 @@ def chart_wanted() -> bool:
     return terminal.stdout_is_terminal()
 
 
-def table_time(ts: Any) -> str:
-    """A table's time: ISO 8601 UTC with a Z, to the second (json keeps the fraction)."""
-    from datetime import UTC
-
-    if ts is None:
-        return ""
-    return str(ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-
-
-def group_stat_columns() -> list[Any]:
-    """The table columns of `group_stats`, shared by every report of reason groups."""
-    from sbdlq.render import Col
-
-    return [
-        Col("count", numeric=True),
-        Col("first_enqueued", whole=True, min_width=20),
-        Col("last_enqueued", whole=True, min_width=20),
-        Col("samples", whole=True, min_width=7),
-    ]
-
-
-def group_stats(g: Any) -> tuple[Any, ...]:
-    """A reason group's count, first and last enqueued times and sample sequence numbers, as table cells."""
-    samples = ", ".join(str(n) for n in g.sample_sequence_numbers)
-    return g.count, table_time(g.first_enqueued), table_time(g.last_enqueued), samples
-
-
-#: Copies of a spread a table shows before it names the record that holds them all.
-SPREAD_SHOWN = 20
-#: The spread copies table's columns: keys of each copy in a result's `spread.copies`.
-SPREAD_COLUMNS = ["seq", "copy", "at", "message_id"]
-
-
 def report(fmt: str, doc: dict[str, Any], summary: str, q: Query | None = None) -> None:
     """A run's result: its summary line (and edited example, a spread's copies) for a person, else the document."""
     if draws_table(fmt, q):
@@ -157,18 +90,6 @@ def report(fmt: str, doc: dict[str, Any], summary: str, q: Query | None = None) 
         sys.stdout.write(summary + "\n")
     else:
         write(doc, fmt, q)
-
-
-def spread_table(spread: dict[str, Any]) -> None:
-    """The first copies of a spread (original, copy's sequence number, time); the record has them all."""
-    from sbdlq.render import table
-
-    copies = spread.get("copies") or []
-    if not copies:
-        return
-    table(SPREAD_COLUMNS, [[c[k] for k in SPREAD_COLUMNS] for c in copies[:SPREAD_SHOWN]])
-    if len(copies) > SPREAD_SHOWN:
-        sys.stdout.write(f"... and {len(copies) - SPREAD_SHOWN} more copies in {spread['file']}\n")
 
 
 def change(

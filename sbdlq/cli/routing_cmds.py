@@ -52,11 +52,11 @@ def status_cmd(ctx: typer.Context, topic: Topic, output: Output = None) -> None:
     now = now_utc()
     doc["leases"] = [{**x.to_json(), "live": x.live(now)} for x in leases]
     if fmt != "table":
-        from sbdlq.output_formats import write_document
+        from sbdlq.output.formats import write_document
 
         write_document(doc, fmt)
         return
-    from sbdlq.render import auto_table
+    from sbdlq.output.render import auto_table
 
     typer.echo(f"topic {state.topic}: targeted routing {state.state}")
     if doc["subscriptions"]:

@@ -99,6 +99,6 @@ def settings(ctx: typer.Context) -> Settings:
 
 def output_format(s: Settings, given: str | None) -> str:
     """-o, else the profile's output, else table."""
-    from sbdlq.output_formats import DEFAULT_OUTPUT, check_output
+    from sbdlq.output.formats import DEFAULT_OUTPUT, check_output
 
     return check_output(given or s.profile_default("output") or DEFAULT_OUTPUT)

@@ -17,7 +17,8 @@ from sbdlq.cli.options import Output, QueryOpt
 from sbdlq.cli.settings import Settings, output_format
 from sbdlq.cli.target import open_target
 from sbdlq.errors import ExitStatus
-from sbdlq.output_formats import draws_table
+from sbdlq.output import report_tables
+from sbdlq.output.formats import draws_table
 
 app = typer.Typer(
     name="spread",
@@ -57,7 +58,7 @@ def list_cmd(ctx: typer.Context, output: Output = None, query: QueryOpt = None) 
         }
         for d in docs
     ]
-    reporting.emit_list(rows, fmt, LIST_COLUMNS, q)
+    report_tables.emit_list(rows, fmt, LIST_COLUMNS, q)
 
 
 @app.command("status")
@@ -77,7 +78,7 @@ def status_cmd(ctx: typer.Context, spread_id: SpreadId, output: Output = None, q
     fmt, status = guarded(ctx, work)
     doc = status.to_json()
     if draws_table(fmt, q):
-        from sbdlq.render import table
+        from sbdlq.output.render import table
 
         table(["field", "value"], [[key, "-" if doc[key] is None else doc[key]] for key in STATUS_ROWS])
         if not status.checked:
@@ -86,7 +87,7 @@ def status_cmd(ctx: typer.Context, spread_id: SpreadId, output: Output = None, q
                 "counted from the record's times"
             )
     else:
-        reporting.write(doc, fmt, q)
+        report_tables.write(doc, fmt, q)
 
 
 @app.command("cancel")
@@ -112,7 +113,7 @@ def cancel_cmd(
     from sbdlq.operations.spread_file import read_spread
     from sbdlq.operations.spread_ops import Place, cancel_spread
     from sbdlq.operations.stopping import RunInterrupted
-    from sbdlq.render import progress
+    from sbdlq.output.render import progress
 
     q = reporting.query(ctx, query)
 

@@ -7,9 +7,9 @@ import time
 from typing import Any
 
 from sbdlq.errors import ExitStatus
+from sbdlq.output.prometheus import Family
 from sbdlq.policy.plan import UNMATCHED, Step
 from sbdlq.policy.runner import FAILED, FIRED, INTERRUPTED
-from sbdlq.render_prometheus import label_value
 
 #: The table's columns (the keys of step_json they show).
 COLUMNS = ("rule", "entity", "action", "matched", "status", "detail")
@@ -73,23 +73,19 @@ def _outcomes(step: Step) -> dict[str, int]:
     return out
 
 
-def prometheus(policy: str, steps: list[Step], status: ExitStatus, *, now: float | None = None) -> str:
-    """The run as gauges; every family's HELP and TYPE first, and a final newline."""
-    pol = f'policy="{label_value(policy)}"'
-    series: dict[str, list[str]] = {name: [] for name, _ in _FAMILIES}
+def prometheus(policy: str, steps: list[Step], status: ExitStatus, *, now: float | None = None) -> list[Family]:
+    """The run as gauges, every family in order (one without series too); `-o prometheus` writes them."""
+    pol = {"policy": policy}
+    family = {name: Family(name, help_) for name, help_ in _FAMILIES}
     for step in steps:
         if step.status == UNMATCHED:
             continue  # a glob is no entity: no series of its own
-        labels = f'{pol},rule="{label_value(step.rule.name)}",entity="{label_value(step.entity)}"'
+        labels = {**pol, "rule": step.rule.name, "entity": step.entity}
         for outcome, n in _outcomes(step).items():
-            action = label_value(step.rule.action)
-            series["sbdlq_apply_messages"].append(f'{{{labels},action="{action}",outcome="{outcome}"}} {n}')
-        series["sbdlq_apply_failed"].append(f"{{{labels}}} {int(step.status in (FAILED, INTERRUPTED))}")
+            family["sbdlq_apply_messages"].add({**labels, "action": step.rule.action, "outcome": outcome}, n)
+        family["sbdlq_apply_failed"].add(labels, int(step.status in (FAILED, INTERRUPTED)))
         if step.rule.action == "alert":
-            series["sbdlq_apply_alert_fired"].append(f"{{{labels}}} {int(step.status == FIRED)}")
-    series["sbdlq_apply_last_run_timestamp_seconds"].append(f"{{{pol}}} {int(now or time.time())}")
-    series["sbdlq_apply_exit_status"].append(f"{{{pol}}} {int(status)}")
-    lines = []
-    for name, help_ in _FAMILIES:
-        lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", *(name + s for s in series[name])]
-    return "\n".join(lines) + "\n"
+            family["sbdlq_apply_alert_fired"].add(labels, int(step.status == FIRED))
+    family["sbdlq_apply_last_run_timestamp_seconds"].add(pol, int(now or time.time()))
+    family["sbdlq_apply_exit_status"].add(pol, int(status))
+    return list(family.values())

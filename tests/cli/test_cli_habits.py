@@ -5,13 +5,14 @@ and the output formats as one registry (issue 28).
 from __future__ import annotations
 
 import json
-from typing import IO, Any
+from collections.abc import Mapping
+from typing import IO, Any, ClassVar
 
 import pytest
 from support import Cli, Seeder
 from support.readme import section
 
-from sbdlq.output_formats import FORMATS, OutputFormat
+from sbdlq.output.formats import FORMATS, OutputFormat
 
 
 @pytest.fixture
@@ -99,14 +100,60 @@ def test_a_new_output_format_is_one_registry_entry(cli: Cli, monkeypatch: pytest
     assert code == 2
 
 
+class Whisper(Shout):
+    """A format offered to count by name and refused by inspect-reason in its own words, as prometheus is."""
+
+    name = shown = "whisper"
+    offered_by: ClassVar[Mapping[str, str] | None] = {"count": "quietly"}
+    refused_by: ClassVar[Mapping[str, tuple[str, str]]] = {"inspect-reason": ("too loud for groups", "use -o json")}
+
+
+@pytest.mark.usefixtures("seeded")
+def test_a_format_some_commands_offer_is_one_entry_too(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sbdlq.cli.completion import complete_count_output, complete_output
+
+    monkeypatch.setitem(FORMATS, "whisper", Whisper())
+    code, out, _ = cli("count", "-o", "whisper")
+    assert (code, json.loads(out[1:])[0]["entity"]) == (0, "orders")
+    # Offered by name to count only: every other command refuses it as a name it does not offer.
+    code, _, err = cli("peek", "orders", "-o", "whisper")
+    assert (code, err) == (2, "sbdlq: invalid output format 'whisper' (use table, json, jsonl, yaml, tsv or none)\n")
+    code, _, err = cli("inspect-reason", "orders", "-o", "Whisper")
+    assert (code, err) == (2, "sbdlq: inspect-reason offers no -o whisper: too loud for groups (use -o json)\n")
+    assert "whisper" in complete_count_output(None, "w")  # type: ignore[arg-type]
+    assert "whisper" not in complete_output(None, "w")  # type: ignore[arg-type]
+
+
+def option_help(*path: str) -> str:
+    """The `-o` help of a command, as its --help shows it."""
+    import typer
+
+    from sbdlq.cli.main import app
+
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]  # type: ignore[attr-defined]
+    return next(p.help for p in command.params if "--output" in p.opts)
+
+
 def test_every_format_is_offered_and_documented() -> None:
     from typing import get_args
 
     from sbdlq.cli.options import Output
+    from sbdlq.output.formats import outputs
 
     help_ = get_args(Output)[1].help
-    assert all(name in help_ for name in FORMATS)
-    assert f"`table|{'|'.join(list(FORMATS)[1:])}`" in section("## Output")  # docs/reference.md
+    everyones = outputs()
+    assert "prometheus" not in everyones
+    assert all(name in help_ for name in everyones)
+    assert f"`table|{'|'.join(everyones[1:])}`" in section("## Output")  # docs/reference.md
+    # A format offered by name is in the -o help of each command it names, with that command's words.
+    by_name = {name: f.offered_by for name, f in FORMATS.items() if f.offered_by is not None}
+    assert set(by_name) == {"prometheus"} and set(by_name["prometheus"]) == {"count", "apply"}
+    for name, commands in by_name.items():
+        for command, words in commands.items():
+            assert f"{name} ({words})" in option_help(command)
+    assert option_help("apply").startswith("table, json, jsonl, yaml, none or prometheus")  # tsv: its report is nested
 
 
 @pytest.mark.parametrize("command", ["peek", "inspect-reason", "resubmit", "purge"])

@@ -13,8 +13,8 @@ import pytest
 
 from sbdlq.cli.count_views import COLUMNS
 from sbdlq.models import COUNT_FIELDS, COUNT_NAMES, Counts
-from sbdlq.render import NUMERIC_COLUMNS
-from sbdlq.render_prometheus import gauges
+from sbdlq.output.prometheus import exposition, gauges
+from sbdlq.output.render import NUMERIC_COLUMNS
 
 NAMES = [f.name for f in COUNT_FIELDS]
 SAMPLE = Counts("orders", active=1, dead_letter=2, transfer_dead_letter=3, scheduled=4)
@@ -42,7 +42,7 @@ def test_the_count_table_shows_every_count_as_a_number() -> None:
 
 
 def test_prometheus_writes_one_series_per_count() -> None:
-    series = [line for line in gauges([SAMPLE]).splitlines() if not line.startswith("#")]
+    series = [line for line in exposition(gauges([SAMPLE])).splitlines() if not line.startswith("#")]
     assert series == [f'sbdlq_messages{{entity="orders",queue="{name}"}} {getattr(SAMPLE, name)}' for name in NAMES]
 
 

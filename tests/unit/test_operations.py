@@ -29,8 +29,8 @@ from sbdlq.operations.ratelimit import RateLimiter
 from sbdlq.operations.renewal import LockKeeper
 from sbdlq.operations.resubmit import COPIED_FIELDS, make_copy
 from sbdlq.operations.retries import retrying
-from sbdlq.output_formats import Emitter
-from sbdlq.render import Col, cell_text, clip, layout
+from sbdlq.output.formats import Emitter
+from sbdlq.output.render import Col, cell_text, clip, layout
 from sbdlq.results import PurgeResult, ResubmitResult
 
 DLQ = Address(EntityPath("q"), SubQueue.DEAD_LETTER)

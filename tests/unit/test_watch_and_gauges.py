@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from sbdlq.models import Counts
 from sbdlq.operations.watch import every
-from sbdlq.render_prometheus import gauges, label_value
+from sbdlq.output.prometheus import exposition, gauges, label_value
 
 
 class FakeTime:
@@ -48,7 +48,7 @@ def test_every_keeps_a_fixed_rate_and_stops_when_told() -> None:
 
 
 def test_gauges_are_one_family_four_series_per_entity_and_a_final_newline() -> None:
-    text = gauges([Counts("orders", 3, 2, 0, 1), Counts("t/Subscriptions/s1", dead_letter=7)])
+    text = exposition(gauges([Counts("orders", 3, 2, 0, 1), Counts("t/Subscriptions/s1", dead_letter=7)]))
     assert text == (
         "# HELP sbdlq_messages Messages in a Service Bus queue or subscription, by sub-queue (sbdlq count).\n"
         "# TYPE sbdlq_messages gauge\n"
@@ -65,4 +65,4 @@ def test_gauges_are_one_family_four_series_per_entity_and_a_final_newline() -> N
 
 def test_label_values_escape_backslash_quote_and_newline() -> None:
     assert label_value('a\\b"c\nd') == 'a\\\\b\\"c\\nd'
-    assert gauges([]).endswith("gauge\n")
+    assert exposition(gauges([])).endswith("gauge\n")

@@ -1,6 +1,6 @@
 """Output: table / json / jsonl / yaml / tsv on stdout, progress bars on stderr (notes: cli/notes.py).
 
-The formats `-o` takes are the `FORMATS` registry (output_formats.py): this module draws tables
+The formats `-o` takes are the `FORMATS` registry (formats.py): this module draws tables
 and holds the pieces the formats share (encoders, yaml, tsv cells, the `--query` expression).
 
 stdout carries only the requested output so pipes stay clean; progress appears only

@@ -3,9 +3,11 @@
 Each format says how it writes a whole document (a result, a list) and how it streams records
 one by one (peek, `count --watch`), and answers the questions the commands used to ask by
 name: is it the table a person reads (the command then draws its own), does `--query` apply to
-each record, can a watch stream it, does it hold only the table's columns. Adding a format is
-one `OutputFormat` subclass registered here; the option's help, its completion, the profile
-key `output` and the error for an unknown name all read `FORMATS`.
+each record, can a watch stream it, does it hold only the table's columns, is its document
+metric families, which commands offer it (every one, or those it names: prometheus is count's
+and apply's) and which refuse it with a reason of their own. Adding a format is one
+`OutputFormat` subclass registered here; every `-o` option's help, its completion, the profile
+key `output` and the errors for a name a command does not offer all read `FORMATS`.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from __future__ import annotations
 import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, Any, ClassVar
 
 from sbdlq.errors import BadInput
-from sbdlq.render import Query, auto_table, dump_yaml, json_document_text, json_text, tsv_line, write_tsv
+from sbdlq.output.render import Query, auto_table, dump_yaml, json_document_text, json_text, tsv_line, write_tsv
 
 #: the format when neither -o nor the profile names one
 DEFAULT_OUTPUT = "table"
@@ -37,6 +39,15 @@ class OutputFormat(ABC):
     streams: ClassVar[bool] = False
     #: a record holds only the table's columns (the caller's keys), with full values
     table_columns: ClassVar[bool] = False
+    #: its document is metric families (`output/prometheus.py` `Family`), not records
+    metrics: ClassVar[bool] = False
+    #: --query may shape what it writes; a command refuses --query with it otherwise
+    takes_query: ClassVar[bool] = True
+    #: None: every command offers it (and a profile's `output` may name it); else only the
+    #: commands it names, each with the words that command's `-o` help gives it
+    offered_by: ClassVar[Mapping[str, str] | None] = None
+    #: commands that refuse it with a reason of their own, not as a name they do not know: (why, hint)
+    refused_by: ClassVar[Mapping[str, tuple[str, str]]] = {}
 
     @abstractmethod
     def document(self, data: Any, out: IO[str]) -> None:
@@ -129,8 +140,49 @@ class Nothing(OutputFormat):
         return None
 
 
-FORMATS: dict[str, OutputFormat] = {f.name: f for f in (Table(), Json(), Jsonl(), Yaml(), Tsv(), Nothing())}
-OUTPUTS = tuple(FORMATS)
+class Prometheus(OutputFormat):
+    """Gauges in the Prometheus text format, for node_exporter's textfile collector (`output/prometheus.py`)."""
+
+    name = shown = "prometheus"
+    metrics = True
+    takes_query = False
+    offered_by: ClassVar[Mapping[str, str] | None] = {
+        "count": "gauges for node_exporter's textfile collector",
+        "apply": "for node_exporter's textfile collector",
+    }
+    refused_by: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "inspect-reason": (
+            "its groups (fingerprints, descriptions) are unbounded, and a label per group would make an "
+            "unbounded label set",
+            "use -o json, or count -o prometheus for gauges per entity",
+        ),
+    }
+
+    def document(self, data: Any, out: IO[str]) -> None:
+        from sbdlq.output.prometheus import exposition
+
+        out.write(exposition(data))
+
+
+FORMATS: dict[str, OutputFormat] = {
+    f.name: f for f in (Table(), Json(), Jsonl(), Yaml(), Tsv(), Nothing(), Prometheus())
+}
+
+
+def outputs(command: str | None = None, *, nested: bool = False) -> tuple[str, ...]:
+    """The formats a command offers, in registry order: every command's (but those holding only a
+    table's columns, where its records are nested) and those offered to it by name. No command:
+    the formats every command offers, which a profile's `output` may name."""
+    return tuple(
+        name
+        for name, f in FORMATS.items()
+        if (f.offered_by is None and not (nested and f.table_columns))
+        or (command is not None and f.offered_by is not None and command in f.offered_by)
+    )
+
+
+#: the formats every command offers (a profile's `output` is one of them)
+OUTPUTS = outputs()
 
 
 def or_list(items: Sequence[str]) -> str:
@@ -138,15 +190,41 @@ def or_list(items: Sequence[str]) -> str:
 
 
 def output_help() -> str:
-    """The `-o` option's help, from the registry."""
-    return f"{or_list([f.shown for f in FORMATS.values()])}; default: {DEFAULT_OUTPUT}."
+    """The `-o` option's help, from the registry: the formats every command offers."""
+    return f"{or_list([FORMATS[name].shown for name in outputs()])}; default: {DEFAULT_OUTPUT}."
+
+
+def offer_help(command: str, *, nested: bool = False) -> str:
+    """The `-o` help of a command offered formats by name: each it writes, those with the command's words."""
+    shown = [
+        name if (by := FORMATS[name].offered_by) is None else f"{name} ({by[command]})"
+        for name in outputs(command, nested=nested)
+    ]
+    return ", ".join(shown[:-1]) + " or " + shown[-1] + "."
 
 
 def check_output(fmt: str) -> str:
-    """fmt when it names a format; BadInput listing them otherwise."""
-    if fmt not in FORMATS:
-        raise BadInput(f"invalid output format {fmt!r}", hint=f"use {or_list(list(OUTPUTS))}")
+    """fmt when every command offers it; BadInput listing those otherwise."""
+    found = FORMATS.get(fmt)
+    if found is None or found.offered_by is not None:
+        raise BadInput(f"invalid output format {fmt!r}", hint=f"use {or_list(list(outputs()))}")
     return fmt
+
+
+def offered_by_name(command: str, given: str | None) -> OutputFormat | None:
+    """The format `given` names when it is one the command is offered by name (count's prometheus), else None."""
+    found = FORMATS.get(given or "")
+    if found is None or found.offered_by is None or command not in found.offered_by:
+        return None
+    return found
+
+
+def refuse(command: str, given: str | None) -> None:
+    """BadInput in the command's own words when it refuses the format `given` names (any case, spaces around)."""
+    found = FORMATS.get((given or "").strip().lower())
+    if found is not None and command in found.refused_by:
+        why, hint = found.refused_by[command]
+        raise BadInput(f"{command} offers no -o {found.name}: {why}", hint=hint)
 
 
 def draws_table(fmt: str, query: Query | None) -> bool:

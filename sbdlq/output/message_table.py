@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sbdlq.cli.reporting import table_time
 from sbdlq.models import MESSAGE_FIELD, Message
-from sbdlq.render import Col
+from sbdlq.output.render import Col
+from sbdlq.output.report_tables import table_time
 
 #: The column of the body (not a message field): its Message JSON key and its header.
 BODY = "body"
