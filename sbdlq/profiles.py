@@ -197,7 +197,7 @@ def _check_profile(p: Path, name: str, values: Any) -> dict[str, Any]:
                 raise BadInput(f"{where}.timeout must be positive")
             out[key] = value
         elif key in ("transport", "proxy"):
-            from sbdlq.network import check_transport, parse_proxy
+            from sbdlq.transport import check_transport, parse_proxy
 
             if not isinstance(value, str):
                 raise BadInput(f"{where}.{key} must be a string")

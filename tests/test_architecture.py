@@ -73,7 +73,7 @@ def test_operations_and_sqlfilter_run_no_emulator_engine_code() -> None:
 @pytest.mark.parametrize("folder", ["policy", "ui", "operations", "backends"])
 def test_the_layers_below_the_cli_never_import_it(folder: str) -> None:
     # The cli builds on them (Typer options from their plain declarations), never the other way:
-    # the edit options are operations/edits.EDIT_OPTIONS, `sbdlq ui` is cli/ui_cmd.py.
+    # the edit options are operations/edits.EDIT_OPTIONS, `sbdlq ui` is cli/commands/ui.py.
     assert _violations(folder, ("sbdlq.cli",)) == []
 
 

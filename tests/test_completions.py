@@ -330,7 +330,7 @@ def test_config_show_completes_profiles_through_the_app(click_classes: None, tmp
 
 
 def test_typer_passes_ctx_and_incomplete_to_complete_entity(click_classes: None, store: Path) -> None:
-    """An ENTITY argument wired with `autocompletion=complete_entity`, the way dlq.py wires it."""
+    """An ENTITY argument wired with `autocompletion=complete_entity`, the way cli/commands/dlq.py wires it."""
     mini = typer.Typer(add_completion=False)  # True would register Typer's own completion classes
 
     @mini.callback()

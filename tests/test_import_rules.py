@@ -81,7 +81,15 @@ def test_no_import_cycle_inside_the_cli() -> None:
 
 def test_command_modules_are_read_off_the_app() -> None:
     # Every command group is seen, the ones registered late in main._build too.
-    for module in ("dlq", "copy_cmds", "apply_cmd", "routing_cmds", "config_cmds", "emulator_entities", "ui_cmd"):
+    for module in (
+        "commands.dlq",
+        "commands.copies",
+        "commands.apply",
+        "commands.routing",
+        "commands.config",
+        "commands.emulator_entities",
+        "commands.ui",
+    ):
         assert f"sbdlq.cli.{module}" in COMMAND_MODULES
     assert set(MODULES) >= COMMAND_MODULES
 

@@ -10,8 +10,8 @@ from typing import Protocol
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.emulator.clock import emulator_clock
 from sbdlq.errors import BadInput
-from sbdlq.network import Network
 from sbdlq.timeparse import parse_duration
+from sbdlq.transport import Network
 
 __all__ = ["Backend", "BackendTarget", "ReceiveMode", "open_backend"]
 

@@ -15,6 +15,7 @@ from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.emulator.admin import EmulatorAdmin
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.errors import EntityNotFound, OperationFailed
+from sbdlq.loopless import pause
 from sbdlq.models import (
     Choose,
     Counts,
@@ -25,7 +26,6 @@ from sbdlq.models import (
     SubscriptionRule,
     SubscriptionRules,
 )
-from sbdlq.run_inline import pause
 from sbdlq.timeparse import from_epoch_ms
 
 

@@ -1,6 +1,6 @@
 """The local emulator store the `sbdlq emulator` commands act on: which one, and its admin operations.
 
-Shared by emulator_cmds.py and emulator_entities.py (command modules import this, never each
+Shared by commands/emulator.py and commands/emulator_entities.py (command modules import this, never each
 other).
 """
 

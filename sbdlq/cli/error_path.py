@@ -57,11 +57,11 @@ def guarded(ctx: typer.Context, work: Callable[[Settings], Awaitable[T]], *, rea
     Settings → call → map errors: `work` opens the target itself (`target.open_target`).
 
     `reads_only` work (it starts no tasks and takes no locks) runs without an event loop
-    when the target is the in-process emulator: see sbdlq.run_inline.
+    when the target is the in-process emulator: see sbdlq.loopless.
     """
     with handled(ctx) as s:
         if reads_only and _in_process(s):
-            from sbdlq.run_inline import run_without_loop
+            from sbdlq.loopless import run_without_loop
 
             return run_without_loop(_work_between_moments(work, s))
         import asyncio  # here, not at start-up: `--help` and usage errors don't pay for it

@@ -121,7 +121,7 @@ def main(
     ctx.obj = Settings(options=options, profile=profile, timeout=timeout, verbose=verbose, debug=debug)
 
 
-#: the five DLQ commands, and the module each is defined in (dlq.py's four, copy_cmds.py's resubmit)
+#: the five DLQ commands, and the module each is defined in (commands/dlq.py's four, commands/copies.py's resubmit)
 DLQ_COMMANDS = ("count", "peek", "inspect-reason", "resubmit", "purge")
 
 
@@ -131,11 +131,11 @@ def register_dlq_commands(group: typer.Typer, sub_queue: SubQueue, only: str | N
 
     for name in DLQ_COMMANDS if only is None else (only,):
         if name == "resubmit":
-            from sbdlq.cli.copy_cmds import resubmit
+            from sbdlq.cli.commands.copies import resubmit
 
             group.command(name)(for_sub_queue(resubmit, sub_queue))
             continue
-        from sbdlq.cli import dlq
+        from sbdlq.cli.commands import dlq
 
         options = {"fail_above": dlq.fail_above_option(sub_queue)} if name == "count" else None
         callback = {"count": dlq.count, "peek": dlq.peek, "inspect-reason": dlq.inspect_reason, "purge": dlq.purge}
@@ -153,45 +153,45 @@ def _transfer_dlq() -> None:
 
 
 def _replay() -> None:
-    from sbdlq.cli.copy_cmds import replay
+    from sbdlq.cli.commands.copies import replay
 
     app.command("replay")(replay)
 
 
 def _apply() -> None:
-    from sbdlq.cli.apply_cmd import apply
+    from sbdlq.cli.commands.apply import apply
 
     app.command("apply")(apply)
 
 
 def _emulator() -> None:
-    from sbdlq.cli.emulator_cmds import app as emulator_app
-    from sbdlq.cli.emulator_entities import register as register_entity_commands
+    from sbdlq.cli.commands.emulator import app as emulator_app
+    from sbdlq.cli.commands.emulator_entities import register as register_entity_commands
 
     register_entity_commands(emulator_app)
     app.add_typer(emulator_app, name="emulator")
 
 
 def _config() -> None:
-    from sbdlq.cli.config_cmds import app as config_app
+    from sbdlq.cli.commands.config import app as config_app
 
     app.add_typer(config_app, name="config")
 
 
 def _routing() -> None:
-    from sbdlq.cli.routing_cmds import app as routing_app
+    from sbdlq.cli.commands.routing import app as routing_app
 
     app.add_typer(routing_app, name="routing")
 
 
 def _spread() -> None:
-    from sbdlq.cli.spread_cmds import app as spread_app
+    from sbdlq.cli.commands.spread import app as spread_app
 
     app.add_typer(spread_app, name="spread")
 
 
 def _ui() -> None:
-    from sbdlq.cli.ui_cmd import ui
+    from sbdlq.cli.commands.ui import ui
 
     app.command("ui")(ui)
 

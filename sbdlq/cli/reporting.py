@@ -1,7 +1,7 @@
 """How a command's output is chosen and how a run ends: --query, warnings, run reports, exit status.
 
-The one library the command modules share (dlq.py, copy_cmds.py and the views count_views.py
-and namespace.py): command modules import this, never each other; the tables and documents
+The one library the command modules share (commands/dlq.py, commands/copies.py and the views count_views.py
+and namespace_inspect.py): command modules import this, never each other; the tables and documents
 they print in common are sbdlq/output's (`output/report_tables.py`). Nothing here defines a
 command. `chart_wanted` is looked up on this module at call time, so tests can stand in a
 terminal for it.

@@ -60,12 +60,12 @@ class Settings:
         return self._target
 
     def network(self) -> Any:
-        """The transport and proxy (sbdlq.network.Network): option > env > profile > default.
+        """The transport and proxy (sbdlq.transport.Network): option > env > profile > default.
 
         An explicit `--proxy` without a transport chosen anywhere means websockets, as the SDK
         itself decides for a proxy; HTTPS_PROXY alone does not switch (it serves the admin client).
         """
-        from sbdlq.network import Network, check_transport, parse_proxy
+        from sbdlq.transport import Network, check_transport, parse_proxy
 
         prof = self.target().profile
         transport, t_src = self.options.get("transport", Setting(None))

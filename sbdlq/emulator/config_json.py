@@ -34,8 +34,8 @@ from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.emulator.engine.vocabulary import MAX_MESSAGE_KB
 from sbdlq.emulator.entity_properties import ALLOWED, PROPERTIES
 from sbdlq.errors import BadInput
-from sbdlq.files import read_named_file
 from sbdlq.models import EntityInfo
+from sbdlq.named_files import read_named_file
 from sbdlq.timeparse import parse_duration
 
 # JSON key → (engine keyword, value kind), and which keys each entity kind takes: shared with

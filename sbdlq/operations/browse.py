@@ -11,9 +11,9 @@ from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
 from sbdlq.groups import FingerprintGroup, ReasonGroup
+from sbdlq.loopless import pause
 from sbdlq.models import Counts, Message
 from sbdlq.operations.sizing import BatchSizer
-from sbdlq.run_inline import pause
 from sbdlq.selection import Selection
 
 G = TypeVar("G", bound=ReasonGroup)

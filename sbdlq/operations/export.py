@@ -36,7 +36,7 @@ from sbdlq.selection import Selection
 
 if TYPE_CHECKING:
     from sbdlq.backends.base import Backend
-    from sbdlq.operations.run import Progress
+    from sbdlq.operations.moving_run import Progress
 
 _RECORD_PREFIX = RECORD_PREFIX
 _RECORD_START = re.compile(re.escape(_RECORD_PREFIX) + rb"\d")

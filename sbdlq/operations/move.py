@@ -9,7 +9,7 @@ namespace an abandon, which adds 1 to their delivery count; the emulator gives t
 untouched); locks are renewed
 before they lapse; an interrupted run lets the chunks in flight finish and releases the rest.
 
-Its parts live next to it: the plan (planning.py), the lock renewal (renewal.py), the retries
+Its parts live next to it: the plan (planning.py), the lock renewal (lock_keeper.py), the retries
 (retries.py), the rate (ratelimit.py), the counts (loop_stats.py) and the policy for a
 settlement whose answer was lost (settle_recovery.py).
 """
@@ -24,9 +24,9 @@ from sbdlq.addresses import Address
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.errors import SbdlqError
 from sbdlq.models import Message
+from sbdlq.operations.lock_keeper import SETTLE_CHUNK, LockKeeper
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.planning import dlq_left
-from sbdlq.operations.renewal import SETTLE_CHUNK, LockKeeper
 from sbdlq.operations.retries import retrying
 from sbdlq.operations.sizing import LARGE_BODY_BYTES, BatchSizer
 from sbdlq.selection import Selection

@@ -16,9 +16,9 @@ from sbdlq.operations.broker_deletes import BrokerDeletes
 from sbdlq.operations.browse import queue_word
 from sbdlq.operations.export import LazyExporter, check_export_target
 from sbdlq.operations.move import EMPTY_RETRIES
+from sbdlq.operations.moving_run import MovingRun, Progress, RunOptions
 from sbdlq.operations.planning import Plan, dlq_left
 from sbdlq.operations.retries import retrying
-from sbdlq.operations.run import MovingRun, Progress, RunOptions
 from sbdlq.operations.settle_recovery import complete_or_left
 from sbdlq.results import PurgeResult
 from sbdlq.selection import Selection

@@ -26,12 +26,12 @@ from sbdlq.errors import BadInput, SbdlqError
 from sbdlq.models import OutboundMessage
 from sbdlq.operations.edits import copy_example
 from sbdlq.operations.loop_stats import LoopStats
+from sbdlq.operations.moving_run import Progress
 from sbdlq.operations.ratelimit import RateLimiter
 from sbdlq.operations.records import DeleteMarks, Record, RecordFile
 from sbdlq.operations.replay_state import ReplayState, finished_replay
 from sbdlq.operations.resubmit import CopyOptions
-from sbdlq.operations.routing import RoutingCheck
-from sbdlq.operations.run import Progress
+from sbdlq.operations.routing_check import RoutingCheck
 from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.spread import Spreader, check_spread
 from sbdlq.operations.stopping import RunInterrupted, Stopper, run_stoppable

@@ -25,10 +25,10 @@ from sbdlq.models import (
 )
 from sbdlq.operations.browse import iter_messages, queue_word
 from sbdlq.operations.edits import CopyEdits, copy_example
+from sbdlq.operations.moving_run import MovingRun, Progress, RunOptions
 from sbdlq.operations.planning import Plan
 from sbdlq.operations.ratelimit import RateLimiter
-from sbdlq.operations.routing import Destination, RoutingCheck, check_destination
-from sbdlq.operations.run import MovingRun, Progress, RunOptions
+from sbdlq.operations.routing_check import Destination, RoutingCheck, check_destination
 from sbdlq.operations.sending import CopySender, check_rate
 from sbdlq.operations.settle_recovery import complete_or_left
 from sbdlq.operations.spread import Spreader, SpreadOptions, check_spread

@@ -32,7 +32,7 @@ from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, RuleChanged, SbdlqError
 from sbdlq.models import SubscriptionRule, SubscriptionRules
 from sbdlq.operations import lease as leases
-from sbdlq.operations.routing import RoutingCheck
+from sbdlq.operations.routing_check import RoutingCheck
 from sbdlq.operations.targeted import read_rules, require_targeted, topic_state
 
 #: The longest a run sends on a whole read saying targeted routing is enabled (on a namespace).

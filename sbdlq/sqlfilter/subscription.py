@@ -1,5 +1,5 @@
 """A subscription's rules compiled and applied to a message: the one evaluation the emulator
-engine routes with and the routing check (operations/routing.py) predicts with, on either backend.
+engine routes with and the routing check (operations/routing_check.py) predicts with, on either backend.
 
 A message is given as its system properties (`system_view`, by their SQL names) and its
 application properties. Rules are OR-ed into one copy; the actions of every matching rule

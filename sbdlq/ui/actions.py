@@ -21,8 +21,8 @@ from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
 from sbdlq.operations.edits import CopyEdits, build_edits, example_rows
+from sbdlq.operations.moving_run import Progress
 from sbdlq.operations.resubmit import FanOutRefused
-from sbdlq.operations.run import Progress
 from sbdlq.operations.spread import SpreadOptions
 from sbdlq.selection import Selection
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from support import dead_letter_all
 
-from sbdlq.cli import dlq
+from sbdlq.cli.commands import dlq
 from sbdlq.models import OutboundMessage
 
 N = 2000

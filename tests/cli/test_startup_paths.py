@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sbdlq.cli.main import asked_command
-from sbdlq.run_inline import NeedsEventLoop, pause, run_without_loop
+from sbdlq.loopless import NeedsEventLoop, pause, run_without_loop
 from tests.support.process import sbdlq_env
 from tests.support.seeding import Seeder, msgs
 
@@ -65,14 +65,19 @@ def test_help_imports_neither_markdown_nor_tracebacks(seeded: dict[str, str]) ->
 
 
 def test_help_imports_no_command_and_a_command_only_its_own(seeded: dict[str, str]) -> None:
-    """The root's help lists every command from main.COMMAND_HELP; `count` loads dlq.py, not the others."""
-    others = {"sbdlq.cli.copy_cmds", "sbdlq.cli.apply_cmd", "sbdlq.cli.emulator_cmds", "sbdlq.cli.config_cmds"}
+    """The root's help lists every command from main.COMMAND_HELP; `count` loads cli/commands/dlq.py, not the others."""
+    others = {
+        "sbdlq.cli.commands.copies",
+        "sbdlq.cli.commands.apply",
+        "sbdlq.cli.commands.emulator",
+        "sbdlq.cli.commands.config",
+    }
     status, modules = _imported(["--help"], seeded)
     assert status == 0
-    assert not modules & {*others, "sbdlq.cli.dlq", "sbdlq.emulator.engine"}
+    assert not modules & {*others, "sbdlq.cli.commands.dlq", "sbdlq.emulator.engine"}
     status, modules = _imported(["count", "orders"], seeded)
     assert status == 0
-    assert "sbdlq.cli.dlq" in modules and not modules & others
+    assert "sbdlq.cli.commands.dlq" in modules and not modules & others
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,8 @@ _AT_A_MOMENT = """
 import os, signal, sys
 import click.termui
 from sbdlq import terminal
-from sbdlq.cli import dlq, error_path, group, reporting
+from sbdlq.cli import error_path, group, reporting
+from sbdlq.cli.commands import dlq
 
 moment, _, times = os.environ["TEST_SIGINT_AT"].partition("*")
 

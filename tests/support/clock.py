@@ -143,12 +143,14 @@ class VirtualTime:
         """Make the resubmit/purge loop (lock keeper, rate limiter, elapsed) read virtual time."""
         import time
 
-        from sbdlq.operations import move, purge, ratelimit, renewal, resubmit, run
+        from sbdlq.operations import lock_keeper, move, moving_run, purge, ratelimit, resubmit
 
         fake = SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
         fake.monotonic = self.monotonic
         # Every operations module that reads the clock (modules move as the code is reshaped).
-        modules = [m for m in (move, purge, ratelimit, renewal, resubmit, run) if getattr(m, "time", None) is time]
+        modules = [
+            m for m in (move, purge, ratelimit, lock_keeper, resubmit, moving_run) if getattr(m, "time", None) is time
+        ]
         assert modules, "no operations module reads time.monotonic any more: update VirtualTime.patched"
         saved = [(module, module.time) for module in modules]
         for module, _ in saved:

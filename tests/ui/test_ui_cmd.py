@@ -8,7 +8,7 @@ import sys
 import pytest
 from support import Cli
 
-from sbdlq.cli.ui_cmd import INSTALL_HINT
+from sbdlq.cli.commands.ui import INSTALL_HINT
 
 
 def test_help_does_not_import_textual() -> None:

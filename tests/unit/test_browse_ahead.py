@@ -92,7 +92,7 @@ class NearPages(Pages):
 
 
 def test_a_backend_that_answers_at_once_is_read_page_after_page_without_an_event_loop() -> None:
-    from sbdlq.run_inline import run_without_loop
+    from sbdlq.loopless import run_without_loop
 
     backend = NearPages(30)
     assert _written(backend, run_without_loop) == [f"write {i}" for i in range(1, 31)]

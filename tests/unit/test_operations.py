@@ -23,10 +23,10 @@ from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage
 from sbdlq.operations import retries
 from sbdlq.operations.browse import group_key
 from sbdlq.operations.export import Exporter
+from sbdlq.operations.lock_keeper import LockKeeper
 from sbdlq.operations.loop_stats import LoopStats
 from sbdlq.operations.planning import plan_limit
 from sbdlq.operations.ratelimit import RateLimiter
-from sbdlq.operations.renewal import LockKeeper
 from sbdlq.operations.resubmit import COPIED_FIELDS, make_copy
 from sbdlq.operations.retries import retrying
 from sbdlq.output.formats import Emitter

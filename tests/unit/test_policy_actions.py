@@ -24,7 +24,7 @@ from sbdlq.policy.schema import PATH, STR, Key, Rule
 ROOT = Path(__file__).resolve().parents[2]
 ACTIONS_DIR = Path(actions_package.__file__).parent
 #: The modules that run `apply` around the actions: none of them may name one.
-DISPATCHERS = [*sorted((ROOT / "sbdlq" / "policy").glob("*.py")), ROOT / "sbdlq" / "cli" / "apply_cmd.py"]
+DISPATCHERS = [*sorted((ROOT / "sbdlq" / "policy").glob("*.py")), ROOT / "sbdlq" / "cli" / "commands" / "apply.py"]
 #: (file, function) left naming an action: the Prometheus text's `sbdlq_apply_alert_fired`
 #: family, which moves with the output package (issue 39 item 2), not with the actions.
 NOT_YET = frozenset({("report.py", "prometheus")})

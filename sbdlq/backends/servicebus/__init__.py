@@ -12,8 +12,8 @@ One module per job:
 - clients.py      namespace names, connection string, client and admin HTTP transport set-up
 - sdk_compat.py   every access to a private SDK attribute, and the SDK versions it was checked on
 - shortcuts.py    whether those shortcuts are taken (SBDLQ_SDK_SHORTCUTS, the tested releases)
-- renewal.py      lock renewal per receiver and per message
-- runs.py         settling in runs, and what a refused or unanswered run leaves
+- lock_renewal.py  lock renewal per receiver and per message
+- settlement.py   settling in runs, and what a refused or unanswered run leaves
 - amqp_body.py    amqp-value and amqp-sequence bodies in pure Python
 
 Importing the package imports no azure module: each is imported where it is used.
@@ -39,7 +39,7 @@ from sbdlq.backends.servicebus.conversion import (
     topic_info,
 )
 from sbdlq.backends.servicebus.errors import translate_error
-from sbdlq.backends.servicebus.runs import PEEK_PAGE
+from sbdlq.backends.servicebus.settlement import PEEK_PAGE
 
 __all__ = [
     "ADMIN_EMULATOR_PORT",

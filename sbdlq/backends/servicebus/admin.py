@@ -29,7 +29,7 @@ from sbdlq.backends.servicebus.errors import describe, guarded, translate_error
 from sbdlq.connstr import ConnectionInfo, redact
 from sbdlq.errors import AuthError, EntityNotFound, RuleChanged, SbdlqError, ServiceUnavailable
 from sbdlq.models import Counts, EntityInfo, SubscriptionRule, SubscriptionRules
-from sbdlq.network import Proxy
+from sbdlq.transport import Proxy
 
 T = TypeVar("T")
 

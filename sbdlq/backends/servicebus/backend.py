@@ -38,11 +38,11 @@ from sbdlq.backends.servicebus.credentials import (
 )
 from sbdlq.backends.servicebus.errors import VERDICTS, guarded, translate_error
 from sbdlq.backends.servicebus.links import Held, Link, lock_token
+from sbdlq.backends.servicebus.lock_renewal import LockRenewal
 from sbdlq.backends.servicebus.peek_counts import counts_by_peek
-from sbdlq.backends.servicebus.renewal import LockRenewal
-from sbdlq.backends.servicebus.runs import RunSettlement
 from sbdlq.backends.servicebus.scheduling import Scheduling
 from sbdlq.backends.servicebus.senders import Sending
+from sbdlq.backends.servicebus.settlement import RunSettlement
 from sbdlq.backends.servicebus.shortcuts import SdkShims, Shortcuts, sdk_version
 from sbdlq.connstr import ConnectionInfo, parse_connection_string, redact
 from sbdlq.errors import (
@@ -55,7 +55,7 @@ from sbdlq.errors import (
     TransientError,
 )
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, SubscriptionRule, SubscriptionRules
-from sbdlq.network import Network
+from sbdlq.transport import Network
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from sbdlq.connstr import ConnectionInfo
 from sbdlq.errors import AdminPortUnknown, BadInput
-from sbdlq.network import Network, Proxy
+from sbdlq.transport import Network, Proxy
 
 #: the Service Bus emulator serves its management (HTTP, no TLS) API on this port (`serve --tls`: HTTPS)
 ADMIN_EMULATOR_PORT = 5300

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from sbdlq.addresses import Address, EntityPath, SubQueue
-from sbdlq.backends.servicebus.runs import PEEK_PAGE
+from sbdlq.backends.servicebus.settlement import PEEK_PAGE
 from sbdlq.models import Counts, Message
 
 

@@ -7,7 +7,7 @@ may first run a short transaction of their own to settle what the broker does on
 timers: scheduled messages falling due, locks lapsing.)
 
 Modules, one job each: `core.py` (the Engine's public operations), `entities.py` (create,
-update, delete, look up), `rules.py` (subscription filters and actions), `routing.py` (fan-out,
+update, delete, look up), `rules.py` (subscription filters and actions), `router.py` (fan-out,
 forwarding, dead-lettering), `sessions.py` (session locks and state), `inserts.py` (the TTL,
 scheduling, expiry and header-size rules and the row writers), `locks.py` (receiving and
 settlement), `upkeep.py` (the broker's timers, run lazily), `rows.py` (named message rows),

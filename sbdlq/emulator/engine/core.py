@@ -36,7 +36,7 @@ from .errors import (
     SessionIdMissing,
     TopicHasNoCounts,
 )
-from .routing import Router
+from .router import Router
 from .rows import chunks, delete_ids, marks, page_rows, stamp, to_message
 from .rules import check_rule, find_rule_id, put_rule, read_rules, store_rules
 from .sessions import AcceptedSession

@@ -12,7 +12,7 @@ from sbdlq.models import Message, ReceiveMode
 
 from ..property_json import dump_props, load_props
 from .errors import DeferredLocked, NotDeferred
-from .routing import Router
+from .router import Router
 from .rows import (
     LOCK_COLUMNS,
     LockRow,

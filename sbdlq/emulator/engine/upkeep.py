@@ -8,7 +8,7 @@ import sqlite3
 from ..store import Store
 from .entities import entity_by_id
 from .locks import lapsed_exists, settle_lapsed
-from .routing import Router
+from .router import Router
 from .rows import message_rows, to_draft
 from .vocabulary import Entity, EntityKind, State
 

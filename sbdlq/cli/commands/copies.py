@@ -2,7 +2,7 @@
 
 Both take the copy options (`--new-message-id`, `--keep-dead-letter-properties`, the edit
 options, `--allow-unverified-routing`) and send to a queue or topic `paths.send_target` checks. `resubmit`
-is bound to the DLQ and the transfer DLQ by main.py, with the commands of dlq.py.
+is bound to the DLQ and the transfer DLQ by cli/main.py, with the commands of dlq.py.
 """
 
 from pathlib import Path

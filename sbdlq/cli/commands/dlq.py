@@ -1,7 +1,7 @@
 """The DLQ commands that read or delete: count, peek, inspect-reason, purge.
 
-Each command is written once, at module level, for any sub-queue; main.py binds them (and
-`resubmit`, written in copy_cmds.py next to `replay`, whose copy options it shares) to the
+Each command is written once, at module level, for any sub-queue; cli/main.py binds them (and
+`resubmit`, written in copies.py next to `replay`, whose copy options it shares) to the
 dead-letter queue on the root app and to the transfer dead-letter queue on `transfer-dlq`.
 Every command has one shape: open the target, call the operation, map errors, render; what
 they print in common is cli/reporting.py's and sbdlq/output's.
@@ -42,7 +42,7 @@ from sbdlq.selection import MAX_SEQUENCE, Selection
 
 
 def fail_above_option(sub_queue: SubQueue) -> Any:
-    """--fail-above, its help naming the queue it watches (main.py binds it per sub-queue)."""
+    """--fail-above, its help naming the queue it watches (cli/main.py binds it per sub-queue)."""
     help_ = f"Exit 3 when a {queue_name(sub_queue)} holds more than N."
     return Annotated[int | None, typer.Option("--fail-above", help=help_, min=0, metavar="N")]
 
@@ -251,7 +251,7 @@ def inspect_reason(
     """Group messages by why they failed: count, first and last enqueued, samples."""
     q = reporting.query(ctx, query)
     if entity is None:
-        from sbdlq.cli.namespace import inspect_namespace
+        from sbdlq.cli.namespace_inspect import inspect_namespace
 
         inspect_namespace(ctx, sub_queue, by=by, selection=selection, output=output, q=q)
         return

@@ -216,7 +216,7 @@ def _target_source(target: Target) -> str:
 
 
 def _param_default(root: click.Context, name: str) -> Any:
-    """The declared default of a global option (so it is stated once, in main.py)."""
+    """The declared default of a global option (so it is stated once, in cli/main.py)."""
     for param in root.command.params:
         if param.name == name:
             return param.default

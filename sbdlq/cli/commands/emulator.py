@@ -292,7 +292,7 @@ def parse_schedule(text: str, *, now: datetime | None = None) -> datetime:
 def _read_body(source: str) -> bytes:
     if source == "-":
         return sys.stdin.buffer.read()
-    from sbdlq.files import read_named_file
+    from sbdlq.named_files import read_named_file
 
     return read_named_file(source, f"--body-file {source}")
 
