@@ -108,6 +108,16 @@ def test_nothing_below_the_cli_imports_the_profiles() -> None:
     assert _importers_of(("sbdlq.profiles",), above=("cli", "profiles.py", "entry.py")) == []
 
 
+def test_no_module_below_the_commands_has_a_name_issue_39_retired() -> None:
+    # One name had meant several jobs in several layers (run, routing, renewal) or none (files,
+    # network): each job has its own name now (moving_run, loopless, settlement, routing_check,
+    # router, lock_keeper, lock_renewal, named_files, transport). A command module is named after
+    # its command (cli/commands/routing.py is `sbdlq routing`).
+    retired = {"run", "runs", "run_inline", "routing", "renewal", "files", "network"}
+    below = [path for path in PACKAGE.rglob("*.py") if "commands" not in path.parts]
+    assert sorted(str(path.relative_to(PACKAGE)) for path in below if path.stem in retired) == []
+
+
 def test_the_import_check_sees_lazy_and_relative_imports() -> None:
     # A checker that silently saw nothing would pass forever: prove it sees both forms.
     amqp = PACKAGE / "emulator" / "amqp"

@@ -1,7 +1,7 @@
-"""The local emulator store the `sbdlq emulator` commands act on: which one, and its admin operations.
+"""The `sbdlq emulator` group, and the local store its commands act on: which one, and its admin operations.
 
-Shared by commands/emulator.py and commands/emulator_entities.py (command modules import this, never each
-other).
+Shared by commands/emulator.py and commands/emulator_entities.py, which both add their commands to
+the group (command modules import this, never each other).
 """
 
 from __future__ import annotations
@@ -11,12 +11,21 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+import typer
+
 from sbdlq.cli.settings import Settings
 from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput
 
 if TYPE_CHECKING:
     from sbdlq.emulator.admin import EmulatorAdmin
+
+#: the `sbdlq emulator` group: commands/emulator.py's commands and commands/emulator_entities.py's
+emulator_group = typer.Typer(
+    name="emulator",
+    help="The local emulator: init, list, send, receive, demo, reset, serve, ca.",
+    no_args_is_help=True,
+)
 
 NO_STORE_HINT = "create one with `sbdlq emulator init` or `sbdlq emulator demo`"
 

@@ -111,7 +111,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "config show": ("sbdlq config show", "sbdlq --profile prod config show", "sbdlq config show prod -o json"),
 }
 
-#: the group `main.register_dlq_commands` binds the DLQ commands to a second time
+#: the group `main.register_dlq_commands` binds the DLQ commands to a second time (`main.COMMANDS`)
 TRANSFER_DLQ = "transfer-dlq"
 
 

@@ -1,7 +1,9 @@
-"""The `sbdlq` command: global options, then the DLQ, transfer-dlq, emulator and config commands."""
+"""The `sbdlq` command: global options, then every command and group of `COMMANDS`, built when asked."""
 
 import os
 import sys
+from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any
 
 import typer
@@ -121,115 +123,109 @@ def main(
     ctx.obj = Settings(options=options, profile=profile, timeout=timeout, verbose=verbose, debug=debug)
 
 
-#: the five DLQ commands, and the module each is defined in (commands/dlq.py's four, commands/copies.py's resubmit)
-DLQ_COMMANDS = ("count", "peek", "inspect-reason", "resubmit", "purge")
+@dataclass(frozen=True)
+class Command:
+    """A top-level command or group: its line in the root's help and the command modules that add it."""
+
+    name: str
+    #: its line in the root's help, so that `sbdlq --help` imports no command module. The
+    #: command's own help (its docstring, its group's help) is what the line shows; the test
+    #: that the console script's help is the whole app's (tests/cli/test_startup_paths.py)
+    #: holds them equal.
+    help: str
+    #: the modules of sbdlq/cli/commands whose `register(parent, name)` add it, in order
+    #: (none: `transfer-dlq`, the DLQ commands bound a second time, by `register_dlq_commands`)
+    modules: tuple[str, ...] = ()
+    group: bool = False
+    #: a DLQ command: also bound to the transfer DLQ, under `transfer-dlq`
+    dlq: bool = False
 
 
-def register_dlq_commands(group: typer.Typer, sub_queue: SubQueue, only: str | None = None) -> None:
-    """Define the five DLQ commands (or the one named) on `group`, reading `sub_queue`."""
-    from sbdlq.cli.options import for_sub_queue
-
-    for name in DLQ_COMMANDS if only is None else (only,):
-        if name == "resubmit":
-            from sbdlq.cli.commands.copies import resubmit
-
-            group.command(name)(for_sub_queue(resubmit, sub_queue))
-            continue
-        from sbdlq.cli.commands import dlq
-
-        options = {"fail_above": dlq.fail_above_option(sub_queue)} if name == "count" else None
-        callback = {"count": dlq.count, "peek": dlq.peek, "inspect-reason": dlq.inspect_reason, "purge": dlq.purge}
-        group.command(name)(for_sub_queue(callback[name], sub_queue, options=options))
-
-
-def _transfer_dlq() -> None:
-    transfer = typer.Typer(
-        name="transfer-dlq",
-        help="The same commands on the transfer dead-letter queue (forwarding failures).",
-        no_args_is_help=True,
-    )
-    register_dlq_commands(transfer, SubQueue.TRANSFER_DEAD_LETTER)
-    app.add_typer(transfer, name="transfer-dlq")
-
-
-def _replay() -> None:
-    from sbdlq.cli.commands.copies import replay
-
-    app.command("replay")(replay)
-
-
-def _apply() -> None:
-    from sbdlq.cli.commands.apply import apply
-
-    app.command("apply")(apply)
-
-
-def _emulator() -> None:
-    from sbdlq.cli.commands.emulator import app as emulator_app
-    from sbdlq.cli.commands.emulator_entities import register as register_entity_commands
-
-    register_entity_commands(emulator_app)
-    app.add_typer(emulator_app, name="emulator")
-
-
-def _config() -> None:
-    from sbdlq.cli.commands.config import app as config_app
-
-    app.add_typer(config_app, name="config")
-
-
-def _routing() -> None:
-    from sbdlq.cli.commands.routing import app as routing_app
-
-    app.add_typer(routing_app, name="routing")
+#: every top-level command and group, in help order: the one list the lazy start (`BUILDERS`),
+#: the root's help (`COMMAND_HELP`) and the transfer DLQ's commands are read from
+COMMANDS = (
+    Command("count", "Count active, dead-letter, transfer dead-letter and scheduled messages.", ("dlq",), dlq=True),
+    Command("peek", "Browse the queue without locking or changing anything.", ("dlq",), dlq=True),
+    Command(
+        "inspect-reason",
+        "Group messages by why they failed: count, first and last enqueued, samples.",
+        ("dlq",),
+        dlq=True,
+    ),
+    Command(
+        "resubmit",
+        "Send copies of DLQ messages back (send first, then complete the original).",
+        ("copies",),
+        dlq=True,
+    ),
+    Command("purge", "Delete DLQ messages, optionally exporting each one first.", ("dlq",), dlq=True),
+    Command(
+        "replay",
+        "Send the records of an export or peek file to a queue or topic (every line checked first).",
+        ("copies",),
+    ),
+    Command("apply", "Run a policy file's rules (resubmit, purge, alert) in order, e.g. from cron.", ("apply",)),
+    Command("ui", "Browse and fix dead-letter queues in a terminal console (needs the ui extra).", ("ui",)),
+    Command("transfer-dlq", "The same commands on the transfer dead-letter queue (forwarding failures).", group=True),
+    Command(
+        "emulator",
+        "The local emulator: init, list, send, receive, demo, reset, serve, ca.",
+        ("emulator", "emulator_entities"),
+        group=True,
+    ),
+    Command(
+        "config",
+        "Profiles: where the config file is, what it holds, and which settings apply.",
+        ("config",),
+        group=True,
+    ),
+    Command(
+        "routing",
+        "Targeted routing: let a resubmit reach one subscription of a topic (sbdlq-target).",
+        ("routing",),
+        group=True,
+    ),
+    Command(
+        "spread",
+        "Spreads started by resubmit --spread: list them, see where their copies are, cancel the rest.",
+        ("spread",),
+        group=True,
+    ),
+)
+#: the five DLQ commands (commands/dlq.py's four, commands/copies.py's resubmit)
+DLQ_COMMANDS = tuple(command.name for command in COMMANDS if command.dlq)
 
 
-def _spread() -> None:
-    from sbdlq.cli.commands.spread import app as spread_app
+def register_command(command: Command, parent: typer.Typer, sub_queue: SubQueue | None = None) -> None:
+    """Add `command` to `parent`: each of its modules' `register(parent, name)`, a DLQ command
+    reading `sub_queue` when one is given; `transfer-dlq` is the DLQ commands bound again."""
+    if not command.modules:
+        register_dlq_commands(parent, command.name, SubQueue.TRANSFER_DEAD_LETTER)
+        return
+    for module in command.modules:
+        # __import__, as an import statement: `python -X importtime` (the start-up tests and
+        # benchmarks/startup.py) does not see a module importlib.import_module loads
+        register = __import__(f"sbdlq.cli.commands.{module}", fromlist=["register"]).register
+        if sub_queue is None:
+            register(parent, command.name)
+        else:
+            register(parent, command.name, sub_queue=sub_queue)
 
-    app.add_typer(spread_app, name="spread")
 
-
-def _ui() -> None:
-    from sbdlq.cli.commands.ui import ui
-
-    app.command("ui")(ui)
+def register_dlq_commands(parent: typer.Typer, name: str, sub_queue: SubQueue) -> None:
+    """The group `name` on `parent`: the five DLQ commands, reading `sub_queue`."""
+    group = typer.Typer(name=name, help=COMMAND_HELP[name], no_args_is_help=True)
+    for command in COMMANDS:
+        if command.dlq:
+            register_command(command, group, sub_queue)
+    parent.add_typer(group, name=name)
 
 
 #: every top-level command, in help order, and what registers it (a start builds the one it runs)
-BUILDERS: dict[str, Any] = {
-    **{name: lambda name=name: register_dlq_commands(app, SubQueue.DEAD_LETTER, name) for name in DLQ_COMMANDS},
-    "transfer-dlq": _transfer_dlq,
-    "replay": _replay,
-    "apply": _apply,
-    "emulator": _emulator,
-    "config": _config,
-    "routing": _routing,
-    "spread": _spread,
-    "ui": _ui,
-}
-
-
-#: each command's line in the root's help, so that `sbdlq --help` imports no command module.
-#: The command's own help (its docstring, its group's help) is what the line shows; the test
-#: that the console script's help is the whole app's (tests/cli/test_startup_paths.py) holds
-#: them equal.
-COMMAND_HELP = {
-    "count": "Count active, dead-letter, transfer dead-letter and scheduled messages.",
-    "peek": "Browse the queue without locking or changing anything.",
-    "inspect-reason": "Group messages by why they failed: count, first and last enqueued, samples.",
-    "resubmit": "Send copies of DLQ messages back (send first, then complete the original).",
-    "purge": "Delete DLQ messages, optionally exporting each one first.",
-    "replay": "Send the records of an export or peek file to a queue or topic (every line checked first).",
-    "apply": "Run a policy file's rules (resubmit, purge, alert) in order, e.g. from cron.",
-    "ui": "Browse and fix dead-letter queues in a terminal console (needs the ui extra).",
-    "transfer-dlq": "The same commands on the transfer dead-letter queue (forwarding failures).",
-    "emulator": "The local emulator: init, list, send, receive, demo, reset, serve, ca.",
-    "config": "Profiles: where the config file is, what it holds, and which settings apply.",
-    "routing": "Targeted routing: let a resubmit reach one subscription of a topic (sbdlq-target).",
-    "spread": "Spreads started by resubmit --spread: list them, see where their copies are, cancel the rest.",
-}
-_GROUPS = frozenset({"transfer-dlq", "emulator", "config", "routing", "spread"})
+BUILDERS: dict[str, Any] = {command.name: partial(register_command, command, app) for command in COMMANDS}
+#: each command's line in the root's help
+COMMAND_HELP = {command.name: command.help for command in COMMANDS}
+_GROUPS = frozenset(command.name for command in COMMANDS if command.group)
 
 
 def _listed() -> None:

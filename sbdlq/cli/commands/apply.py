@@ -160,3 +160,8 @@ def _write(policy: str, steps: list[Any], fmt: str, dry_run: bool, status: ExitS
         table(cols, rows, title=f"{policy}: {'plan (dry run)' if dry_run else 'applied'}")
         return
     write_document([step_json(st) for st in steps], fmt)  # `none` writes nothing
+
+
+def register(parent: typer.Typer, name: str) -> None:
+    """Add `apply` to `parent`."""
+    parent.command(name)(apply)

@@ -234,3 +234,8 @@ def _plain_table(columns: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
     for line in [columns, *rows]:
         typer.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+
+
+def register(parent: typer.Typer, name: str) -> None:
+    """Add the `config` group to `parent`."""
+    parent.add_typer(app, name=name)

@@ -252,3 +252,11 @@ def _finish(fmt: str, result: Any, stop: Any, q: Query | None) -> None:
     if line is not None:
         err(f"sbdlq: {line}")
         raise typer.Exit(int(ExitStatus.FAILED))
+
+
+def register(parent: typer.Typer, name: str, sub_queue: SubQueue = SubQueue.DEAD_LETTER) -> None:
+    """Add `resubmit` (reading `sub_queue`) or `replay` (which reads a file, never a sub-queue) to `parent`."""
+    from sbdlq.cli.options import for_sub_queue
+
+    command = for_sub_queue(resubmit, sub_queue) if name == "resubmit" else {"replay": replay}[name]
+    parent.command(name)(command)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from sbdlq import interrupts, terminal
-from sbdlq.cli.emulator_store import NO_STORE_HINT, emulator_settings, open_store, store_path
+from sbdlq.cli.emulator_store import NO_STORE_HINT, emulator_group, emulator_settings, open_store, store_path
 from sbdlq.cli.error_path import guarded, handled
 from sbdlq.cli.notes import err
 from sbdlq.cli.options import Output
@@ -46,11 +46,7 @@ if TYPE_CHECKING:
     from sbdlq.emulator.config_json import EmulatorConfig
     from sbdlq.emulator.tls import TlsFiles
 
-app = typer.Typer(
-    name="emulator",
-    help="The local emulator: init, list, send, receive, demo, reset, serve, ca.",
-    no_args_is_help=True,
-)
+app = emulator_group  # shared with commands/emulator_entities.py, which adds `create` and `delete`
 
 MSG = "Message"
 SendTo = Annotated[str, typer.Argument(help="Queue or topic.", show_default=False)]
@@ -645,3 +641,8 @@ def _server_module() -> Any:
 
 def _plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def register(parent: typer.Typer, name: str) -> None:
+    """Add the `emulator` group to `parent` (emulator_entities.py's `register` adds its entity commands)."""
+    parent.add_typer(app, name=name)

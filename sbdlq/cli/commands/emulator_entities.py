@@ -5,7 +5,7 @@ from typing import Annotated
 import typer
 
 from sbdlq import terminal
-from sbdlq.cli.emulator_store import emulator_settings, open_store
+from sbdlq.cli.emulator_store import emulator_group, emulator_settings, open_store
 from sbdlq.cli.error_path import guarded
 from sbdlq.cli.options import Yes
 from sbdlq.cli.settings import Settings
@@ -34,10 +34,10 @@ _SIZE_UNITS = {"": 1, "kb": 1, "k": 1, "mb": 1024, "m": 1024}
 MAX_MESSAGE_KB = 100 * 1024
 
 
-def register(emulator_app: typer.Typer) -> None:
-    """Add `create ...` and `delete` to the emulator commands."""
-    emulator_app.add_typer(create_app, name="create")
-    emulator_app.command("delete")(delete)
+def register(parent: typer.Typer, name: str) -> None:
+    """Add `create ...` and `delete` to the `emulator` group (emulator.py's `register` adds the group to `parent`)."""
+    emulator_group.add_typer(create_app, name="create")
+    emulator_group.command("delete")(delete)
 
 
 def _seconds(text: str | None, option: str) -> float | None:

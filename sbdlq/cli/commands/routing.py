@@ -199,3 +199,8 @@ def _wait_s(wait: str | None, *, force: bool) -> float | None:
 def _confirm(yes: bool, question: str) -> None:
     if terminal.must_ask(yes, BadInput("this changes the topic's rules: add --yes (stdin is not a terminal)")):
         terminal.confirm(question, declined="cancelled; nothing was changed")
+
+
+def register(parent: typer.Typer, name: str) -> None:
+    """Add the `routing` group to `parent`."""
+    parent.add_typer(app, name=name)

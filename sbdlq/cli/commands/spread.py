@@ -143,3 +143,8 @@ def cancel_cmd(
             f"{result.place} (sequence numbers {', '.join(map(str, result.also_active[:10]))})"
         )
         raise typer.Exit(int(ExitStatus.FAILED))
+
+
+def register(parent: typer.Typer, name: str) -> None:
+    """Add the `spread` group to `parent`."""
+    parent.add_typer(app, name=name)

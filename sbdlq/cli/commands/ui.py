@@ -77,3 +77,8 @@ def _tuning(s: Settings, key: str, default: int) -> int:
     """The profile's value, else the command's default (as `resubmit` and `purge` resolve it)."""
     value = s.profile_default(key)
     return int(value) if value else default
+
+
+def register(parent: typer.Typer, name: str) -> None:
+    """Add `ui` to `parent` (Textual is imported only when it runs)."""
+    parent.command(name)(ui)
