@@ -64,12 +64,7 @@ def _outcomes(step: Step) -> dict[str, int]:
     for key in ("resubmitted", "purged", "exported", "failed", "unroutable"):
         if key in r:
             out[key] = int(r[key])
-    if step.rule.option("max_attempts") is not None:
-        out["at_max_attempts"] = step.at_max
-        then = step.then_result or {}
-        for key, name in (("kept", "kept"), ("purged", "then_purged"), ("exported", "then_exported")):
-            if key in then:
-                out[name] = int(then[key])
+    out.update(step.rule.handler.outcomes(step))
     return out
 
 
@@ -84,7 +79,7 @@ def prometheus(policy: str, steps: list[Step], status: ExitStatus, *, now: float
         for outcome, n in _outcomes(step).items():
             family["sbdlq_apply_messages"].add({**labels, "action": step.rule.action, "outcome": outcome}, n)
         family["sbdlq_apply_failed"].add(labels, int(step.status in (FAILED, INTERRUPTED)))
-        if step.rule.action == "alert":
+        if step.rule.handler.may_fire:
             family["sbdlq_apply_alert_fired"].add(labels, int(step.status == FIRED))
     family["sbdlq_apply_last_run_timestamp_seconds"].add(pol, int(now or time.time()))
     family["sbdlq_apply_exit_status"].add(pol, int(status))

@@ -19,6 +19,7 @@ class Alert(PolicyAction):
     name = "alert"
     order = 3
     keys: ClassVar[Mapping[str, Key]] = {"above": Key(INT, minimum=0, required=True)}
+    may_fire = True
 
     def describe(self, step: Step) -> str:
         above = step.rule.option("above")

@@ -92,6 +92,9 @@ class PolicyAction(ABC):
     async def run(self, backend: Backend, step: Step, context: StepContext) -> None:
         """Do it through `operations/` (never a loop of its own): fill in the step's result and error."""
 
+    #: Whether a step of it can fire (exit 3): its steps get the `sbdlq_apply_alert_fired` series.
+    may_fire: ClassVar[bool] = False
+
     def fires(self, step: Step) -> bool:
         """Whether the step makes the run exit 3 (an alert over its threshold)."""
         return False
@@ -102,6 +105,10 @@ class PolicyAction(ABC):
 
     def report(self, step: Step) -> dict[str, Any]:
         """What the action adds to the step's JSON after the shared keys."""
+        return {}
+
+    def outcomes(self, step: Step) -> dict[str, int]:
+        """Its own `sbdlq_apply_messages` outcomes, after matched and its result's counts."""
         return {}
 
     @abstractmethod

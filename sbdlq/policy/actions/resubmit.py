@@ -155,6 +155,16 @@ class Resubmit(PolicyAction):
         result = await purge_step(backend, step, _exhausted(rule, context.now), export, context.note, max_count=None)
         return {"then": THEN_PURGE, **result.to_json()}
 
+    def outcomes(self, step: Step) -> dict[str, int]:
+        if step.rule.option("max_attempts") is None:
+            return {}
+        out = {"at_max_attempts": step.at_max}
+        then = step.then_result or {}
+        for key, name in (("kept", "kept"), ("purged", "then_purged"), ("exported", "then_exported")):
+            if key in then:
+                out[name] = int(then[key])
+        return out
+
     def report(self, step: Step) -> dict[str, Any]:
         limit = step.rule.option("max_attempts")
         if limit is None:
