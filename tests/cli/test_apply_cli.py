@@ -209,6 +209,13 @@ def test_output_none_is_quiet_and_prometheus_is_for_the_textfile_collector(
         in lines
     )
     assert f'sbdlq_apply_alert_fired{{{pol},rule="page on payments",entity="payments"}} 1' in lines
+    # The resubmit's own outcomes (max_attempts, then: keep); only the alert has a fired series.
+    retry = f'{pol},rule="retry timeouts",entity="orders",action="resubmit"'
+    assert f'sbdlq_apply_messages{{{retry},outcome="at_max_attempts"}} 0' in lines
+    assert f'sbdlq_apply_messages{{{retry},outcome="kept"}} 0' in lines
+    assert [line for line in lines if line.startswith("sbdlq_apply_alert_fired")] == [
+        f'sbdlq_apply_alert_fired{{{pol},rule="page on payments",entity="payments"}} 1'
+    ]
     assert f'sbdlq_apply_failed{{{pol},rule="drop poison",entity="orders"}} 0' in lines
     assert f"sbdlq_apply_exit_status{{{pol}}} 3" in lines
     assert [line for line in lines if line.startswith("# TYPE")] == [
