@@ -2,7 +2,9 @@
 
 A typo in `--reason` matches nothing and exits 0; a misspelt entity is "not found". These say
 what was probably meant: the closest names (difflib's ratio, case-insensitive) among those
-that exist. Pure functions and a bounded collector; the callers decide when to speak.
+that exist. Pure functions and a bounded collector; the callers decide when to speak. Every
+"did you mean" of sbdlq goes through `closest` (a command's option, a profile key, a policy key,
+a `sys.` name, an entity, a reason).
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ Two targets chosen at the same level are a usage error, never a silent pick.
 
 from __future__ import annotations
 
-import difflib
 import os
 import stat
 from collections.abc import Mapping
@@ -232,7 +231,9 @@ def _check_profile(p: Path, name: str, values: Any) -> dict[str, Any]:
 
 
 def _suggest(key: str, known: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(key, known, n=1)
+    from sbdlq.nearest import closest
+
+    close = closest(key, known, n=1)
     return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
 
 

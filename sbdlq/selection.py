@@ -339,8 +339,7 @@ _DEAD_LETTER_PROPERTIES = ("DeadLetterReason", "DeadLetterErrorDescription")
 
 def _where_hint(message: str) -> str | None:
     """What the operator probably meant by an unknown `sys.` name, or None."""
-    import difflib
-
+    from sbdlq.nearest import closest
     from sbdlq.sqlfilter.sysprops import SYSTEM_PROPERTIES
 
     m = re.search(r"unknown system property 'sys\.([^']*)'", message)
@@ -350,5 +349,5 @@ def _where_hint(message: str) -> str | None:
     for prop in _DEAD_LETTER_PROPERTIES:
         if name.lower() == prop.lower():
             return f"{prop} is an application property: write {prop}"
-    near = difflib.get_close_matches(name, [*SYSTEM_PROPERTIES, "Subject"], n=1)
+    near = closest(name, [*SYSTEM_PROPERTIES, "Subject"], n=1)
     return f"did you mean sys.{near[0]}?" if near else None

@@ -108,6 +108,12 @@ def test_nothing_below_the_cli_imports_the_profiles() -> None:
     assert _importers_of(("sbdlq.profiles",), above=("cli", "profiles.py", "entry.py")) == []
 
 
+def test_every_did_you_mean_goes_through_nearest() -> None:
+    # One rule for "the closest name" (case-insensitive, one cutoff): nearest.closest.
+    users = [p for p in _modules(PACKAGE) if any(n.split(".")[0] == "difflib" for n in _imported_names(p))]
+    assert [str(p.relative_to(PACKAGE)) for p in users] == ["nearest.py"]
+
+
 def test_no_module_below_the_commands_has_a_name_issue_39_retired() -> None:
     # One name had meant several jobs in several layers (run, routing, renewal) or none (files,
     # network): each job has its own name now (moving_run, loopless, settlement, routing_check,

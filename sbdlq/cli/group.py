@@ -11,7 +11,6 @@ The other way round, az users type the output options first (`sbdlq -o json coun
 from __future__ import annotations
 
 import copy
-import difflib
 import re
 import sys
 from typing import Any
@@ -22,6 +21,7 @@ from typer.core import TyperGroup
 from sbdlq import interrupts
 from sbdlq.connstr import redact
 from sbdlq.errors import ExitStatus
+from sbdlq.nearest import closest
 
 # The root's options that may come after the command (not --version, not --help).
 LIFTED = frozenset(
@@ -159,7 +159,7 @@ class SbdlqGroup(TyperGroup):
         if isinstance(exc, click.NoSuchOption):
             # The command's options and the global ones that may follow it: the nearest of all.
             names = [name for p in self.params if p.name in LIFTED for name in p.opts if name.startswith("--")]
-            near = difflib.get_close_matches(exc.option_name, [*(exc.possibilities or []), *names], n=1)
+            near = closest(exc.option_name, [*(exc.possibilities or []), *names], n=1)
             if near:
                 message = f"No such option {exc.option_name!r}. Did you mean {near[0]!r}?"
         return message

@@ -220,9 +220,9 @@ def _near(key: str) -> str:
 def _nearest(key: str, known: Iterable[str]) -> str:
     """ " (did you mean 'KEY'?)" naming the known key nearest to a misspelt one, else ""; every
     level of the file (the top, a rule, an action's options) suggests through this one."""
-    import difflib
+    from sbdlq.nearest import closest
 
-    near = difflib.get_close_matches(key, list(known), n=1)
+    near = closest(key, known, n=1)
     return f" (did you mean {near[0]!r}?)" if near else ""
 
 
