@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         elif section == "million":
             from benchmarks import million
 
-            figures[section] = million.run(100_000, 20_000) if args.quick else million.run()
+            figures[section] = million.run(100_000, 20_000, table=20_000) if args.quick else million.run()
         elif section == "wire":
             from benchmarks import wire
 
