@@ -250,7 +250,9 @@ def open_target(s: Settings, *, create: bool = False) -> Any:
     from sbdlq.backends import open_backend
 
     target = s.target()
-    if not s.debug:
+    if not s.debug and (target.kind != "emulator" or "asyncio" in sys.modules):
+        # The in-process emulator read without an event loop (sbdlq/run_inline.py) loads neither
+        # the SDK nor asyncio, so nothing could log: `count` starts without the logging module.
         quiet_foreign_loggers()
     network = s.network() if target.kind != "emulator" else None
     if network is not None:

@@ -17,7 +17,6 @@ from sbdlq.addresses import Address, SubQueue, parse_entity
 from sbdlq.cli import common, reporting
 from sbdlq.cli.common import Settings, note, open_target, output_format, run
 from sbdlq.cli.completion import complete_count_output, complete_entity, complete_group_by
-from sbdlq.cli.message_table import PEEK_COLUMNS, table_columns, table_row, tsv_keys
 from sbdlq.cli.options import (
     NO_SELECTION,
     Entity,
@@ -140,6 +139,8 @@ def peek(
             if table:
                 await _peek_to_table(backend, address, sel, from_sequence, limit)
             else:
+                from sbdlq.cli.message_table import PEEK_COLUMNS, tsv_keys
+
                 emitter = Emitter(fmt, query=q, columns=tsv_keys(PEEK_COLUMNS))
                 await _peek_to_document(backend, address, sel, from_sequence, limit, emitter)
         return fmt
@@ -149,6 +150,7 @@ def peek(
 
 async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_sequence: int, limit: int | None) -> None:
     """A table of the first `limit` messages, and a note pointing at the rest."""
+    from sbdlq.cli.message_table import PEEK_COLUMNS, table_columns
     from sbdlq.nearest import PassedOver
     from sbdlq.operations.browse import iter_messages
     from sbdlq.render import PagedTable
@@ -405,6 +407,7 @@ def _confirm(address: Address, n: int, export: Path | None) -> None:
 
 def _peek_row(m: Any) -> tuple[Any, ...]:
     """A message as a peek table row: its body shortened, or its size when large or binary."""
+    from sbdlq.cli.message_table import PEEK_COLUMNS, table_row
     from sbdlq.models import body_text
     from sbdlq.operations.sizing import LARGE_BODY_BYTES
     from sbdlq.render import human_size
