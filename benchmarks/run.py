@@ -2,7 +2,8 @@
 
     python -m benchmarks.run [--quick] [--only overlap,engine,memory,startup,wire,fingerprint] [--json PATH]
     python -m benchmarks.run --only ui     (selectable only: `sbdlq ui` over a 1M-message DLQ)
-    python -m benchmarks.run --only million  (selectable only: incident scale through serve, 0 and 70 ms)
+    python -m benchmarks.run --only million  (selectable only: incident scale through serve, 0 and 70 ms;
+                                             peek --all -o table's peak RSS over 150,000)
 
 Every figure is a ratio measured in the same run; nothing here is a pass/fail test.
 """
