@@ -17,7 +17,7 @@ from typing import Any
 from benchmarks.common import seed_dlq
 from sbdlq.emulator.engine import Engine
 
-_REPORTING_PEAK = """
+REPORTING_PEAK = """
 import atexit, os, sys
 
 def _report() -> None:
@@ -37,7 +37,7 @@ def run_child(argv: list[str], *, env: dict[str, str], stdout: int | None = None
     """Run `sbdlq argv`; (0, its own peak RSS in KiB, exit status), as common.run_child answers."""
     with tempfile.NamedTemporaryFile("r", suffix=".peak") as peak:
         proc = subprocess.run(
-            [sys.executable, "-c", _REPORTING_PEAK, *argv],
+            [sys.executable, "-c", REPORTING_PEAK, *argv],
             stdout=stdout if stdout is not None else subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,

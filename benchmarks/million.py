@@ -9,13 +9,21 @@ machine does not inflate: wall time there is mostly waiting for a core). After e
 message went (purge), arrived once (resubmit), was shown once (peek), or was counted once
 (inspect-reason). inspect-reason on the local store (no wire) is the row that shows what the
 wire costs. resubmit's row also gives the Little's-law floor at the round trip measured
-through the SDK (100,000 / 128 × 2 × RTT) and how close it came.
+through the SDK (100,000 / 128 × 2 × RTT) and how close it came, with the CPU each process
+spent per chunk of 128 (the client's and serve's: on this rig both run on the same 2 cores, in
+the chunk's time beside the two round trips).
 
-    python -m benchmarks.million [LARGE [SMALL]]      (defaults 1,000,000 and 100,000)
+`peek --all -o table` is measured on its own (`table_memory`): TABLE DLQ messages (150,000) in
+the local emulator store, the command's own peak RSS (VmHWM at exit, as benchmarks/memory.py
+reads it: a child's ru_maxrss starts from its parent's size at fork) beside `-o jsonl`'s.
+
+    python -m benchmarks.million [LARGE [SMALL]] [--only TASK,...] [--rtts 0,70] [--table N]
+      (defaults 1,000,000, 100,000, every task, 0 and 70 ms, 150,000; --only table: the table alone)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -32,6 +40,10 @@ from benchmarks.proxy import DelayingProxy
 
 RTTS_MS = (0, 70)
 CONCURRENCY = 128
+TASKS = ("purge", "inspect-reason", "peek --all -o jsonl", "resubmit")
+#: DLQ messages `peek --all -o table` is measured over, and its goal (issue 35)
+TABLE_N = 150_000
+TABLE_GOAL_MB = 150
 CONN = (
     "Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
     "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
@@ -74,6 +86,12 @@ class Served:
         if rc != 0:
             raise RuntimeError(f"sbdlq {' '.join(args)} exited {rc}")
         return seconds, usage.ru_utime + usage.ru_stime, int(usage.ru_maxrss) // 1024
+
+    def cpu_seconds(self) -> float:
+        """serve's CPU seconds so far (user + system, from /proc)."""
+        with open(f"/proc/{self.process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self) -> None:
         self.proxy.close()
@@ -125,25 +143,90 @@ def _task(name: str, n: int, tmp: Path) -> tuple[list[str], Callable[[Path, Path
     }[name]
 
 
-def _row(name: str, template: Path, n: int, tmp: Path) -> dict[str, Any]:
+def _row(name: str, template: Path, n: int, tmp: Path, rtts: tuple[int, ...] = RTTS_MS) -> dict[str, Any]:
     args, check = _task(name, n, tmp)
     row: dict[str, Any] = {"messages": n}
-    for rtt in RTTS_MS:
+    for rtt in rtts:
         served = Served(template, tmp / "served.db", rtt)
         out = tmp / "out"
+        load = os.getloadavg()[0]
         try:
             with out.open("wb") as f:
                 seconds, cpu, rss = served.sbdlq(*args, stdout=f.fileno())
+            serve_cpu = served.cpu_seconds()
         finally:
             served.close()
         row[f"{rtt}ms"] = {
             "seconds": round(seconds, 1),
             "client_cpu_seconds": round(cpu, 1),
+            "serve_cpu_seconds": round(serve_cpu, 1),
             "peak_rss_mb": rss,
             "exact": check(served.store, out),
+            # the machine is shared: its load average when the run began and when it ended
+            "load_average": [round(load, 1), round(os.getloadavg()[0], 1)],
         }
-    row["ratio_70_over_0"] = round(row["70ms"]["seconds"] / row["0ms"]["seconds"], 2)
+    if "0ms" in row and "70ms" in row:
+        row["ratio_70_over_0"] = round(row["70ms"]["seconds"] / row["0ms"]["seconds"], 2)
     return row
+
+
+def _resubmit_ceiling(row: dict[str, Any], n: int, rtt: float) -> None:
+    """The Little's-law ceiling at the measured round trip, how close the 70 ms run came, and
+    what each chunk of CONCURRENCY took: its wall time beside the client's and serve's CPU."""
+    chunks = n / CONCURRENCY
+    floor = chunks * 2 * rtt
+    far = row["70ms"]
+    row["measured_rtt_ms"] = round(rtt * 1000, 1)
+    row["floor_seconds"] = round(floor, 1)
+    row["of_the_ceiling"] = round(floor / far["seconds"], 2)
+    row["per_chunk_ms"] = {
+        "wall": round(far["seconds"] / chunks * 1000, 1),
+        "two_round_trips": round(2 * rtt * 1000, 1),
+        "client_cpu": round(far["client_cpu_seconds"] / chunks * 1000, 1),
+        "serve_cpu": round(far["serve_cpu_seconds"] / chunks * 1000, 1),
+    }
+
+
+def _peak_rss(argv: list[str], env: dict[str, str], stdout: int) -> tuple[float, int, int]:
+    """Seconds, the command's own peak RSS (VmHWM at exit) and wait4's ru_maxrss, both in KiB."""
+    from benchmarks.memory import REPORTING_PEAK
+
+    with tempfile.NamedTemporaryFile("r", suffix=".peak") as peak:
+        command = [sys.executable, "-c", REPORTING_PEAK, *argv]
+        seconds, usage, rc = run_child_usage(command, env={**env, "BENCH_PEAK_FILE": peak.name}, stdout=stdout)
+        if rc != 0:
+            raise RuntimeError(f"sbdlq {' '.join(argv)} exited {rc}")
+        return seconds, int(peak.read() or 0), int(usage.ru_maxrss)
+
+
+def table_memory(n: int = TABLE_N, tmp: Path | None = None) -> dict[str, Any]:
+    """`peek --all -o table` over n DLQ messages in the local store: its own peak RSS beside
+    `-o jsonl`'s, both written to a file, every message shown once (a jsonl line each, a table
+    row each)."""
+    if tmp is None:
+        with tempfile.TemporaryDirectory() as d:
+            return table_memory(n, Path(d))
+    store = tmp / "table.db"
+    seed_dlq(store, "orders", n, chunk=20_000)
+    env = {"SBDLQ_EMULATOR": str(store), "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    figures: dict[str, Any] = {"messages": n, "goal_mb": TABLE_GOAL_MB}
+    for fmt in ("table", "jsonl"):
+        out = tmp / f"peek.{fmt}"
+        with out.open("wb") as f:
+            seconds, kib, maxrss_kib = _peak_rss(["peek", "orders", "--all", "-o", fmt], env, f.fileno())
+        with out.open("rb") as f:
+            shown = sum(1 for line in f if b"m-" in line)
+        figures[fmt] = {
+            "peak_rss_mb": round(kib / 1024, 1),
+            # wait4's ru_maxrss of the same child: an upper bound (it starts from this process's size at fork)
+            "ru_maxrss_mb": round(maxrss_kib / 1024, 1),
+            "seconds": round(seconds, 1),
+            "exact": shown == n,
+        }
+        out.unlink()
+    figures["table_over_jsonl"] = round(figures["table"]["peak_rss_mb"] / figures["jsonl"]["peak_rss_mb"], 2)
+    figures["within_goal"] = figures["table"]["peak_rss_mb"] <= TABLE_GOAL_MB
+    return figures
 
 
 def _local_inspect(template: Path, n: int, tmp: Path) -> dict[str, Any]:
@@ -173,28 +256,50 @@ def _measured_rtt(template: Path, tmp: Path) -> float:
         wire.close()
 
 
-def run(large: int = 1_000_000, small: int = 100_000) -> dict[str, Any]:
-    """Every task at 0 and 70 ms, checked; the local inspect-reason; resubmit against its floor."""
+def run(
+    large: int = 1_000_000,
+    small: int = 100_000,
+    *,
+    only: tuple[str, ...] = (*TASKS, "table"),
+    rtts: tuple[int, ...] = RTTS_MS,
+    table: int = TABLE_N,
+) -> dict[str, Any]:
+    """Every task at 0 and 70 ms, checked; the local inspect-reason; resubmit against its floor;
+    the table's peak RSS."""
     figures: dict[str, Any] = {"large": large, "small": small, "concurrency": CONCURRENCY}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        stores = {large: tmp / "large.db", small: tmp / "small.db"}
+        tasks = [(name, large if name in ("purge", "inspect-reason") else small) for name in TASKS if name in only]
+        stores = {n: tmp / f"seeded-{n}.db" for _, n in tasks}
         for n, path in stores.items():
             seed_dlq(path, "orders", n, chunk=20_000)
-        tasks = (("purge", large), ("inspect-reason", large), ("peek --all -o jsonl", small), ("resubmit", small))
         for name, n in tasks:
             print(f"   {name} of {n:,}", file=sys.stderr, flush=True)
-            figures[name] = _row(name, stores[n], n, tmp)
-        figures["inspect-reason"]["local_store"] = _local_inspect(stores[large], large, tmp)
-        rtt = _measured_rtt(stores[small], tmp)
-        floor = small / CONCURRENCY * 2 * rtt
-        seconds = figures["resubmit"]["70ms"]["seconds"]
-        figures["resubmit"]["measured_rtt_ms"] = round(rtt * 1000, 1)
-        figures["resubmit"]["floor_seconds"] = round(floor, 1)
-        figures["resubmit"]["of_the_ceiling"] = round(floor / seconds, 2)
+            figures[name] = _row(name, stores[n], n, tmp, rtts)
+        if "inspect-reason" in only:
+            figures["inspect-reason"]["local_store"] = _local_inspect(stores[large], large, tmp)
+        if "resubmit" in only and 70 in rtts:
+            _resubmit_ceiling(figures["resubmit"], small, _measured_rtt(stores[small], tmp))
+        if "table" in only:
+            print(f"   peek --all -o table of {table:,}", file=sys.stderr, flush=True)
+            figures["peek --all -o table"] = table_memory(table, tmp)
     return figures
 
 
+def _count(text: str) -> int:
+    return int(text.replace(",", "").replace("_", ""))
+
+
 if __name__ == "__main__":
-    sizes = [int(a.replace(",", "").replace("_", "")) for a in sys.argv[1:3]]
-    print(json.dumps(run(*sizes), indent=1))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sizes", nargs="*", type=_count, help="LARGE and SMALL")
+    parser.add_argument("--only", default=",".join((*TASKS, "table")), help="tasks, comma-separated")
+    parser.add_argument("--rtts", default="0,70", help="round trips added, in ms, comma-separated")
+    parser.add_argument("--table", type=_count, default=TABLE_N, help="messages the table is measured over")
+    args = parser.parse_args()
+    only = tuple(t.strip() for t in args.only.split(",") if t.strip())
+    unknown = set(only) - {*TASKS, "table"}
+    if unknown:
+        parser.error(f"unknown task(s) {', '.join(sorted(unknown))}: choose from {', '.join((*TASKS, 'table'))}")
+    rtts = tuple(int(r) for r in args.rtts.split(","))
+    print(json.dumps(run(*args.sizes[:2], only=only, rtts=rtts, table=args.table), indent=1))

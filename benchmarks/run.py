@@ -2,7 +2,8 @@
 
     python -m benchmarks.run [--quick] [--only overlap,engine,memory,startup,wire,fingerprint] [--json PATH]
     python -m benchmarks.run --only ui     (selectable only: `sbdlq ui` over a 1M-message DLQ)
-    python -m benchmarks.run --only million  (selectable only: incident scale through serve, 0 and 70 ms)
+    python -m benchmarks.run --only million  (selectable only: incident scale through serve, 0 and 70 ms;
+                                             peek --all -o table's peak RSS over 150,000)
 
 Every figure is a ratio measured in the same run; nothing here is a pass/fail test.
 """
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         elif section == "million":
             from benchmarks import million
 
-            figures[section] = million.run(100_000, 20_000) if args.quick else million.run()
+            figures[section] = million.run(100_000, 20_000, table=20_000) if args.quick else million.run()
         elif section == "wire":
             from benchmarks import wire
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.emulator.clock import emulator_clock
 from sbdlq.errors import BadInput
 from sbdlq.timeparse import parse_duration
-from sbdlq.transport import Network
+
+if TYPE_CHECKING:
+    from sbdlq.transport import Network  # an annotation: the emulator's start does without it
 
 __all__ = ["Backend", "BackendTarget", "ReceiveMode", "open_backend"]
 

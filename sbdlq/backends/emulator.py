@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.backends.base import Backend, ReceiveMode
-from sbdlq.emulator.admin import EmulatorAdmin
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.errors import EntityNotFound, OperationFailed
 from sbdlq.loopless import pause
@@ -27,6 +27,9 @@ from sbdlq.models import (
     SubscriptionRules,
 )
 from sbdlq.timeparse import from_epoch_ms
+
+if TYPE_CHECKING:
+    from sbdlq.emulator.admin import EmulatorAdmin
 
 
 class EmulatorBackend(Backend):
@@ -53,6 +56,8 @@ class EmulatorBackend(Backend):
 
     def admin(self) -> EmulatorAdmin:
         """The store's admin operations (`sbdlq emulator ...`), on this backend's engine."""
+        from sbdlq.emulator.admin import EmulatorAdmin  # the emulator commands' only: not on count's path
+
         return EmulatorAdmin(self.engine)
 
     async def _round_trip(self) -> None:

@@ -19,7 +19,6 @@ import click
 from typer.core import TyperGroup
 
 from sbdlq import interrupts
-from sbdlq.connstr import redact
 from sbdlq.errors import ExitStatus
 from sbdlq.nearest import closest
 
@@ -144,6 +143,13 @@ def _with_global_options(cmd: click.Command, extra: list[click.Parameter]) -> cl
     return shown
 
 
+def _redact(text: str) -> str:
+    """connstr.redact, imported when an error is printed: its patterns would cost every start."""
+    from sbdlq.connstr import redact
+
+    return redact(text)
+
+
 class _Interrupted(BaseException):
     """A Ctrl-C on its way past click (which would print an empty line for a KeyboardInterrupt)."""
 
@@ -214,10 +220,10 @@ class SbdlqGroup(TyperGroup):
             if exc.ctx is not None:
                 hint = f" (see '{exc.ctx.command_path} --help')"
             # A connection string typed where a command or value belongs lands in the message.
-            sys.stderr.write(redact(f"sbdlq: {self._suggesting(exc)}{hint}") + "\n")
+            sys.stderr.write(_redact(f"sbdlq: {self._suggesting(exc)}{hint}") + "\n")
             sys.exit(int(ExitStatus.USAGE))
         except click.ClickException as exc:
-            sys.stderr.write(redact(f"sbdlq: {exc.format_message()}") + "\n")
+            sys.stderr.write(_redact(f"sbdlq: {exc.format_message()}") + "\n")
             sys.exit(exc.exit_code)
         except (click.Abort, _Interrupted):
             sys.stderr.write(f"sbdlq: {interrupts.line()}\n")

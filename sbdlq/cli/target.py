@@ -4,6 +4,7 @@ the libraries' loggers kept off stderr)."""
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from sbdlq.cli.settings import Settings
@@ -15,7 +16,9 @@ def open_target(s: Settings, *, create: bool = False) -> Any:
     from sbdlq.backends import open_backend
 
     target = s.target()
-    if not s.debug:
+    if not s.debug and (target.kind != "emulator" or "asyncio" in sys.modules):
+        # The in-process emulator read without an event loop (sbdlq/loopless.py) loads neither
+        # the SDK nor asyncio, so nothing could log: `count` starts without the logging module.
         quiet_foreign_loggers()
     network = s.network() if target.kind != "emulator" else None
     if network is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import uuid
@@ -17,7 +16,9 @@ def _encode(value: Any) -> Any:
         aware = value if value.tzinfo else value.replace(tzinfo=UTC)
         return {_TAG: "datetime", "v": aware.isoformat()}
     if isinstance(value, bytes | bytearray | memoryview):
-        return {_TAG: "bytes", "v": base64.b64encode(bytes(value)).decode("ascii")}
+        from base64 import b64encode  # here: a store whose properties hold no bytes never needs it
+
+        return {_TAG: "bytes", "v": b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, uuid.UUID):
         return {_TAG: "uuid", "v": str(value)}
     if isinstance(value, timedelta):
@@ -33,7 +34,9 @@ def _decode(obj: dict[str, Any]) -> Any:
     if kind == "datetime":
         return datetime.fromisoformat(v)
     if kind == "bytes":
-        return base64.b64decode(v)
+        from base64 import b64decode
+
+        return b64decode(v)
     if kind == "uuid":
         return uuid.UUID(v)
     if kind == "timedelta":

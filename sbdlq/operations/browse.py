@@ -5,18 +5,21 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
-from sbdlq.groups import FingerprintGroup, ReasonGroup
 from sbdlq.loopless import pause
 from sbdlq.models import Counts, Message
 from sbdlq.operations.sizing import BatchSizer
 from sbdlq.selection import Selection
 
-G = TypeVar("G", bound=ReasonGroup)
+if TYPE_CHECKING:
+    # Imported where groups are counted: `count` starts without them.
+    from sbdlq.groups import FingerprintGroup, ReasonGroup
+
+G = TypeVar("G", bound="ReasonGroup")
 
 # Messages per peek: large for scans (fewer round trips), small for `peek --max 20`.
 PAGE = 1000
@@ -216,6 +219,8 @@ async def inspect_reasons(
     on_passed: Callable[[Message], None] | None = None,
 ) -> list[ReasonGroup]:
     """Group the queue's messages: count, first and last enqueued, sample sequence numbers."""
+    from sbdlq.groups import ReasonGroup
+
     groups: dict[str, ReasonGroup] = {}
     key = group_key(by, str(address.entity))
     if is_fingerprint_grouping(by):
@@ -267,6 +272,7 @@ async def count_fingerprints(
     with the groups and entities, never with the messages.
     """
     from sbdlq.fingerprint import message_fingerprint
+    from sbdlq.groups import FingerprintGroup
 
     async for m in iter_messages(backend, address, selection=selection, on_page=on_page, on_passed=on_passed):
         fp = message_fingerprint(m)

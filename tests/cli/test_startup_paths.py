@@ -50,6 +50,29 @@ def test_reads_on_the_local_emulator_import_no_asyncio(seeded: dict[str, str], a
     assert "sbdlq.backends.emulator" in modules  # it did reach the store
 
 
+#: What `count` on the local emulator has no use for (issue 35: its start is held to 1.5× the Typer
+#: + Rich import): the logging module (nothing can log without the SDK or an event loop), groups
+#: (inspect-reason's), the connection-string parser and its redaction patterns, the transport
+#: options, the peek table, the emulator admin commands' library, base64.
+NOT_ON_COUNTS_PATH = {
+    "logging",
+    "sbdlq.groups",
+    "sbdlq.connstr",
+    "sbdlq.transport",
+    "sbdlq.output.message_table",
+    "sbdlq.emulator.admin",
+    "base64",
+}
+
+
+@pytest.mark.parametrize("argv", [["count", "orders"], ["count", "orders", "-o", "json"]], ids=" ".join)
+def test_count_on_the_local_emulator_imports_only_what_it_uses(seeded: dict[str, str], argv: list[str]) -> None:
+    status, modules = _imported(argv, seeded)
+    assert status == 0
+    assert "sbdlq.backends.emulator" in modules
+    assert not modules & NOT_ON_COUNTS_PATH
+
+
 def test_moving_commands_and_latency_still_run_under_asyncio(seeded: dict[str, str]) -> None:
     status, modules = _imported(["resubmit", "orders", "--dry-run"], seeded)
     assert (status, "asyncio" in modules) == (0, True)

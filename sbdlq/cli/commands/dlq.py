@@ -37,7 +37,6 @@ from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput
 from sbdlq.output import report_tables
 from sbdlq.output.formats import Emitter, draws_table, offer_help
-from sbdlq.output.message_table import PEEK_COLUMNS, table_columns, table_row, tsv_keys
 from sbdlq.selection import MAX_SEQUENCE, Selection
 
 
@@ -141,6 +140,8 @@ def peek(
             if table:
                 await _peek_to_table(backend, address, sel, from_sequence, limit)
             else:
+                from sbdlq.output.message_table import PEEK_COLUMNS, tsv_keys
+
                 emitter = Emitter(fmt, query=q, columns=tsv_keys(PEEK_COLUMNS))
                 await _peek_to_document(backend, address, sel, from_sequence, limit, emitter)
         return fmt
@@ -152,6 +153,7 @@ async def _peek_to_table(backend: Any, address: Address, sel: Selection, from_se
     """A table of the first `limit` messages, and a note pointing at the rest."""
     from sbdlq.nearest import PassedOver
     from sbdlq.operations.browse import iter_messages
+    from sbdlq.output.message_table import PEEK_COLUMNS, table_columns
     from sbdlq.output.render import PagedTable
 
     # Rows, not messages, and a page of them at a time: `--all` over a million messages
@@ -408,6 +410,7 @@ def _peek_row(m: Any) -> tuple[Any, ...]:
     """A message as a peek table row: its body shortened, or its size when large or binary."""
     from sbdlq.models import body_text
     from sbdlq.operations.sizing import LARGE_BODY_BYTES
+    from sbdlq.output.message_table import PEEK_COLUMNS, table_row
     from sbdlq.output.render import human_size
 
     if len(m.body) >= LARGE_BODY_BYTES:
