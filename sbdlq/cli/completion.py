@@ -49,6 +49,14 @@ def complete_count_output(ctx: click.Context, incomplete: str) -> list[str]:
     return _matching(list(outputs("count")), incomplete)
 
 
+def complete_apply_output(ctx: click.Context, incomplete: str) -> list[str]:
+    """The output formats of `apply -o`: its report is nested (no tsv), and prometheus is offered to it by name."""
+    from sbdlq.output.formats import outputs
+
+    # As typed (case-sensitive), as apply has always completed it.
+    return [fmt for fmt in outputs("apply", nested=True) if fmt.startswith(incomplete)]
+
+
 # `--by` values; `property:` is completed up to the name the user types.
 GROUP_BY = ("reason", "description", "fingerprint", "source", "subject", "property:", "hour", "day", "entity")
 
