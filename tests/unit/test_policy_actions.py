@@ -97,6 +97,7 @@ class Tally(PolicyAction):
 
     name = "tally"
     order = 4
+    counted = ("tallied",)
     keys: ClassVar[Mapping[str, Key]] = {"label": Key(STR, required=True), "folder": Key(PATH)}
 
     def describe(self, step: Step) -> str:
@@ -141,6 +142,10 @@ def test_an_action_in_the_registry_alone_loads_plans_runs_reports_and_explains(
 
     code, out, _ = cli("apply", str(path), "-o", "table")
     assert code == 0 and "tallied 2" in out
+    # -o prometheus: the counts of its result it names, as outcomes of its messages series.
+    code, out, _ = cli("apply", str(path), "-o", "prometheus")
+    series = [line for line in out.splitlines() if line.startswith("sbdlq_apply_messages{")]
+    assert code == 0 and [line.split('outcome="')[1] for line in series] == ['matched"} 2', 'tallied"} 2'], out
     code, out, _ = cli("apply", str(path), "--explain")
     assert code == 0 and "  tally them as daily. Nothing moves.\n" in out
 
