@@ -122,13 +122,14 @@ def _confirm(steps: list[Any]) -> None:
 def _finish(ctx: typer.Context, policy: str, steps: list[Any], fmt: str, dry_run: bool, stop: int | None) -> None:
     """Write the report, say what failed or fired on stderr, and exit with the run's status."""
     from sbdlq.policy.report import exit_status
+    from sbdlq.policy.runner import FAILED, FIRED, INTERRUPTED
 
     status = exit_status(steps)
     _write(policy, steps, fmt, dry_run, status)
     for step in steps:
-        if step.status == "fired":
+        if step.status == FIRED:
             err(step.rule.handler.fired(step))
-    failed = [st for st in steps if st.status in ("failed", "interrupted")]
+    failed = [st for st in steps if st.status in (FAILED, INTERRUPTED)]
     if failed:
         err(f"sbdlq: {len(failed)} of {len(steps)} rule step(s) failed; the messages they left stay in their DLQ")
     if stop is not None:
