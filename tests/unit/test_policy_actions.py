@@ -84,6 +84,16 @@ def test_the_name_check_sees_a_dispatch_by_string() -> None:
     assert action_names_in(source, "plan.py", {"purge", "alert"}) == ["plan.py:2 'purge'", "plan.py:3 'alert'"]
 
 
+def test_the_help_lists_the_actions_in_the_registry_order() -> None:
+    # Written by hand (deriving it would load the policy layer on `--help`), so held here.
+    from sbdlq.cli.commands.apply import apply
+    from sbdlq.cli.main import COMMAND_HELP
+
+    listed = f"({', '.join(ACTIONS)})"
+    assert listed in COMMAND_HELP["apply"]
+    assert listed in (apply.__doc__ or "")
+
+
 def test_design_names_every_action_and_every_key() -> None:
     text = (ROOT / "docs" / "DESIGN.md").read_text(encoding="utf-8")
     start = text.index("### `apply` (policy files)")
