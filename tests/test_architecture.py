@@ -149,6 +149,9 @@ def test_modules_and_functions_stay_small(path: Path) -> None:
 TERMINAL_ATTRIBUTES = frozenset({"isatty", "is_terminal"})
 PROMPTS = frozenset({"confirm", "prompt", "getpass"})  # typer.confirm, click.prompt, getpass.getpass ...
 PROMPT_MODULES = ("rich.prompt", "getpass", "click.termui")
+#: The libraries whose prompts a module could import by name (`from click import confirm`).
+PROMPTING_LIBRARIES = ("click", "typer", "click.termui", "getpass")
+PROMPT_IMPORTS = frozenset(f"{library}.{name}" for library in PROMPTING_LIBRARIES for name in PROMPTS)
 
 
 def _terminal_questions(path: Path) -> list[str]:
@@ -159,13 +162,21 @@ def _terminal_questions(path: Path) -> list[str]:
         for node in ast.walk(tree)
         if isinstance(node, ast.Import | ast.ImportFrom)
         for name in _imported_names_of(node)
-        if any(name == bad or name.startswith(bad + ".") for bad in PROMPT_MODULES)
+        if name in PROMPT_IMPORTS or any(name == bad or name.startswith(bad + ".") for bad in PROMPT_MODULES)
     ]
+    # The local names such an import binds: a bare `confirm(...)` is then a library's prompt.
+    prompts = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module in PROMPTING_LIBRARIES
+        for alias in node.names
+        if alias.name in PROMPTS
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in TERMINAL_ATTRIBUTES:
             found.append(f"{node.lineno}: .{node.attr}")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "input":
-            found.append(f"{node.lineno}: input()")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"input", *prompts}:
+            found.append(f"{node.lineno}: {node.func.id}()")
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -201,6 +212,9 @@ def test_the_terminal_check_sees_what_it_looks_for(tmp_path: Path) -> None:
     fake.write_text(
         "import sys, typer\nfrom rich.prompt import Confirm\n"
         "sys.stdin.isatty()\ncon.is_terminal\ntyper.confirm('q')\ninput('q')\nconsole.input('q')\n"
+        "from click import confirm\nfrom typer import prompt as ask\nconfirm('q')\nask('q')\n"
+        # The seam's own confirm, imported by name, is the one allowed.
+        "from sbdlq.terminal import confirm as yes\nyes('q')\nfrom typer import Exit\n"
     )
     assert _terminal_questions(fake) == [
         "2: import rich.prompt.Confirm",
@@ -209,4 +223,8 @@ def test_the_terminal_check_sees_what_it_looks_for(tmp_path: Path) -> None:
         "5: typer.confirm()",
         "6: input()",
         "7: console.input()",
+        "8: import click.confirm",
+        "9: import typer.prompt",
+        "10: confirm()",
+        "11: ask()",
     ]

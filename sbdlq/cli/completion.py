@@ -49,13 +49,19 @@ def complete_count_output(ctx: click.Context, incomplete: str) -> list[str]:
     return _matching(list(outputs("count")), incomplete)
 
 
-# `--by` values; `property:` is completed up to the name the user types.
-GROUP_BY = ("reason", "description", "fingerprint", "source", "subject", "property:", "hour", "day", "entity")
+def complete_apply_output(ctx: click.Context, incomplete: str) -> list[str]:
+    """The output formats of `apply -o`: its report is nested (no tsv), and prometheus is offered to it by name."""
+    from sbdlq.output.formats import outputs
+
+    # As typed (case-sensitive), as apply has always completed it.
+    return [fmt for fmt in outputs("apply", nested=True) if fmt.startswith(incomplete)]
 
 
 def complete_group_by(ctx: click.Context, incomplete: str) -> list[str]:
-    """The groupings of inspect-reason (`--by`)."""
-    return _matching(list(GROUP_BY), incomplete)
+    """The groupings of inspect-reason (`--by`); `property:` is completed up to the name the user types."""
+    from sbdlq.operations.browse import grouping_words
+
+    return _matching(grouping_words(""), incomplete)
 
 
 def _complete(ctx: click.Context, incomplete: str, kinds: tuple[str, ...]) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 import typer
 
@@ -69,10 +69,6 @@ def check_threshold(ctx: typer.Context, counts: Sequence[Counts], sub_queue: Sub
             )
 
 
-def _stamp(at: datetime) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class Stream:
     """Off a terminal: one snapshot per interval, appended and flushed."""
 
@@ -83,7 +79,7 @@ class Stream:
         from sbdlq.output.formats import FORMATS, Emitter
 
         if FORMATS[self.fmt].for_people:
-            sys.stdout.write(f"Every {self.every}: {_stamp(at)}\n")
+            sys.stdout.write(report_tables.watch_header(self.every, at) + "\n")
             show_counts(counts, self.fmt, self.q)
             sys.stdout.flush()
             return
@@ -98,31 +94,18 @@ class Stream:
 
 
 class Redraw:
-    """On a terminal: one table redrawn in place (Rich Live on stdout)."""
+    """On a terminal: one table redrawn in place (output/report_tables.py `LiveList`)."""
 
     def __init__(self, every: str) -> None:
-        from rich.live import Live
-
-        from sbdlq.output.render import stdout_console
-
         self.every = every
-        self.console = stdout_console()
-        self.live = Live(console=self.console, auto_refresh=False, redirect_stdout=False)
-        self.live.start()
+        self.live = report_tables.LiveList()
 
     def show(self, at: datetime, counts: Sequence[Counts]) -> None:
-        from rich.console import Group
-        from rich.text import Text
-
-        from sbdlq.output.render import Col, table_renderable
-
-        cols = [Col(c, whole=True, min_width=10) if c == "entity" else c for c in COLUMNS]
-        rows = [[r[c] for c in COLUMNS] for r in (c.to_json() for c in counts)]
-        body = table_renderable(cols, rows, console=self.console)
-        self.live.update(Group(Text(f"Every {self.every}: {_stamp(at)}    (Ctrl-C to stop)"), body), refresh=True)
+        header = report_tables.watch_header(self.every, at, live=True)
+        self.live.show(header, [c.to_json() for c in counts], COLUMNS)
 
     def close(self) -> None:
-        self.live.stop()
+        self.live.close()
 
 
 def watch_counts(

@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from sbdlq.cli.options import replacing
-from sbdlq.operations.edits import EDIT_OPTIONS, CopyEdits, EditOption, compile_edits, example_rows
+from sbdlq.operations.edits import EDIT_OPTIONS, CopyEdits, EditOption, compile_edits
 
 EDIT = "Edit copies"
 R = TypeVar("R")
@@ -49,14 +49,3 @@ def edit_options(command: Callable[..., R]) -> Callable[..., R]:
     """Declare every edit option (`EDIT_OPTIONS`) in place of `command`'s `edits` parameter; pass them as one object."""
     declared = [_editing(option) for option in EDIT_OPTIONS]
     return replacing(EDITS_PARAMETER, declared, EditOptions)(command)
-
-
-def example_table(example: dict[str, Any]) -> None:
-    """The dry run's example: what the edits and the copy rules change on one message."""
-    from sbdlq.output.render import Col, table
-
-    table(
-        [Col("field", whole=True), Col("before", min_width=8), Col("after", min_width=8)],
-        example_rows(example),
-        title=f"example: the copy of sequence number {example['sequence_number']}",
-    )

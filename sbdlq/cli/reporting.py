@@ -82,9 +82,10 @@ def report(fmt: str, doc: dict[str, Any], summary: str, q: Query | None = None) 
     """A run's result: its summary line (and edited example, a spread's copies) for a person, else the document."""
     if draws_table(fmt, q):
         if doc.get("example") is not None:
-            from sbdlq.cli.edit_options import example_table
+            from sbdlq.operations.edits import example_rows
+            from sbdlq.output.report_tables import example_table
 
-            example_table(doc["example"])
+            example_table(example_rows(doc["example"]), doc["example"]["sequence_number"])
         if doc.get("spread"):
             spread_table(doc["spread"])
         sys.stdout.write(summary + "\n")

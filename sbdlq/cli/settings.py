@@ -98,7 +98,14 @@ def settings(ctx: typer.Context) -> Settings:
 
 
 def output_format(s: Settings, given: str | None) -> str:
-    """-o, else the profile's output, else table."""
-    from sbdlq.output.formats import DEFAULT_OUTPUT, check_output
+    """-o, else the profile's output, else table: one that every command offers."""
+    from sbdlq.output.formats import check_output
 
-    return check_output(given or s.profile_default("output") or DEFAULT_OUTPUT)
+    return check_output(requested_output(s, given))
+
+
+def requested_output(s: Settings, given: str | None) -> str:
+    """-o, else the profile's output, else table, before a command checks it against what it offers."""
+    from sbdlq.output.formats import DEFAULT_OUTPUT
+
+    return str(given or s.profile_default("output") or DEFAULT_OUTPUT)

@@ -9,7 +9,7 @@ emulator backend's `dead_letter` is what `emulator receive --dead-letter` calls.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -18,7 +18,7 @@ from sbdlq.emulator.engine import Engine
 from sbdlq.emulator.engine.vocabulary import GENEROUS, Quotas
 from sbdlq.emulator.engine.vocabulary import MAX_LOCK_S as MAX_LOCK_S  # the CLI's --lock-duration check reads it
 from sbdlq.errors import BadInput, OperationFailed
-from sbdlq.models import EntityInfo, Message, OutboundMessage
+from sbdlq.models import COUNT_NAMES, Counts, EntityInfo, Message, OutboundMessage
 
 if TYPE_CHECKING:
     from sbdlq.emulator.config_json import Applied, EmulatorConfig
@@ -31,18 +31,18 @@ class EntityRow:
 
     entity: str
     kind: str
-    active: int | None
-    dead_letter: int | None
-    transfer_dead_letter: int | None
-    scheduled: int | None
+    #: the entity's counts; None for a topic, which keeps no messages of its own
+    counts: Counts | None
     subscriptions: int | None
 
     def to_json(self) -> dict[str, Any]:
-        """The row as a dict, keys in column order."""
-        return asdict(self)
+        """The row as a dict, keys in column order: every count of `COUNT_NAMES` (None for a topic)."""
+        counts = {name: None if self.counts is None else getattr(self.counts, name) for name in COUNT_NAMES}
+        return {"entity": self.entity, "kind": self.kind, **counts, "subscriptions": self.subscriptions}
 
 
-LIST_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(EntityRow))
+#: `emulator list`'s columns and JSON keys: the counts are `models.COUNT_NAMES`
+LIST_COLUMNS: tuple[str, ...] = ("entity", "kind", *COUNT_NAMES, "subscriptions")
 
 
 class Settle(Enum):
@@ -91,10 +91,10 @@ class EmulatorAdmin:
         rows = []
         for e in self._engine.list_entities():
             if e.kind == "topic":
-                rows.append(EntityRow(e.path, e.kind, None, None, None, None, e.subscription_count))
+                rows.append(EntityRow(e.path, e.kind, None, e.subscription_count))
                 continue
             c = self._engine.counts(e.path)
-            rows.append(EntityRow(c.entity, e.kind, c.active, c.dead_letter, c.transfer_dead_letter, c.scheduled, None))
+            rows.append(EntityRow(c.entity, e.kind, c, None))
         return rows
 
     def send(self, entity: EntityPath | str, message: OutboundMessage, *, count: int = 1) -> int:

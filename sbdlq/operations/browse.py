@@ -159,22 +159,28 @@ def _entity_of(path: str) -> EntityPath:
     return parse_entity(path)
 
 
-GROUPINGS = ("reason", "description", "fingerprint", "source", "subject", "hour", "day", "entity")
+#: `--by`'s groupings, in the order its completion and refusal list them; a named one takes a
+#: name after a colon (`property:NAME`).
+GROUPINGS = ("reason", "description", "fingerprint", "source", "subject", "property", "hour", "day", "entity")
+NAMED_GROUPINGS = ("property",)
 TIME_GROUPINGS = ("hour", "day")
+
+
+def grouping_words(name: str = "NAME") -> list[str]:
+    """`--by`'s values as typed: a named grouping with a colon and `name` after it (`property:NAME`)."""
+    return [f"{g}:{name}" if g in NAMED_GROUPINGS else g for g in GROUPINGS]
 
 
 def _grouping(by: str) -> tuple[str, str]:
     """`--by` as (kind, property name): the kind is case-insensitive, the name is not."""
     kind, sep, name = by.strip().partition(":")
     kind = kind.lower()
-    if kind == "property" and sep and name:
+    if kind in NAMED_GROUPINGS and sep and name:
         return kind, name
-    if kind in GROUPINGS and not sep:
+    if kind in GROUPINGS and kind not in NAMED_GROUPINGS and not sep:
         return kind, ""
-    raise BadInput(
-        f"invalid --by {by!r}",
-        hint="use reason, description, fingerprint, source, subject, property:NAME, hour, day or entity",
-    )
+    words = grouping_words()
+    raise BadInput(f"invalid --by {by!r}", hint=f"use {', '.join(words[:-1])} or {words[-1]}")
 
 
 def group_key(by: str, entity: str = "") -> Callable[[Message], str]:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sbdlq.addresses import Address, EntityPath, parse_entity, send_target
 from sbdlq.backends.base import Backend
@@ -48,6 +48,10 @@ class SpreadStatus:
     finished: bool = False
     #: False for a topic: its scheduled messages cannot be peeked, so the record's times are shown
     checked: bool = True
+
+    #: The keys of `to_json` that `spread status`'s table leaves out; it shows the others, in
+    #: order (an unchecked topic gets a note on stderr instead).
+    NOT_IN_TABLE: ClassVar[frozenset[str]] = frozenset({"finished", "checked"})
 
     def to_json(self) -> dict[str, Any]:
         return {

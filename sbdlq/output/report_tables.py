@@ -1,9 +1,12 @@
-"""The tables and documents several commands print: a list of rows, reason groups' stats,
-fingerprint columns, a spread's first copies, and a time to the second in a table."""
+"""The tables and documents several commands print: a list of rows (once, or redrawn in place
+by a watch), reason groups' stats, fingerprint columns, a spread's first copies, a dry run's
+example copy, plain aligned columns, and a time to the second in a table."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sbdlq.output.formats import draws_table
@@ -20,12 +23,70 @@ def write(data: Any, fmt: str, q: Query | None = None) -> None:
 def emit_list(rows: list[dict[str, Any]], fmt: str, columns: list[str], q: Query | None = None) -> None:
     """Rows as a table for a person (the entity column never cut), else as a document."""
     if draws_table(fmt, q):
-        from sbdlq.output.render import Col, table
+        from sbdlq.output.render import table
 
-        cols = [Col(c, whole=True, min_width=10) if c == "entity" else c for c in columns]
-        table(cols, [[r[c] for c in columns] for r in rows])
+        table(_list_columns(columns), [[r[c] for c in columns] for r in rows])
     else:
         write(rows, fmt, q)
+
+
+def _list_columns(columns: Sequence[str]) -> list[Any]:
+    """A list's table columns: the entity column never cut."""
+    from sbdlq.output.render import Col
+
+    return [Col(c, whole=True, min_width=10) if c == "entity" else c for c in columns]
+
+
+def watch_header(every: str, at: datetime, *, live: bool = False) -> str:
+    """The line above each snapshot of a watch (`Every 5s: <UTC time>`); redrawn live, how to stop it."""
+    return f"Every {every}: {table_time(at)}" + ("    (Ctrl-C to stop)" if live else "")
+
+
+class LiveList:
+    """Rows as `emit_list` draws them, one table redrawn in place under a header line (Rich Live on stdout)."""
+
+    def __init__(self) -> None:
+        from rich.live import Live
+
+        from sbdlq.output.render import stdout_console
+
+        self.console = stdout_console()
+        self.live = Live(console=self.console, auto_refresh=False, redirect_stdout=False)
+        self.live.start()
+
+    def show(self, header: str, rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+        """Replace what is shown with the header line and the rows' table."""
+        from rich.console import Group
+        from rich.text import Text
+
+        from sbdlq.output.render import table_renderable
+
+        body = table_renderable(_list_columns(columns), [[r[c] for c in columns] for r in rows], console=self.console)
+        self.live.update(Group(Text(header), body), refresh=True)
+
+    def close(self) -> None:
+        """Stop redrawing; the last table stays on the screen."""
+        self.live.stop()
+
+
+def plain_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Aligned columns, nothing cut: paths and endpoints stay whole and greppable (`config list`, `config show`)."""
+    import click  # each line written as the commands' own lines are (click.echo)
+
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    for line in [columns, *rows]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+
+
+def example_table(rows: Sequence[Sequence[str]], sequence_number: int) -> None:
+    """The dry run's example: what the edits and the copy rules change on one message (field, before, after)."""
+    from sbdlq.output.render import Col, table
+
+    table(
+        [Col("field", whole=True), Col("before", min_width=8), Col("after", min_width=8)],
+        rows,
+        title=f"example: the copy of sequence number {sequence_number}",
+    )
 
 
 def table_time(ts: Any) -> str:

@@ -58,10 +58,10 @@ _FAMILIES = (
 
 
 def _outcomes(step: Step) -> dict[str, int]:
-    """The counts worth a series: matched, then the action's own (resubmitted, purged, kept ...)."""
+    """The counts worth a series: matched, the counts of its result the action names, then its own."""
     out = {"matched": step.matched}
     r = step.result or {}
-    for key in ("resubmitted", "purged", "exported", "failed", "unroutable"):
+    for key in step.rule.handler.counted:
         if key in r:
             out[key] = int(r[key])
     out.update(step.rule.handler.outcomes(step))

@@ -16,6 +16,14 @@ from sbdlq.models import COUNT_FIELDS, Counts
 from sbdlq.ui.fields import KeyOrderInput
 from sbdlq.ui.table_pane import Column, TablePane
 
+#: The dead-letter sub-queues' counts, in declaration order: what "sorted by DLQ size" compares.
+DLQ_COUNTS = tuple(f.name for f in COUNT_FIELDS if f.dead_letter)
+
+
+def by_dlq_size(counts: Counts) -> tuple[Any, ...]:
+    """The sort key of "DLQ size": the largest dead-letter count first, then the name."""
+    return (*(-getattr(counts, name) for name in DLQ_COUNTS), counts.entity.lower())
+
 
 class EntitiesPane(TablePane):
     """Counts per entity; Enter opens its DLQ, `t` its transfer DLQ."""
@@ -62,7 +70,7 @@ class EntitiesPane(TablePane):
         text = self.query_one("#entity-filter", Input).value.strip().lower()
         rows = [c for c in self.counts if text in c.entity.lower()]
         if self.by_size:
-            return sorted(rows, key=lambda c: (-c.dead_letter, -c.transfer_dead_letter, c.entity.lower()))
+            return sorted(rows, key=by_dlq_size)
         return sorted(rows, key=lambda c: c.entity.lower())
 
     def _render_rows(self) -> None:

@@ -227,3 +227,14 @@ def test_cancel_json_reports_each_number_it_cancelled(orders: Seeder, cli: Cli, 
     assert orders.counts("orders").scheduled == 0
     again = cli("spread", "cancel", spread_id, "--export", str(tmp_path / "h.jsonl"), "-o", "json").json()
     assert (again["cancelled"], again["not_scheduled"]) == (0, 0)
+
+
+def test_status_table_shows_the_documents_fields_but_finished_and_checked(orders: Seeder, cli: Cli) -> None:
+    spread_id = _spread(cli, "--spread", "60m")
+    doc = cli("spread", "status", spread_id, "-o", "json").json()
+    r = cli("spread", "status", spread_id)
+    assert r.exit_code == 0, r.stderr
+    fields = [row.split("│")[1].strip() for row in r.stdout.splitlines() if row.startswith("│")]
+    assert fields == [key for key in doc if key not in ("finished", "checked")]
+    shown = ["id", "target", "start", "end", "recorded", "scheduled", "became_active", "cancelled", "next_release"]
+    assert fields == shown

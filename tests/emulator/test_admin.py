@@ -25,7 +25,7 @@ from sbdlq.emulator.admin import (
 from sbdlq.emulator.config_json import parse_config
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import BadInput, OperationFailed
-from sbdlq.models import Message, OutboundMessage
+from sbdlq.models import Counts, Message, OutboundMessage
 from sbdlq.property_values import parse_properties, typed_value
 
 if TYPE_CHECKING:
@@ -99,9 +99,9 @@ def test_list_rows_topics_have_no_counts(admin: EmulatorAdmin) -> None:
     admin.send("events", OutboundMessage(body=b"y"))
     rows = admin.list_entities()
     assert rows == [
-        EntityRow("events", "topic", None, None, None, None, 1),
-        EntityRow("events/Subscriptions/audit", "subscription", 1, 0, 0, 0, None),
-        EntityRow("orders", "queue", 2, 0, 0, 0, None),
+        EntityRow("events", "topic", None, 1),
+        EntityRow("events/Subscriptions/audit", "subscription", Counts("events/Subscriptions/audit", active=1), None),
+        EntityRow("orders", "queue", Counts("orders", active=2), None),
     ]
     assert list(rows[0].to_json()) == list(LIST_COLUMNS)
 

@@ -84,6 +84,16 @@ def test_the_name_check_sees_a_dispatch_by_string() -> None:
     assert action_names_in(source, "plan.py", {"purge", "alert"}) == ["plan.py:2 'purge'", "plan.py:3 'alert'"]
 
 
+def test_the_help_lists_the_actions_in_the_registry_order() -> None:
+    # Written by hand (deriving it would load the policy layer on `--help`), so held here.
+    from sbdlq.cli.commands.apply import apply
+    from sbdlq.cli.main import COMMAND_HELP
+
+    listed = f"({', '.join(ACTIONS)})"
+    assert listed in COMMAND_HELP["apply"]
+    assert listed in (apply.__doc__ or "")
+
+
 def test_design_names_every_action_and_every_key() -> None:
     text = (ROOT / "docs" / "DESIGN.md").read_text(encoding="utf-8")
     start = text.index("### `apply` (policy files)")
@@ -97,6 +107,7 @@ class Tally(PolicyAction):
 
     name = "tally"
     order = 4
+    counted = ("tallied",)
     keys: ClassVar[Mapping[str, Key]] = {"label": Key(STR, required=True), "folder": Key(PATH)}
 
     def describe(self, step: Step) -> str:
@@ -141,6 +152,10 @@ def test_an_action_in_the_registry_alone_loads_plans_runs_reports_and_explains(
 
     code, out, _ = cli("apply", str(path), "-o", "table")
     assert code == 0 and "tallied 2" in out
+    # -o prometheus: the counts of its result it names, as outcomes of its messages series.
+    code, out, _ = cli("apply", str(path), "-o", "prometheus")
+    series = [line for line in out.splitlines() if line.startswith("sbdlq_apply_messages{")]
+    assert code == 0 and [line.split('outcome="')[1] for line in series] == ['matched"} 2', 'tallied"} 2'], out
     code, out, _ = cli("apply", str(path), "--explain")
     assert code == 0 and "  tally them as daily. Nothing moves.\n" in out
 

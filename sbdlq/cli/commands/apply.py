@@ -14,12 +14,13 @@ from typing import Annotated, Any
 import typer
 
 from sbdlq import terminal
+from sbdlq.cli.completion import complete_apply_output
 from sbdlq.cli.error_path import guarded, handled
 from sbdlq.cli.notes import err, note
-from sbdlq.cli.settings import Settings
+from sbdlq.cli.settings import Settings, requested_output
 from sbdlq.cli.target import open_target
 from sbdlq.errors import BadInput, ExitStatus
-from sbdlq.output.formats import DEFAULT_OUTPUT, FORMATS, offer_help, outputs
+from sbdlq.output.formats import FORMATS, offer_help, outputs
 
 #: What `apply -o` writes (output/formats.py): every command's formats but those that hold only a
 #: table's columns (tsv: a step's result is nested), and those offered to apply by name (prometheus).
@@ -28,16 +29,12 @@ APPLY_OUTPUTS = outputs("apply", nested=True)
 PolicyArg = Annotated[str, typer.Argument(help="The policy file (YAML).", show_default=False, metavar="POLICY.yaml")]
 
 
-def _complete_output(incomplete: str) -> list[str]:
-    return [fmt for fmt in APPLY_OUTPUTS if fmt.startswith(incomplete)]
-
-
 ApplyOutput = Annotated[
     str | None,
     typer.Option(
         "--output",
         "-o",
-        autocompletion=_complete_output,
+        autocompletion=complete_apply_output,
         help=offer_help("apply", nested=True),
         rich_help_panel="Output",
         show_default=False,
@@ -83,7 +80,9 @@ def apply(
 
 
 def _format(s: Settings, given: str | None) -> str:
-    fmt = given or s.profile_default("output") or DEFAULT_OUTPUT
+    """The format asked for, checked against apply's own list in apply's words (settings.output_format
+    names every command's list, without prometheus and with tsv)."""
+    fmt = requested_output(s, given)
     if fmt not in APPLY_OUTPUTS:
         raise BadInput(f"invalid output format {fmt!r} for apply", hint=f"use {', '.join(APPLY_OUTPUTS)}")
     return str(fmt)
@@ -123,13 +122,14 @@ def _confirm(steps: list[Any]) -> None:
 def _finish(ctx: typer.Context, policy: str, steps: list[Any], fmt: str, dry_run: bool, stop: int | None) -> None:
     """Write the report, say what failed or fired on stderr, and exit with the run's status."""
     from sbdlq.policy.report import exit_status
+    from sbdlq.policy.runner import FAILED, FIRED, INTERRUPTED
 
     status = exit_status(steps)
     _write(policy, steps, fmt, dry_run, status)
     for step in steps:
-        if step.status == "fired":
+        if step.status == FIRED:
             err(step.rule.handler.fired(step))
-    failed = [st for st in steps if st.status in ("failed", "interrupted")]
+    failed = [st for st in steps if st.status in (FAILED, INTERRUPTED)]
     if failed:
         err(f"sbdlq: {len(failed)} of {len(steps)} rule step(s) failed; the messages they left stay in their DLQ")
     if stop is not None:

@@ -52,7 +52,9 @@ def list_cmd(ctx: typer.Context, output: Output = None) -> None:
     if not draws_table(fmt, None):
         _write(records, fmt)
     elif records:
-        _plain_table(
+        from sbdlq.output.report_tables import plain_table
+
+        plain_table(
             ["default", "name", "target", "value", "options"],
             [
                 [
@@ -89,7 +91,9 @@ def show_cmd(
     if not draws_table(fmt, None):
         _write([{"setting": k, "value": v, "source": src} for k, v, src in rows], fmt)
     else:
-        _plain_table(["setting", "value", "source"], [[k, "-" if v is None else str(v), src] for k, v, src in rows])
+        from sbdlq.output.report_tables import plain_table
+
+        plain_table(["setting", "value", "source"], [[k, "-" if v is None else str(v), src] for k, v, src in rows])
 
 
 def _profile_record(prof: Any, is_default: bool) -> dict[str, Any]:
@@ -227,13 +231,6 @@ def _write(data: Any, fmt: str) -> None:
     from sbdlq.output.formats import write_document
 
     write_document(data, fmt)
-
-
-def _plain_table(columns: list[str], rows: list[list[str]]) -> None:
-    """Aligned columns, nothing cut: paths and endpoints stay whole and greppable."""
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
-    for line in [columns, *rows]:
-        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
 
 
 def register(parent: typer.Typer, name: str) -> None:

@@ -30,8 +30,6 @@ SpreadId = Annotated[str, typer.Argument(help="The spread id (`sbdlq spread list
 
 #: `spread list` columns, in order (its JSON records hold these keys and `file`).
 LIST_COLUMNS = ["id", "source", "target", "start", "end", "copies", "finished"]
-#: `spread status` table rows, in order (its JSON keys).
-STATUS_ROWS = ["id", "target", "start", "end", "recorded", "scheduled", "became_active", "cancelled", "next_release"]
 
 
 @app.command("list")
@@ -80,7 +78,8 @@ def status_cmd(ctx: typer.Context, spread_id: SpreadId, output: Output = None, q
     if draws_table(fmt, q):
         from sbdlq.output.render import table
 
-        table(["field", "value"], [[key, "-" if doc[key] is None else doc[key]] for key in STATUS_ROWS])
+        shown = [key for key in doc if key not in status.NOT_IN_TABLE]
+        table(["field", "value"], [[key, "-" if doc[key] is None else doc[key]] for key in shown])
         if not status.checked:
             err(
                 f"sbdlq: note: topic {status.target}'s scheduled messages cannot be read: "

@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import escape, quoteattr
 
-from sbdlq.models import Counts, EntityInfo
+from sbdlq.models import COUNT_NAMES, Counts, EntityInfo
 
 _ATOM = "http://www.w3.org/2005/Atom"
 _SB = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
@@ -116,7 +116,7 @@ MAX_SIZE_MB = 1024
 def _elements(info: EntityInfo, counts: Counts | None, now: str) -> dict[str, str | None]:
     """Every element an entity's description may have, as XML (None: left out, as the service
     leaves out what is not set); the kind's ORDER picks and orders them."""
-    total = 0 if counts is None else counts.active + counts.dead_letter + counts.transfer_dead_letter + counts.scheduled
+    total = 0 if counts is None else sum(getattr(counts, name) for name in COUNT_NAMES)
     text: dict[str, Any] = {
         "LockDuration": _duration(info.lock_duration_s),
         "MaxSizeInMegabytes": MAX_SIZE_MB,

@@ -107,8 +107,12 @@ class PolicyAction(ABC):
         """What the action adds to the step's JSON after the shared keys."""
         return {}
 
+    #: The counts of its result (its command's JSON) that `-o prometheus` writes as outcomes of
+    #: `sbdlq_apply_messages`, after `matched` and in this order: those the result holds.
+    counted: ClassVar[tuple[str, ...]] = ()
+
     def outcomes(self, step: Step) -> dict[str, int]:
-        """Its own `sbdlq_apply_messages` outcomes, after matched and its result's counts."""
+        """Its own `sbdlq_apply_messages` outcomes, after matched and its result's `counted`."""
         return {}
 
     @abstractmethod

@@ -18,6 +18,7 @@ class Purge(PolicyAction):
 
     name = "purge"
     order = 2
+    counted = ("purged", "exported", "failed")
     keys: ClassVar[Mapping[str, Key]] = {"export": Key(PATH), **TUNING}
 
     def deleting(self, step: Step) -> int:

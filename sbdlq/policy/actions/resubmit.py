@@ -39,6 +39,7 @@ class Resubmit(PolicyAction):
 
     name = "resubmit"
     order = 1
+    counted = ("resubmitted", "failed", "unroutable")
     keys: ClassVar[Mapping[str, Key]] = {
         "to": Key(STR),
         "max_attempts": Key(INT, minimum=1),
