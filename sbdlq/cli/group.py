@@ -20,7 +20,6 @@ from typer.core import TyperGroup
 
 from sbdlq import interrupts
 from sbdlq.errors import ExitStatus
-from sbdlq.nearest import closest
 
 # The root's options that may come after the command (not --version, not --help).
 LIFTED = frozenset(
@@ -165,6 +164,8 @@ class SbdlqGroup(TyperGroup):
         if isinstance(exc, click.NoSuchOption):
             # The command's options and the global ones that may follow it: the nearest of all.
             names = [name for p in self.params if p.name in LIFTED for name in p.opts if name.startswith("--")]
+            from sbdlq.nearest import closest  # here: only a misspelt option needs it
+
             near = closest(exc.option_name, [*(exc.possibilities or []), *names], n=1)
             if near:
                 message = f"No such option {exc.option_name!r}. Did you mean {near[0]!r}?"

@@ -23,7 +23,6 @@ from sbdlq.cli.settings import Settings, output_format
 from sbdlq.errors import ExitStatus
 from sbdlq.output.formats import FORMATS, draws_table
 from sbdlq.output.render import Query
-from sbdlq.output.report_tables import spread_table, write
 
 if TYPE_CHECKING:
     from sbdlq.results import RunResult
@@ -87,9 +86,13 @@ def report(fmt: str, doc: dict[str, Any], summary: str, q: Query | None = None) 
 
             example_table(example_rows(doc["example"]), doc["example"]["sequence_number"])
         if doc.get("spread"):
+            from sbdlq.output.report_tables import spread_table
+
             spread_table(doc["spread"])
         sys.stdout.write(summary + "\n")
     else:
+        from sbdlq.output.report_tables import write  # here: `count` prints without it
+
         write(doc, fmt, q)
 
 
