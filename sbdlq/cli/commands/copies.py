@@ -1,7 +1,7 @@
 """The commands that send copies: `resubmit` (of DLQ messages) and `replay` (of the records of a file).
 
 Both take the copy options (`--new-message-id`, `--keep-dead-letter-properties`, the edit
-options, `--allow-unverified-routing`) and send to a queue or topic `paths.send_target` checks. `resubmit`
+options, `--allow-unverified-routing`) and send to a queue or topic `addresses.send_target` checks. `resubmit`
 is bound to the DLQ and the transfer DLQ by cli/main.py, with the commands of dlq.py.
 """
 
