@@ -305,8 +305,8 @@ def _module_attributes() -> dict[str, set[str]]:
 
 MODULE_ATTRIBUTES = _module_attributes()
 #: `module.attribute` in prose (`addresses.send_target`, `frame_repair.DeliveryIdRepair`), not a
-#: part of a longer dotted name (`azure.servicebus.aio`) nor a file name (`notes.py`)
-DOTTED = re.compile(r"(?<![\w./-])([a-z_][a-z0-9_]*)\.([A-Za-z_]\w*)\b(?!\.\w|/)")
+#: part of a longer dotted name (`azure.servicebus.aio`), a decorator (`@app.command`) nor a file name
+DOTTED = re.compile(r"(?<![\w./@-])([a-z_][a-z0-9_]*)\.([A-Za-z_]\w*)\b(?!\.\w|/)")
 FILE_ENDINGS = frozenset({"py", "md", "json", "jsonl", "yaml", "yml", "toml", "txt", "sh", "svg", "pem", "ini", "cfg"})
 
 

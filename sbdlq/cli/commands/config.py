@@ -236,6 +236,10 @@ def _plain_table(columns: list[str], rows: list[list[str]]) -> None:
         typer.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
 
 
+#: the top-level group of this module, by the name the user types
+COMMANDS = {"config": app}
+
+
 def register(parent: typer.Typer, name: str) -> None:
-    """Add the `config` group to `parent`."""
-    parent.add_typer(app, name=name)
+    """Add the group `name` of `COMMANDS` to `parent`."""
+    parent.add_typer(COMMANDS[name], name=name)

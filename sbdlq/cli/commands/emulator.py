@@ -643,6 +643,11 @@ def _plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
+#: the top-level group of this module, by the name the user types (its subcommands are the
+#: `@app.command`s above; commands/emulator_entities.py adds more to the same group)
+COMMANDS = {"emulator": app}
+
+
 def register(parent: typer.Typer, name: str) -> None:
-    """Add the `emulator` group to `parent` (emulator_entities.py's `register` adds its entity commands)."""
-    parent.add_typer(app, name=name)
+    """Add the group `name` of `COMMANDS` to `parent`."""
+    parent.add_typer(COMMANDS[name], name=name)
