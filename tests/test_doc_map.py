@@ -434,3 +434,28 @@ def test_architecture_names_every_module() -> None:
         if "__pycache__" not in path.parts and not path.name.startswith("__")
     }
     assert sorted(modules - named) == []
+
+
+#: a package docstring's list of its modules, one `- name.py  job` line each
+LISTED_MODULE = re.compile(r"^- (\w+\.py)\b", re.M)
+
+
+def unlisted_modules(package: Path, doc: str) -> list[str]:
+    """The modules of a package its docstring's list leaves out (none when it keeps no list)."""
+    listed = set(LISTED_MODULE.findall(doc))
+    modules = {path.name for path in package.glob("*.py") if not path.name.startswith("__")}
+    return sorted(modules - listed) if listed else []
+
+
+@pytest.mark.parametrize("init", sorted((ROOT / "sbdlq").rglob("__init__.py")), ids=lambda p: str(p.parent.name))
+def test_a_package_that_lists_its_modules_lists_every_one(init: Path) -> None:
+    # backends/servicebus/ lists "one module per job": a module added without its line fails.
+    doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    assert unlisted_modules(init.parent, doc) == []
+
+
+def test_the_package_list_check_sees_a_module_left_out() -> None:
+    servicebus = ROOT / "sbdlq" / "backends" / "servicebus"
+    doc = "One module per job:\n\n- backend.py  the Backend\n- senders.py  the senders\n"
+    assert {"peek_counts.py", "scheduling.py"} <= set(unlisted_modules(servicebus, doc))
+    assert unlisted_modules(servicebus, "no list here") == []
