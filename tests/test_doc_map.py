@@ -327,9 +327,33 @@ def stale_attributes(text: str) -> list[str]:
 CODE_TEXTS = {where: text for where, text in ALL_TEXTS.items() if where not in PAGES}
 
 
+#: a dotted name from the top of the package: `sbdlq.cli.main`, `sbdlq.errors.BadInput`
+QUALIFIED = re.compile(r"(?<![\w./-])sbdlq(?:\.\w+)+")
+
+
+def stale_qualified(text: str) -> list[str]:
+    """The `sbdlq.a.b` names of a text that no import could reach: each part a package, a
+    module, or (the first that is neither) an attribute of the module before it."""
+    stale = []
+    for dotted in QUALIFIED.findall(text):
+        folder, parts = ROOT / "sbdlq", dotted.split(".")[1:]
+        module = folder / "__init__.py"
+        for part in parts:
+            if (folder / part / "__init__.py").exists():
+                folder = folder / part
+                module = folder / "__init__.py"
+            elif (folder / f"{part}.py").exists() and module.name == "__init__.py":
+                module = folder / f"{part}.py"
+            else:
+                if part not in _top_level_names(module):
+                    stale.append(dotted)
+                break
+    return stale
+
+
 @pytest.mark.parametrize("where", sorted(CODE_TEXTS))
 def test_every_module_attribute_the_docs_name_exists(where: str) -> None:
-    assert stale_attributes(CODE_TEXTS[where]) == []
+    assert stale_attributes(CODE_TEXTS[where]) + stale_qualified(CODE_TEXTS[where]) == []
 
 
 def _modules_by_folder() -> dict[str, set[str]]:
@@ -413,6 +437,12 @@ def test_the_retired_and_dotted_checks_see_stale_names() -> None:
         "common.run",
         "render_prometheus.render",
     ]
+    assert stale_qualified("sbdlq.model, sbdlq.cli.common.run and sbdlq.operations.run_inline") == [
+        "sbdlq.model",
+        "sbdlq.cli.common.run",
+        "sbdlq.operations.run_inline",
+    ]
+    assert stale_qualified("sbdlq.cli.main.COMMANDS, sbdlq.errors.BadInput, sbdlq.emulator.engine") == []
     fine = "routing_check.check_destination, addresses.send_target, frame_repair.DeliveryIdRepair, main.COMMANDS"
     assert stale_attributes(fine + ", notes.py, azure.servicebus.aio, backends.open_backend") == []
 
