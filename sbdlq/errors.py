@@ -59,6 +59,12 @@ class BadInput(SbdlqError, exit_status=ExitStatus.USAGE):
     """Usage errors and invalid values (exit 2)."""
 
 
+class UnknownTargetKind(BadInput):
+    """A target of a kind no code path knows: a new kind added where targets are resolved but
+    not to every place that reads the kinds (ARCHITECTURE "How to add ... a backend"), never
+    guessed to be another kind (exit 2)."""
+
+
 class AdminPortUnknown(BadInput):
     """An emulator connection string whose HTTP (admin) port cannot be tied to its AMQP endpoint (exit 2)."""
 

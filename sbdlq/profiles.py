@@ -16,7 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sbdlq.errors import BadInput
+from sbdlq.errors import BadInput, UnknownTargetKind
 from sbdlq.sdk_shortcut_mode import check_shortcut_mode
 
 # Target keys in the order a profile is read; a profile sets at most one of them.
@@ -267,6 +267,8 @@ class Target:
             return f"emulator store {self.value} (from {where})"
         if self.kind == "namespace":
             return f"namespace {self.value} with DefaultAzureCredential (from {where})"
+        if self.kind != "connection_string":
+            raise UnknownTargetKind(f"unknown target kind {self.kind!r}")
         from sbdlq.connstr import parse_connection_string
 
         info = parse_connection_string(self.value)
@@ -404,4 +406,4 @@ def _target(key: str, value: str, level: Source, origin: str, prof: Profile | No
         if "." not in ns:
             ns = f"{ns}.servicebus.windows.net"
         return Target("namespace", ns, level, prof, origin)
-    raise BadInput(f"unknown target {key}")
+    raise UnknownTargetKind(f"unknown target {key}")

@@ -39,7 +39,7 @@ def _app_command_modules() -> frozenset[str]:
     return frozenset(_command_modules(app))
 
 
-#: The modules main.py takes commands from: each may import the shared ones, never another of these.
+#: The modules cli/main.py takes commands from: each may import the shared ones, never another of these.
 COMMAND_MODULES = _app_command_modules()
 
 

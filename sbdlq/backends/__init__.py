@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.emulator.clock import emulator_clock
-from sbdlq.errors import BadInput
+from sbdlq.errors import BadInput, UnknownTargetKind
 from sbdlq.timeparse import parse_duration
 
 if TYPE_CHECKING:
@@ -63,6 +63,9 @@ def open_backend(
             )
         latency, clock = emulator_latency(), emulator_clock()
         return EmulatorBackend(target.value, latency_s=latency, clock=clock, timeout_s=timeout_s)
+    if target.kind not in ("connection_string", "namespace"):
+        # a kind this function was not taught: refused, never opened as a namespace
+        raise UnknownTargetKind(f"unknown target kind {target.kind!r}")
     from sbdlq.backends.servicebus import ServiceBusBackend
 
     if target.kind == "connection_string":

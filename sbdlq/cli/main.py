@@ -128,12 +128,12 @@ class Command:
     """A top-level command or group: its line in the root's help and the command modules that add it."""
 
     name: str
-    #: its line in the root's help, so that `sbdlq --help` imports no command module. The
-    #: command's own help (its docstring, its group's help) is what the line shows; the test
-    #: that the console script's help is the whole app's (tests/cli/test_startup_paths.py)
-    #: holds them equal.
+    #: its line in the root's help, so that `sbdlq --help` imports no command module: the
+    #: command's docstring summary (a group's Typer help) word for word, which the whole app
+    #: shows instead (tests/cli/test_command_modules.py says which, by name, when they differ)
     help: str
-    #: the modules of sbdlq/cli/commands whose `register(parent, name)` add it, in order
+    #: the modules of sbdlq/cli/commands whose `register(parent, name)` add it, in order: the
+    #: first declares it in its `COMMANDS`, the others are parts of its group
     #: (none: `transfer-dlq`, the DLQ commands bound a second time, by `register_dlq_commands`)
     modules: tuple[str, ...] = ()
     group: bool = False

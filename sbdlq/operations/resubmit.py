@@ -148,7 +148,7 @@ class CopyOptions:
     async def destination(
         self, backend: Backend, target_info: EntityInfo, *, note: Callable[[str], None], command: str = "resubmit"
     ) -> Destination:
-        """The target's auto-forwarding chain checked for these copies (see routing.check_destination)."""
+        """The target's auto-forwarding chain checked for these copies (see routing_check.check_destination)."""
         return await check_destination(
             backend,
             target_info,

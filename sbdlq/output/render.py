@@ -1,7 +1,8 @@
-"""Output: table / json / jsonl / yaml / tsv on stdout, progress bars on stderr (notes: cli/notes.py).
+"""The drawing the formats share: tables and bar charts on stdout, progress bars on stderr.
 
-The formats `-o` takes are the `FORMATS` registry (formats.py): this module draws tables
-and holds the pieces the formats share (encoders, yaml, tsv cells, the `--query` expression).
+The formats `-o` takes are the `FORMATS` registry of output/formats.py, which calls on this
+module: tables, the JSON encoder (NaN and Infinity as strings), YAML, TSV cells, and the
+compiled `--query` expression. Notes on stderr are cli/notes.py's.
 
 stdout carries only the requested output so pipes stay clean; progress appears only
 when stderr is a terminal. Tables never cut an identifier: on a terminal they fold it,

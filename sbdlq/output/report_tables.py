@@ -130,7 +130,7 @@ def group_stats(g: Any) -> tuple[Any, ...]:
 
 #: Copies of a spread a table shows before it names the record that holds them all.
 SPREAD_SHOWN = 20
-#: The spread copies table's columns: keys of each copy in a result's `spread.copies`.
+#: The spread copies table's columns: keys of each copy in the `copies` of a result's `spread`.
 SPREAD_COLUMNS = ["seq", "copy", "at", "message_id"]
 
 

@@ -104,7 +104,7 @@ const [conn, queue] = process.argv.slice(1);
 
 def test_js_messaging_over_tls_with_the_endpoint_naming_the_amqps_port(tls_emulator: Emulator, js_sdk: Path) -> None:
     """Without UseDevelopmentEmulator the JS SDK dials AMQPS on the endpoint's port (5671 when
-    it names none): the README's Node row."""
+    it names none): docs/tls.md's Node.js row."""
     from sbdlq.emulator.tls import local_files
 
     emu = tls_emulator
@@ -135,7 +135,7 @@ def test_js_admin_lists_entity_subscription_and_rule_names(tls_emulator: Emulato
 
 
 def test_js_one_connection_string_for_messaging_and_admin(tls_emulator: Emulator, js_sdk: Path) -> None:
-    """The endpoint naming the AMQPS port serves both: Node dials AMQPS and HTTPS on it (the README's one string)."""
+    """The endpoint naming the AMQPS port serves both: Node dials AMQPS and HTTPS on it (docs/tls.md's one string)."""
     from sbdlq.emulator.tls import local_files
 
     emu = tls_emulator

@@ -1,4 +1,4 @@
-"""kept_sections.py: which sections a message keeps as sent, and how they meet its changed columns."""
+"""emulator/amqp/kept_sections.py: which sections a message keeps as sent, and how they meet its changed columns."""
 
 from __future__ import annotations
 

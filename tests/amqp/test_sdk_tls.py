@@ -350,7 +350,7 @@ def test_the_amqps_port_answers_the_admin_client_over_https_too(tls: TlsEmulator
 def test_one_connection_string_on_5671_serves_messaging_and_admin(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """The README's one string under --tls: the SDK's messaging client and its admin client alike."""
+    """docs/tls.md's one string under --tls: the SDK's messaging client and its admin client alike."""
     with _on_5671(tmp_path, tmp_path_factory) as served:
         string = _one_string(AMQPS_PORT)
         with ServiceBusAdministrationClient.from_connection_string(

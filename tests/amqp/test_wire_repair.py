@@ -1,4 +1,4 @@
-"""wire.DeliveryIdRepair: client transfers with reused delivery-ids reach proton in sequence."""
+"""frame_repair.DeliveryIdRepair: client transfers with reused delivery-ids reach proton in sequence."""
 
 from __future__ import annotations
 

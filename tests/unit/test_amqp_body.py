@@ -1,4 +1,5 @@
-"""amqp_body.py, the public path for amqp-value and amqp-sequence bodies, against the SDK's own codec."""
+"""backends/servicebus/amqp_body.py, the public path for amqp-value and amqp-sequence bodies,
+against the SDK's own codec."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ One module per job:
 - senders.py      the cached senders: opening retried by sbdlq, a send never repeated
 - links.py        the cached receive handlers, the locked messages they hold, settlement runs
 - admin.py        the management (HTTP) endpoint: entity properties, runtime counts, fallback
+- peek_counts.py  counts by peeking every message, where the admin endpoint is out of reach
 - conversion.py   SDK messages and entity descriptions ↔ sbdlq models
 - errors.py       SDK / AMQP / azure-core errors → sbdlq.errors, at the edge
 - credentials.py  azure-identity credentials, bridged between sync and async
@@ -15,6 +16,7 @@ One module per job:
 - lock_renewal.py  lock renewal per receiver and per message
 - settlement.py   settling in runs, and what a refused or unanswered run leaves
 - amqp_body.py    amqp-value and amqp-sequence bodies in pure Python
+- scheduling.py   a schedule of many messages cut into the SDK's schedule requests
 
 Importing the package imports no azure module: each is imported where it is used.
 """

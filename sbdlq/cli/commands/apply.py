@@ -162,6 +162,10 @@ def _write(policy: str, steps: list[Any], fmt: str, dry_run: bool, status: ExitS
     write_document([step_json(st) for st in steps], fmt)  # `none` writes nothing
 
 
+#: the top-level command of this module, by the name the user types
+COMMANDS = {"apply": apply}
+
+
 def register(parent: typer.Typer, name: str) -> None:
-    """Add `apply` to `parent`."""
-    parent.command(name)(apply)
+    """Add the command `name` of `COMMANDS` to `parent`."""
+    parent.command(name)(COMMANDS[name])

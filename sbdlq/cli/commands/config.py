@@ -233,6 +233,10 @@ def _write(data: Any, fmt: str) -> None:
     write_document(data, fmt)
 
 
+#: the top-level group of this module, by the name the user types
+COMMANDS = {"config": app}
+
+
 def register(parent: typer.Typer, name: str) -> None:
-    """Add the `config` group to `parent`."""
-    parent.add_typer(app, name=name)
+    """Add the group `name` of `COMMANDS` to `parent`."""
+    parent.add_typer(COMMANDS[name], name=name)

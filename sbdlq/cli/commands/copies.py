@@ -1,7 +1,7 @@
 """The commands that send copies: `resubmit` (of DLQ messages) and `replay` (of the records of a file).
 
 Both take the copy options (`--new-message-id`, `--keep-dead-letter-properties`, the edit
-options, `--allow-unverified-routing`) and send to a queue or topic `paths.send_target` checks. `resubmit`
+options, `--allow-unverified-routing`) and send to a queue or topic `addresses.send_target` checks. `resubmit`
 is bound to the DLQ and the transfer DLQ by cli/main.py, with the commands of dlq.py.
 """
 
@@ -254,9 +254,16 @@ def _finish(fmt: str, result: Any, stop: Any, q: Query | None) -> None:
         raise typer.Exit(int(ExitStatus.FAILED))
 
 
+#: the top-level commands of this module, by the name the user types
+COMMANDS = {"resubmit": resubmit, "replay": replay}
+#: those of them that read a sub-queue: bound to the DLQ and, under `transfer-dlq`, to the
+#: transfer DLQ (`replay` reads a file, never a sub-queue)
+READS_SUB_QUEUE = frozenset({"resubmit"})
+
+
 def register(parent: typer.Typer, name: str, sub_queue: SubQueue = SubQueue.DEAD_LETTER) -> None:
-    """Add `resubmit` (reading `sub_queue`) or `replay` (which reads a file, never a sub-queue) to `parent`."""
+    """Add the command `name` of `COMMANDS` to `parent`; one that reads a sub-queue reads `sub_queue`."""
     from sbdlq.cli.options import for_sub_queue
 
-    command = for_sub_queue(resubmit, sub_queue) if name == "resubmit" else {"replay": replay}[name]
-    parent.command(name)(command)
+    command = COMMANDS[name]
+    parent.command(name)(for_sub_queue(command, sub_queue) if name in READS_SUB_QUEUE else command)

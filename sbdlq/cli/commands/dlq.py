@@ -426,10 +426,15 @@ def _peek_title(address: str, n: int | None) -> str:
     return address if n is None else f"{address}: {n} message(s)"
 
 
+#: the top-level commands of this module, by the name the user types: the DLQ commands that
+#: read a sub-queue (each bound to the DLQ and, under `transfer-dlq`, to the transfer DLQ)
+COMMANDS = {"count": count, "peek": peek, "inspect-reason": inspect_reason, "purge": purge}
+
+
 def register(parent: typer.Typer, name: str, sub_queue: SubQueue = SubQueue.DEAD_LETTER) -> None:
-    """Add the DLQ command `name` (count, peek, inspect-reason or purge) to `parent`, reading `sub_queue`."""
+    """Add the command `name` of `COMMANDS` to `parent`, reading `sub_queue`."""
     from sbdlq.cli.options import for_sub_queue
 
-    callback = {"count": count, "peek": peek, "inspect-reason": inspect_reason, "purge": purge}[name]
+    callback = COMMANDS[name]
     options = {"fail_above": fail_above_option(sub_queue)} if name == "count" else None
     parent.command(name)(for_sub_queue(callback, sub_queue, options=options))

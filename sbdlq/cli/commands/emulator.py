@@ -585,7 +585,7 @@ def _tls_lines(host: str, tls_port: int, web_port: int | None, files: "TlsFiles"
     """How TLS clients reach this server and trust its certificate (never the key itself)."""
     reach = "localhost" if host in ("0.0.0.0", "::", "", "127.0.0.1") else host
     secret = "<the key>" if keyed else "SAS_KEY_VALUE"
-    # The AMQPS port answers HTTPS too (amqp/handoff.py): Node dials AMQPS and every admin client
+    # The AMQPS port answers HTTPS too (emulator/amqp/handoff.py): Node dials AMQPS and every admin client
     # HTTPS on the endpoint's port, and the Python SDK's AMQP client 5671 whatever it names.
     string = f"Endpoint=sb://{reach}:{tls_port};SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={secret}"
     lines = [f"TLS clients: {string}"]
@@ -643,6 +643,11 @@ def _plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
+#: the top-level group of this module, by the name the user types (its subcommands are the
+#: `@app.command`s above; commands/emulator_entities.py adds more to the same group)
+COMMANDS = {"emulator": app}
+
+
 def register(parent: typer.Typer, name: str) -> None:
-    """Add the `emulator` group to `parent` (emulator_entities.py's `register` adds its entity commands)."""
-    parent.add_typer(app, name=name)
+    """Add the group `name` of `COMMANDS` to `parent`."""
+    parent.add_typer(COMMANDS[name], name=name)

@@ -1,5 +1,6 @@
 """`sbdlq emulator create queue|topic|subscription` and `emulator delete`: entities without a Config.json."""
 
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -32,12 +33,6 @@ MaxMessageSize = Annotated[
 _SIZE_UNITS = {"": 1, "kb": 1, "k": 1, "mb": 1024, "m": 1024}
 # Premium's largest message, 100 MB (Standard's is 256 KB).
 MAX_MESSAGE_KB = 100 * 1024
-
-
-def register(parent: typer.Typer, name: str) -> None:
-    """Add `create ...` and `delete` to the `emulator` group (emulator.py's `register` adds the group to `parent`)."""
-    emulator_group.add_typer(create_app, name="create")
-    emulator_group.command("delete")(delete)
 
 
 def _seconds(text: str | None, option: str) -> float | None:
@@ -169,3 +164,17 @@ def delete(
 
     kind, deleted = guarded(ctx, work)
     typer.echo(f"deleted {kind} {deleted} and its messages")
+
+
+#: what this module adds to the `emulator` group (which commands/emulator.py owns and adds to
+#: the root), by the name the user types: a group (`create`) or a command (`delete`)
+COMMANDS: dict[str, typer.Typer | Callable[..., None]] = {"create": create_app, "delete": delete}
+
+
+def register(parent: typer.Typer, name: str) -> None:
+    """Add each of `COMMANDS` to the group `name` (`emulator`), in order; `parent` holds that group."""
+    for command, target in COMMANDS.items():
+        if isinstance(target, typer.Typer):
+            emulator_group.add_typer(target, name=command)
+        else:
+            emulator_group.command(command)(target)

@@ -201,6 +201,10 @@ def _confirm(yes: bool, question: str) -> None:
         terminal.confirm(question, declined="cancelled; nothing was changed")
 
 
+#: the top-level group of this module, by the name the user types
+COMMANDS = {"routing": app}
+
+
 def register(parent: typer.Typer, name: str) -> None:
-    """Add the `routing` group to `parent`."""
-    parent.add_typer(app, name=name)
+    """Add the group `name` of `COMMANDS` to `parent`."""
+    parent.add_typer(COMMANDS[name], name=name)

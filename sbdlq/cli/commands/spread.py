@@ -144,6 +144,10 @@ def cancel_cmd(
         raise typer.Exit(int(ExitStatus.FAILED))
 
 
+#: the top-level group of this module, by the name the user types
+COMMANDS = {"spread": app}
+
+
 def register(parent: typer.Typer, name: str) -> None:
-    """Add the `spread` group to `parent`."""
-    parent.add_typer(app, name=name)
+    """Add the group `name` of `COMMANDS` to `parent`."""
+    parent.add_typer(COMMANDS[name], name=name)

@@ -79,6 +79,10 @@ def _tuning(s: Settings, key: str, default: int) -> int:
     return int(value) if value else default
 
 
+#: the top-level command of this module, by the name the user types
+COMMANDS = {"ui": ui}
+
+
 def register(parent: typer.Typer, name: str) -> None:
-    """Add `ui` to `parent` (Textual is imported only when it runs)."""
-    parent.command(name)(ui)
+    """Add the command `name` of `COMMANDS` to `parent` (Textual is imported only when it runs)."""
+    parent.command(name)(COMMANDS[name])

@@ -1,6 +1,6 @@
 """The Engine: the namespace's public operations, each one transaction over the store.
 
-The rules live in the modules beside this one (entities, routing, inserts, locks,
+The rules live in the modules beside this one (entities, router, inserts, locks,
 upkeep); each method here opens the transaction, checks what the caller may do, and
 calls them.
 """
