@@ -26,7 +26,7 @@ async def _measure(store: Path) -> dict[str, Any]:
     from sbdlq.addresses import Address, SubQueue, parse_entity
     from sbdlq.backends.emulator import EmulatorBackend
     from sbdlq.ui.app import DlqApp
-    from sbdlq.ui.messages import MessagesPane
+    from sbdlq.ui.messages_pane import MessagesPane
 
     tracemalloc.start()
     t0 = time.perf_counter()

@@ -232,7 +232,7 @@ class CountField:
 
     #: the Counts attribute, its JSON key and `count` table column, and its Prometheus `queue` label
     name: str
-    #: the console's column title (ui/entities.py)
+    #: the console's column title (ui/entities_pane.py)
     console_title: str
     #: a dead-letter sub-queue: the console shows these first, its reason to exist
     dead_letter: bool = False

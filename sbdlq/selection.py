@@ -127,7 +127,7 @@ class Selection:
     sequences: list[tuple[int, int]] = field(default_factory=list)
     body_contains: str | None = None
     body_regex: BodyRegex | None = None
-    where: Any = None  # sbdlq.sqlfilter.rules.SqlFilter
+    where: Any = None  # sbdlq.sqlfilter.compiled.SqlFilter
     #: --where's property names compared with another property (`tenant = eu`: a bare `eu` is a name)
     where_bare_names: tuple[str, ...] = ()
     #: `apply`'s max_attempts: messages whose `sbdlq-attempt` is below this (to resubmit) ...

@@ -35,8 +35,8 @@ class Proxy:
 
 
 @dataclass(frozen=True)
-class Network:
-    """The transport and proxy for a Service Bus target (the local emulator store ignores both)."""
+class Transport:
+    """The transport kind and proxy for a Service Bus target (the local emulator store ignores both)."""
 
     transport: str = "amqp"
     proxy: Proxy | None = None

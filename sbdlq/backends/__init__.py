@@ -13,7 +13,7 @@ from sbdlq.errors import BadInput, UnknownTargetKind
 from sbdlq.timeparse import parse_duration
 
 if TYPE_CHECKING:
-    from sbdlq.transport import Network  # an annotation: the emulator's start does without it
+    from sbdlq.transport import Transport  # an annotation: the emulator's start does without it
 
 __all__ = ["Backend", "BackendTarget", "ReceiveMode", "open_backend"]
 
@@ -42,7 +42,7 @@ def open_backend(
     timeout_s: float = 30.0,
     verbose: Callable[[str], None] | None = None,
     create: bool = False,
-    network: Network | None = None,
+    transport: Transport | None = None,
     sdk_shortcuts: str | None = None,
 ) -> Backend:
     """The backend for a target; azure is imported only for real namespaces."""
@@ -78,9 +78,9 @@ def open_backend(
             verbose=verbose,
             # Where `sbdlq emulator serve --http-port` answers, for UseDevelopmentEmulator strings.
             admin_port=int(raw_port) if raw_port else None,
-            network=network,
+            transport=transport,
             sdk_shortcuts=sdk_shortcuts,
         )
     return ServiceBusBackend(
-        namespace=target.value, timeout_s=timeout_s, verbose=verbose, network=network, sdk_shortcuts=sdk_shortcuts
+        namespace=target.value, timeout_s=timeout_s, verbose=verbose, transport=transport, sdk_shortcuts=sdk_shortcuts
     )

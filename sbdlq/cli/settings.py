@@ -1,4 +1,4 @@
-"""The global options as one `Settings` for every command: the target, the network, the timeout
+"""The global options as one `Settings` for every command: the target, the transport, the timeout
 and the profile's defaults, resolved when first asked (so `--help` reads no config)."""
 
 from __future__ import annotations
@@ -59,13 +59,13 @@ class Settings:
             self.log(f"target: {self._target.describe()}")
         return self._target
 
-    def network(self) -> Any:
-        """The transport and proxy (sbdlq.transport.Network): option > env > profile > default.
+    def transport(self) -> Any:
+        """The transport and proxy (sbdlq.transport.Transport): option > env > profile > default.
 
         An explicit `--proxy` without a transport chosen anywhere means websockets, as the SDK
         itself decides for a proxy; HTTPS_PROXY alone does not switch (it serves the admin client).
         """
-        from sbdlq.transport import Network, check_transport, parse_proxy
+        from sbdlq.transport import Transport, check_transport, parse_proxy
 
         prof = self.target().profile
         transport, t_src = self.options.get("transport", Setting(None))
@@ -78,7 +78,7 @@ class Settings:
             proxy, p_where, p_src = prof.option("proxy"), f"profile {prof.name}", Source.PROFILE
         if not transport:
             transport = "websockets" if proxy and p_src in (Source.OPTION, Source.PROFILE) else "amqp"
-        return Network(check_transport(transport, t_where), parse_proxy(proxy, p_where) if proxy else None)
+        return Transport(check_transport(transport, t_where), parse_proxy(proxy, p_where) if proxy else None)
 
     def profile_default(self, key: str) -> Any:
         prof = self.target().profile

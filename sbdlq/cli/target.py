@@ -1,4 +1,4 @@
-"""The backend for the resolved target, opened as every command opens it (network, SDK shortcuts,
+"""The backend for the resolved target, opened as every command opens it (transport, SDK shortcuts,
 the libraries' loggers kept off stderr)."""
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ def open_target(s: Settings, *, create: bool = False) -> Any:
         # The in-process emulator read without an event loop (sbdlq/loopless.py) loads neither
         # the SDK nor asyncio, so nothing could log: `count` starts without the logging module.
         quiet_foreign_loggers()
-    network = s.network() if target.kind != "emulator" else None
-    if network is not None:
-        s.log(f"network: {network.describe(_endpoint_port(target))}")
+    transport = s.transport() if target.kind != "emulator" else None
+    if transport is not None:
+        s.log(f"network: {transport.describe(_endpoint_port(target))}")
     # SBDLQ_SDK_SHORTCUTS is read by the backend itself; a profile's sdk_shortcuts stands in for it.
     shortcuts = None if os.environ.get(SDK_SHORTCUTS_ENV) else s.profile_default("sdk_shortcuts")
     backend = open_backend(
-        target, timeout_s=s.timeout_s, verbose=s.log, create=create, network=network, sdk_shortcuts=shortcuts
+        target, timeout_s=s.timeout_s, verbose=s.log, create=create, transport=transport, sdk_shortcuts=shortcuts
     )
     if backend.description:
         s.log(f"backend: {backend.description}")

@@ -10,17 +10,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sbdlq.sqlfilter.compiled import SqlAction, SqlFilter, compile_action, compile_filter
     from sbdlq.sqlfilter.context import message_context
     from sbdlq.sqlfilter.errors import FilterEvaluationError, SqlFilterSyntaxError
-    from sbdlq.sqlfilter.rules import SqlAction, SqlFilter, compile_action, compile_filter
 
 _HOMES = {
     "FilterEvaluationError": "errors",
-    "SqlAction": "rules",
-    "SqlFilter": "rules",
+    "SqlAction": "compiled",
+    "SqlFilter": "compiled",
     "SqlFilterSyntaxError": "errors",
-    "compile_action": "rules",
-    "compile_filter": "rules",
+    "compile_action": "compiled",
+    "compile_filter": "compiled",
     "message_context": "context",
 }
 

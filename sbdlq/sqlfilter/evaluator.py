@@ -10,7 +10,7 @@ from sbdlq.sqlfilter import nodes as n
 from sbdlq.sqlfilter.errors import FilterEvaluationError
 from sbdlq.sqlfilter.like import like_matcher
 from sbdlq.sqlfilter.sysprops import SETTABLE, canonical
-from sbdlq.sqlfilter.values import (
+from sbdlq.sqlfilter.value_semantics import (
     COMPARE_OPS,
     FLIPPED,
     SPAN,

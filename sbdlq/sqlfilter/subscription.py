@@ -89,7 +89,7 @@ def sql_filter(text: str, parameters: dict[str, Any] | None = None) -> Any:
     constant = None if parameters else constant_filter(text)
     if constant is not None:
         return constant
-    from sbdlq.sqlfilter.rules import compile_filter
+    from sbdlq.sqlfilter.compiled import compile_filter
 
     return compile_filter(text, parameters)
 
@@ -97,7 +97,7 @@ def sql_filter(text: str, parameters: dict[str, Any] | None = None) -> Any:
 def compile_rule(rule: Any) -> Compiled:
     """Any rule with `name`, `sql`, `correlation` and `action` (the engine's, or one a backend read),
     and optionally `parameters`, `action_parameters` and `constant` (a True or False filter)."""
-    from sbdlq.sqlfilter.rules import compile_action
+    from sbdlq.sqlfilter.compiled import compile_action
 
     constant = getattr(rule, "constant", None)
     flt: Any

@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from sbdlq.sqlfilter.errors import FilterEvaluationError
-from sbdlq.sqlfilter.values import net_type, parse_datetime, parse_timespan, utc
+from sbdlq.sqlfilter.value_semantics import net_type, parse_datetime, parse_timespan, utc
 
 # The system properties SET may change to a string ("SET performs implicit conversion if possible").
 _SETTABLE_STRINGS = (

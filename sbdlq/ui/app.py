@@ -12,11 +12,11 @@ from sbdlq.addresses import Address
 from sbdlq.backends.base import Backend
 from sbdlq.errors import SbdlqError
 from sbdlq.ui.actions import Kind, Tuning
-from sbdlq.ui.detail import DetailPane
-from sbdlq.ui.entities import EntitiesPane
-from sbdlq.ui.fingerprints import FingerprintsPane
-from sbdlq.ui.messages import MessagesPane
-from sbdlq.ui.reasons import ReasonsPane
+from sbdlq.ui.detail_pane import DetailPane
+from sbdlq.ui.entities_pane import EntitiesPane
+from sbdlq.ui.fingerprints_pane import FingerprintsPane
+from sbdlq.ui.messages_pane import MessagesPane
+from sbdlq.ui.reasons_pane import ReasonsPane
 from sbdlq.ui.screens import ActionScreen, HelpScreen
 
 ACTIONS = ("resubmit", "purge", "export")

@@ -25,9 +25,9 @@ from sbdlq.addresses import Address, SubQueue, parse_entity
 from sbdlq.backends.emulator import EmulatorBackend
 from sbdlq.models import OutboundMessage
 from sbdlq.ui.app import FOCUS, DlqApp
-from sbdlq.ui.detail import DetailPane
-from sbdlq.ui.entities import EntitiesPane
-from sbdlq.ui.messages import MessagesPane
+from sbdlq.ui.detail_pane import DetailPane
+from sbdlq.ui.entities_pane import EntitiesPane
+from sbdlq.ui.messages_pane import MessagesPane
 from sbdlq.ui.screens import ActionScreen
 
 SIZE = (80, 24)
@@ -255,7 +255,7 @@ def test_browse_pages_and_detail(store: Path, seed: Seeder) -> None:
 
 def test_a_column_is_one_declaration(store: Path, dlqs: Seeder, monkeypatch: pytest.MonkeyPatch) -> None:
     """Adding a message field to the Messages table is one entry: title, header and cells follow."""
-    from sbdlq.ui.messages import MESSAGE_COLUMNS, field_column
+    from sbdlq.ui.messages_pane import MESSAGE_COLUMNS, field_column
 
     monkeypatch.setattr(MessagesPane, "COLUMNS", (*MESSAGE_COLUMNS, field_column("delivery_count")))
 
@@ -274,7 +274,7 @@ def test_the_detail_shows_every_message_field() -> None:
     from datetime import UTC, datetime
 
     from sbdlq.models import MESSAGE_FIELDS, Message
-    from sbdlq.ui.detail import describe
+    from sbdlq.ui.detail_pane import describe
 
     m = Message(1, b"{}", datetime(2025, 1, 1, tzinfo=UTC), message_id="m-1", application_properties={"k": "v"})
     shown = describe(m).plain

@@ -51,7 +51,7 @@ def test_prometheus_writes_one_series_per_count() -> None:
 
 def test_the_console_shows_every_count_dead_letter_queues_first() -> None:
     pytest.importorskip("textual")
-    from sbdlq.ui.entities import EntitiesPane
+    from sbdlq.ui.entities_pane import EntitiesPane
 
     keys = [column.key for column in EntitiesPane.COLUMNS]
     assert keys == ["entity", "dead_letter", "transfer_dead_letter", "active", "scheduled"]
@@ -77,7 +77,7 @@ def test_the_atom_message_count_is_every_count_added() -> None:
 
 def test_the_console_sorts_by_every_dead_letter_count_in_declaration_order() -> None:
     pytest.importorskip("textual")
-    from sbdlq.ui.entities import by_dlq_size
+    from sbdlq.ui.entities_pane import by_dlq_size
 
     rows = [
         Counts("b", transfer_dead_letter=9),

@@ -5,7 +5,7 @@ One module per job:
 - backend.py      ServiceBusBackend: the Backend primitives, cached senders/receivers, held locks
 - senders.py      the cached senders: opening retried by sbdlq, a send never repeated
 - links.py        the cached receive handlers, the locked messages they hold, settlement runs
-- admin.py        the management (HTTP) endpoint: entity properties, runtime counts, fallback
+- admin_endpoint.py  the management (HTTP) endpoint: entity properties, runtime counts, fallback
 - peek_counts.py  counts by peeking every message, where the admin endpoint is out of reach
 - conversion.py   SDK messages and entity descriptions ↔ sbdlq models
 - errors.py       SDK / AMQP / azure-core errors → sbdlq.errors, at the edge

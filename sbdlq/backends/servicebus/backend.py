@@ -18,13 +18,13 @@ from typing import Any, TypeVar
 from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.backends.servicebus import sdk_compat
-from sbdlq.backends.servicebus.admin import AdminSide
+from sbdlq.backends.servicebus.admin_endpoint import AdminSide
 from sbdlq.backends.servicebus.clients import (
     ADMIN_EMULATOR_PORT,
     SOCKET_TIMEOUT_S,
     AdminPort,
     amqp_client_kwargs,
-    amqp_network_kwargs,
+    amqp_transport_kwargs,
     emulator_admin_port,
     normalize_namespace,
     sdk_connection_string,
@@ -55,7 +55,7 @@ from sbdlq.errors import (
     TransientError,
 )
 from sbdlq.models import Counts, EntityInfo, Message, OutboundMessage, SubscriptionRule, SubscriptionRules
-from sbdlq.transport import Network
+from sbdlq.transport import Transport
 
 T = TypeVar("T")
 
@@ -86,7 +86,7 @@ class ServiceBusBackend(Scheduling, Sending, RunSettlement, LockRenewal, Backend
         timeout_s: float = 30.0,
         verbose: Callable[[str], None] | None = None,
         admin_port: int | None = None,
-        network: Network | None = None,
+        transport: Transport | None = None,
         sdk_shortcuts: str | None = None,
     ) -> None:
         if (connection_string is None) == (namespace is None):
@@ -123,7 +123,7 @@ class ServiceBusBackend(Scheduling, Sending, RunSettlement, LockRenewal, Backend
         found = AdminPort(admin_port or ADMIN_EMULATOR_PORT)
         if self._emulator and self._info is not None:
             found = emulator_admin_port(self._info, admin_port)
-        self._network = network
+        self._transport = transport
         self._admin_port = found.port
         self._admin_tls = found
         self._admin = AdminSide(
@@ -131,7 +131,7 @@ class ServiceBusBackend(Scheduling, Sending, RunSettlement, LockRenewal, Backend
             host=self._host,
             emulator=self._emulator,
             port=found,
-            proxy=network.proxy if network is not None else None,
+            proxy=transport.proxy if transport is not None else None,
             timeout_s=self._timeout_s,
             credential=self._sync_credential,
             say=self._say,
@@ -509,10 +509,10 @@ class ServiceBusBackend(Scheduling, Sending, RunSettlement, LockRenewal, Backend
         from azure.servicebus.aio import ServiceBusClient
 
         kwargs = amqp_client_kwargs(self._timeout_s, sending=sending)
-        network = amqp_network_kwargs(
-            self._network, emulator=self._emulator, host=self._host, admin_port=self._admin_port
+        transport_kwargs = amqp_transport_kwargs(
+            self._transport, emulator=self._emulator, host=self._host, admin_port=self._admin_port
         )
-        kwargs |= network
+        kwargs |= transport_kwargs
         if self._info is None:
             return ServiceBusClient(self._host, self._async_credential(), **kwargs)
         info = self._info

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from sbdlq.connstr import ConnectionInfo
 from sbdlq.errors import AdminPortUnknown, BadInput
-from sbdlq.transport import Network, Proxy
+from sbdlq.transport import Proxy, Transport
 
 #: the Service Bus emulator serves its management (HTTP, no TLS) API on this port (`serve --tls`: HTTPS)
 ADMIN_EMULATOR_PORT = 5300
@@ -134,9 +134,9 @@ def amqp_client_kwargs(timeout_s: float, *, sending: bool = False) -> dict[str, 
     }
 
 
-def amqp_network_kwargs(network: Network | None, *, emulator: bool, host: str, admin_port: int) -> dict[str, Any]:
+def amqp_transport_kwargs(transport: Transport | None, *, emulator: bool, host: str, admin_port: int) -> dict[str, Any]:
     """The AMQP client's transport_type, http_proxy and (emulator only) custom_endpoint_address."""
-    if network is None or not network.websockets:
+    if transport is None or not transport.websockets:
         return {}
     require_websocket_client()
     from azure.servicebus import TransportType
@@ -148,7 +148,7 @@ def amqp_network_kwargs(network: Network | None, *, emulator: bool, host: str, a
         # public custom endpoint.
         bare = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
         kwargs["custom_endpoint_address"] = f"sb://{bare}:{admin_port}"
-    proxy = network.proxy
+    proxy = transport.proxy
     if proxy is not None:
         kwargs["http_proxy"] = {
             # The aio SDK hands aiohttp f"{proxy_hostname}:{proxy_port}" as the proxy URL, which

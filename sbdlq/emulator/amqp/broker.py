@@ -41,9 +41,9 @@ from sbdlq.models import ReceiveMode
 
 from . import cbs, codec, conditions, management, session_links
 from .frame_repair import MESSAGE_FORMAT, PLAIN_AUTHORIZED
+from .plain_values import as_text, to_plain
 from .sas import Grant
 from .sections import MalformedMessage
-from .values import as_text, to_plain
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from sbdlq.models import Message, OutboundMessage
 
 from . import sections as sec
 from .kept_sections import Kept, decode_value, keep
-from .values import as_text, to_plain, to_timestamp
+from .plain_values import as_text, to_plain, to_timestamp
 
 # Message annotations the Service Bus SDKs read (azure-servicebus _common/constants.py).
 SEQUENCE_NUMBER = "x-opt-sequence-number"

@@ -22,7 +22,7 @@ from typing import Any
 from proton import Data, Described, symbol, timestamp
 
 from . import sections as sec
-from .values import as_text, to_amqp, to_plain
+from .plain_values import as_text, to_amqp, to_plain
 
 # Values that the JSON properties column gives back with their AMQP type (values.to_amqp).
 _LOSSLESS = frozenset({str, bool, int, float, bytes, uuid.UUID, timestamp, type(None)})

@@ -19,9 +19,9 @@ from sbdlq.errors import BadInput, LockLost
 from sbdlq.models import ReceiveMode
 
 from . import codec, conditions
+from .plain_values import array, as_list, as_text, from_timestamp, to_plain, to_timestamp
 from .rule_ops import RULE_OPERATIONS
 from .session_ops import SESSION_OPERATIONS
-from .values import array, as_list, as_text, from_timestamp, to_plain, to_timestamp
 
 PEEK = "com.microsoft:peek-message"
 RENEW_LOCK = "com.microsoft:renew-lock"

@@ -14,7 +14,7 @@ from sbdlq.addresses import Address
 from sbdlq.emulator.engine import Engine
 from sbdlq.errors import BadInput
 
-from .values import as_text
+from .plain_values import as_text
 
 Outcome = tuple[int, Any]
 Operation = Callable[[Engine, Address, dict[str, Any], str | None], Outcome]

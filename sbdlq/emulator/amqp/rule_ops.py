@@ -20,7 +20,7 @@ from sbdlq.emulator.engine.vocabulary import FALSE_SQL, TRUE_SQL
 from sbdlq.errors import BadInput
 
 from .operation_tables import Operation, Outcome, paging, required_text
-from .values import as_text, to_amqp, to_plain, to_timestamp
+from .plain_values import as_text, to_amqp, to_plain, to_timestamp
 
 ADD_RULE = "com.microsoft:add-rule"
 REMOVE_RULE = "com.microsoft:remove-rule"

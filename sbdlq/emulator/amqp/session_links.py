@@ -16,7 +16,7 @@ from proton import Link, Sender, symbol
 from sbdlq.addresses import Address
 from sbdlq.models import ReceiveMode
 
-from .values import as_text
+from .plain_values import as_text
 
 SESSION_FILTER = "com.microsoft:session-filter"
 SESSION_LOCKED_UNTIL = "com.microsoft:locked-until-utc"

@@ -17,7 +17,7 @@ from sbdlq.addresses import Address
 from sbdlq.emulator.engine import Engine
 
 from .operation_tables import Operation, Outcome, paging, required_text
-from .values import array, from_timestamp, to_timestamp
+from .plain_values import array, from_timestamp, to_timestamp
 
 RENEW_SESSION_LOCK = "com.microsoft:renew-session-lock"
 GET_SESSION_STATE = "com.microsoft:get-session-state"

@@ -10,7 +10,7 @@ from textual.message import Message as TMessage
 from textual.widgets import DataTable, Static
 
 from sbdlq.groups import FingerprintGroup
-from sbdlq.ui.reasons import minute
+from sbdlq.ui.reasons_pane import minute
 from sbdlq.ui.table_pane import Column, TablePane
 
 
