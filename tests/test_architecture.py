@@ -124,6 +124,45 @@ def test_no_module_below_the_commands_has_a_name_issue_39_retired() -> None:
     assert sorted(str(path.relative_to(PACKAGE)) for path in below if path.stem in retired) == []
 
 
+#: The modules that may share a basename with another, each on purpose; every other name says one
+#: job and means it in one place (issue 39). A pattern matches a path from its right (Path.match).
+SHARED_NAMES_ALLOWED = (
+    "__init__.py",  # a package's own module: Python's name, not ours
+    "errors.py",  # each layer's named errors (sbdlq, the engine, the Service Bus edge, sqlfilter)
+    "cli/commands/*.py",  # a command module is named after its command (`sbdlq spread`: sbdlq/cli/commands/spread.py)
+    "policy/actions/*.py",  # an action module after its action (`purge`), beside the actions' interface
+)
+
+
+def _sharing_a_basename(paths: list[Path], allowed: tuple[str, ...]) -> list[str]:
+    """The paths whose basename another path has too, the allowed patterns left out."""
+    kept = [p for p in paths if not any(p.match(pattern) for pattern in allowed)]
+    by_name: dict[str, list[Path]] = {}
+    for path in kept:
+        by_name.setdefault(path.name, []).append(path)
+    return sorted(str(p) for group in by_name.values() if len(group) > 1 for p in group)
+
+
+def test_no_two_modules_share_a_basename_except_on_purpose() -> None:
+    # One `admin` module was the emulator's library, another the Service Bus management endpoint;
+    # one `rules` the engine's stored rules, another sqlfilter's compiled ones: a name found in
+    # two layers makes a reader open the wrong one.
+    modules = [p.relative_to(PACKAGE) for p in _modules(PACKAGE)]
+    assert _sharing_a_basename(modules, SHARED_NAMES_ALLOWED) == []
+
+
+def test_no_two_test_files_share_a_basename() -> None:
+    # pytest imports test files by basename (no __init__.py in tests/): a second one fails to import.
+    tests = [p.relative_to(PACKAGE.parent) for p in sorted((PACKAGE.parent / "tests").rglob("test_*.py"))]
+    assert _sharing_a_basename(tests, ()) == []
+
+
+def test_the_basename_check_sees_what_it_looks_for() -> None:
+    paths = [Path("emulator/engine/rules.py"), Path("sqlfilter/rules.py"), Path("cli/commands/spread.py")]
+    paths += [Path("operations/spread.py"), Path("errors.py"), Path("sqlfilter/errors.py")]
+    assert _sharing_a_basename(paths, SHARED_NAMES_ALLOWED) == ["emulator/engine/rules.py", "sqlfilter/rules.py"]
+
+
 def test_the_import_check_sees_lazy_and_relative_imports() -> None:
     # A checker that silently saw nothing would pass forever: prove it sees both forms.
     amqp = PACKAGE / "emulator" / "amqp"
