@@ -252,6 +252,9 @@ RETIRED_WORDS = frozenset(
         "ui_cmd",
         "render_prometheus",
         "output_formats",
+        "test_ui_cmd",
+        "test_routing_cmds",
+        "test_wire_repair",
     }
 )
 #: Retired module names that are also words (`model`, `paths`): stale backticked or before a
