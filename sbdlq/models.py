@@ -1,13 +1,42 @@
-"""Plain data: messages, counts, entity descriptions and subscription rules."""
+"""Plain data: messages, counts, and (re-exported from the modules that hold them) what is
+sent, entity descriptions and subscription rules."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
+from importlib import import_module
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sbdlq.entity_info import EntityInfo as EntityInfo
+    from sbdlq.entity_info import SubscriptionRule as SubscriptionRule
+    from sbdlq.entity_info import SubscriptionRules as SubscriptionRules
+    from sbdlq.outbound import Choose as Choose
+    from sbdlq.outbound import MovedBatch as MovedBatch
+    from sbdlq.outbound import OutboundMessage as OutboundMessage
+
+#: Names sbdlq.models still answers for, and the module each lives in: loaded when first asked
+#: for, because `count` uses none of them and making their dataclasses costs its start.
+_ELSEWHERE = {
+    "OutboundMessage": "sbdlq.outbound",
+    "Choose": "sbdlq.outbound",
+    "MovedBatch": "sbdlq.outbound",
+    "EntityInfo": "sbdlq.entity_info",
+    "SubscriptionRule": "sbdlq.entity_info",
+    "SubscriptionRules": "sbdlq.entity_info",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A class that lives elsewhere (_ELSEWHERE), from its module, loaded on first use."""
+    module = _ELSEWHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(module), name)
+
 
 # Application property names the broker sets on dead-lettered messages.
 DEAD_LETTER_REASON = "DeadLetterReason"
@@ -71,31 +100,6 @@ def body_text(body: bytes) -> tuple[str, str]:
 
 
 @dataclass(slots=True)
-class OutboundMessage:
-    """A message to send: what a producer sets."""
-
-    body: bytes = b""
-    message_id: str | None = None
-    content_type: str | None = None
-    correlation_id: str | None = None
-    subject: str | None = None
-    to: str | None = None
-    reply_to: str | None = None
-    reply_to_session_id: str | None = None
-    session_id: str | None = None
-    partition_key: str | None = None
-    time_to_live_s: float | None = None
-    scheduled_enqueue_time: datetime | None = None
-    application_properties: dict[str, Any] = field(default_factory=dict)
-    # AMQP body section kind: "data" (bytes), "value" or "sequence" (body holds the
-    # encoded AMQP section so the listener can hand it back unchanged).
-    body_type: str = "data"
-    # Encoded AMQP sections the fields above would lose (typed application properties,
-    # header, annotations, footer, several data sections): opaque to all but the listener.
-    amqp: bytes | None = None
-
-
-@dataclass(slots=True)
 class Message:
     """A message as the broker holds it, with broker-set properties."""
 
@@ -121,7 +125,7 @@ class Message:
     lock_token: str | None = None
     locked_until: datetime | None = None
     body_type: str = "data"
-    amqp: bytes | None = None  # as OutboundMessage.amqp
+    amqp: bytes | None = None  # as OutboundMessage.amqp (sbdlq.outbound)
 
     @property
     def dead_letter_reason(self) -> str | None:
@@ -209,23 +213,6 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-#: What Backend.move_available asks of its caller, inside the move's transaction: of the
-#: messages read, those to move, each with its copy.
-Choose = Callable[[list[Message]], list[tuple[Message, OutboundMessage]]]
-
-
-@dataclass(frozen=True, slots=True)
-class MovedBatch:
-    """What one unlocked move did (Backend.move_available)."""
-
-    #: available messages read after the cursor
-    read: int
-    #: of those, moved: copy sent, original gone
-    moved: int
-    #: the last sequence number read: the next call's cursor
-    last_sequence: int
-
-
 @dataclass(frozen=True, slots=True)
 class CountField:
     """One count of an entity, as every view of it names it (JSON, table, Prometheus, console)."""
@@ -260,50 +247,3 @@ class Counts:
 
     def to_json(self) -> dict[str, Any]:
         return {"entity": self.entity, **{name: getattr(self, name) for name in COUNT_NAMES}}
-
-
-@dataclass(slots=True)
-class EntityInfo:
-    """A queue, topic or subscription and the properties operations care about."""
-
-    path: str  # `orders` or `topic/Subscriptions/sub`
-    kind: str  # queue | topic | subscription
-    requires_session: bool = False
-    requires_duplicate_detection: bool = False
-    lock_duration_s: float = 60.0
-    max_delivery_count: int = 10
-    default_ttl_s: float = MAX_TTL_S
-    dead_lettering_on_expiration: bool = False
-    dead_lettering_on_filter_exceptions: bool = True
-    forward_to: str | None = None
-    forward_dead_lettered_to: str | None = None
-    status: str = "Active"
-    subscription_count: int = 0
-    duplicate_window_s: float = 600.0  # DuplicateDetectionHistoryTimeWindow (the service's PT10M)
-    max_message_size_kb: int = 256  # MaxMessageSizeInKilobytes (Standard's 256 KB)
-    created_at: datetime | None = None  # CreatedAt, UpdatedAt, AccessedAt (None: not known)
-    updated_at: datetime | None = None
-    accessed_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionRule:
-    """One rule of a subscription: a SQL or correlation filter and an optional SQL action."""
-
-    name: str
-    sql: str | None = None
-    correlation: dict[str, Any] | None = None
-    action: str | None = None
-    parameters: dict[str, Any] | None = None  # the filter's `@name` values
-    action_parameters: dict[str, Any] | None = None  # the action's `@name` values
-    constant: bool | None = None  # the service's TrueFilter (True) or FalseFilter (False)
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionRules:
-    """A topic's subscription with its status and rules, as the routing check reads them."""
-
-    subscription: str
-    status: str
-    rules: tuple[SubscriptionRule, ...]
-    forward_to: str | None = None  # where the subscription auto-forwards what it takes

@@ -4,9 +4,12 @@ system properties a subscription's rules see on a message arriving at a topic (`
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sbdlq.models import Message, OutboundMessage
+from sbdlq.models import Message
+
+if TYPE_CHECKING:
+    from sbdlq.outbound import OutboundMessage
 
 
 def message_context(msg: Message | OutboundMessage) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sbdlq.addresses import Address, EntityPath, SubQueue, parse_address, validate_name
-from sbdlq.models import Choose, Counts, EntityInfo, Message, MovedBatch, OutboundMessage, ReceiveMode
+from sbdlq.models import Counts, Message, ReceiveMode
 
 from ..store import Store
 from . import entities, locks
@@ -55,6 +55,9 @@ from .vocabulary import (
 )
 
 if TYPE_CHECKING:
+    from sbdlq.entity_info import EntityInfo
+    from sbdlq.outbound import Choose, MovedBatch, OutboundMessage
+
     # Loaded where a method first needs them (sessions, rules, the router and, through it,
     # inserts and the SQL filter): `count` needs none of them.
     from .router import Router
@@ -362,6 +365,8 @@ class Engine:
         Nothing is locked: the transaction is the lock. On any error (a copy `send` refuses, or
         `choose` raising) neither happened, and a kill leaves both or neither.
         """
+        from sbdlq.outbound import MovedBatch  # here: `count` moves nothing
+
         now = self._now()
         with self.store.write() as db:
             ent = entities.queue_entity(db, address)
