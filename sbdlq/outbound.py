@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sbdlq.models import Message
+from sbdlq.messages import Message
 
 
 @dataclass(slots=True)

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING
 
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.errors import EntityNotFound, ServiceUnavailable
-from sbdlq.models import Counts, Message
+from sbdlq.models import Counts
 from sbdlq.models import ReceiveMode as ReceiveMode  # re-exported: it moved to sbdlq.models
 
 if TYPE_CHECKING:
     # Annotations only (here: `count` makes none of these, sbdlq.models loads them on first use).
     from sbdlq.entity_info import EntityInfo, SubscriptionRule, SubscriptionRules
+    from sbdlq.messages import Message
     from sbdlq.outbound import Choose, MovedBatch, OutboundMessage
 
 #: How long a not-found error may wait for the namespace's listing that names the nearest entities.

@@ -16,12 +16,13 @@ from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.errors import EntityNotFound, OperationFailed
 from sbdlq.loopless import pause
-from sbdlq.models import Counts, Message
+from sbdlq.models import Counts
 from sbdlq.timeparse import from_epoch_ms
 
 if TYPE_CHECKING:
     from sbdlq.emulator.admin import EmulatorAdmin
     from sbdlq.entity_info import EntityInfo, SubscriptionRule, SubscriptionRules
+    from sbdlq.messages import Message
     from sbdlq.outbound import Choose, MovedBatch, OutboundMessage
 
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sbdlq.addresses import Address, EntityPath, SubQueue, parse_address, validate_name
-from sbdlq.models import Counts, Message, ReceiveMode
+from sbdlq.models import Counts, ReceiveMode
 
 from ..store import Store
 from . import entities, locks
@@ -56,6 +56,7 @@ from .vocabulary import (
 
 if TYPE_CHECKING:
     from sbdlq.entity_info import EntityInfo
+    from sbdlq.messages import Message
     from sbdlq.outbound import Choose, MovedBatch, OutboundMessage
 
     # Loaded where a method first needs them (sessions, rules, the router and, through it,

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from sbdlq.models import Message, ReceiveMode
+from sbdlq.models import ReceiveMode
 
 from ..property_json import dump_props, load_props
 from .errors import DeferredLocked, NotDeferred
@@ -27,6 +27,8 @@ from .rows import (
 from .vocabulary import EXPIRED, Entity, Queue, State, lock_tokens, max_deliveries
 
 if TYPE_CHECKING:
+    from sbdlq.messages import Message
+
     from .router import Router  # passed in: `count` reaches lapsed_exists without loading it
 
 _AVAILABLE = (
