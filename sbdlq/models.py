@@ -1,13 +1,49 @@
-"""Plain data: messages, counts, entity descriptions and subscription rules."""
+"""Plain data: counts and the names and values messages share; re-exported from the modules
+that hold them, messages (sbdlq.messages), what is sent, entity descriptions and rules."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
-from operator import attrgetter
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sbdlq.entity_info import EntityInfo as EntityInfo
+    from sbdlq.entity_info import SubscriptionRule as SubscriptionRule
+    from sbdlq.entity_info import SubscriptionRules as SubscriptionRules
+    from sbdlq.messages import MESSAGE_FIELD as MESSAGE_FIELD
+    from sbdlq.messages import MESSAGE_FIELDS as MESSAGE_FIELDS
+    from sbdlq.messages import Message as Message
+    from sbdlq.messages import MessageField as MessageField
+    from sbdlq.outbound import Choose as Choose
+    from sbdlq.outbound import MovedBatch as MovedBatch
+    from sbdlq.outbound import OutboundMessage as OutboundMessage
+
+#: Names sbdlq.models still answers for, and the module each lives in: loaded when first asked
+#: for, because `count` uses none of them and making their dataclasses costs its start.
+_ELSEWHERE = {
+    "Message": "sbdlq.messages",
+    "MessageField": "sbdlq.messages",
+    "MESSAGE_FIELDS": "sbdlq.messages",
+    "MESSAGE_FIELD": "sbdlq.messages",
+    "OutboundMessage": "sbdlq.outbound",
+    "Choose": "sbdlq.outbound",
+    "MovedBatch": "sbdlq.outbound",
+    "EntityInfo": "sbdlq.entity_info",
+    "SubscriptionRule": "sbdlq.entity_info",
+    "SubscriptionRules": "sbdlq.entity_info",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A class that lives elsewhere (_ELSEWHERE), from its module, loaded on first use."""
+    module = _ELSEWHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(module), name)
+
 
 # Application property names the broker sets on dead-lettered messages.
 DEAD_LETTER_REASON = "DeadLetterReason"
@@ -55,7 +91,7 @@ def iso(ts: datetime | None) -> str | None:
     return ts.isoformat().replace("+00:00", "Z")
 
 
-def _base64(data: bytes) -> str:
+def base64_text(data: bytes) -> str:
     """Bytes as base64 text (base64 imported here: most bodies are text, and `count` shows none)."""
     from base64 import b64encode
 
@@ -67,163 +103,7 @@ def body_text(body: bytes) -> tuple[str, str]:
     try:
         return body.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
-        return _base64(body), "base64"
-
-
-@dataclass(slots=True)
-class OutboundMessage:
-    """A message to send: what a producer sets."""
-
-    body: bytes = b""
-    message_id: str | None = None
-    content_type: str | None = None
-    correlation_id: str | None = None
-    subject: str | None = None
-    to: str | None = None
-    reply_to: str | None = None
-    reply_to_session_id: str | None = None
-    session_id: str | None = None
-    partition_key: str | None = None
-    time_to_live_s: float | None = None
-    scheduled_enqueue_time: datetime | None = None
-    application_properties: dict[str, Any] = field(default_factory=dict)
-    # AMQP body section kind: "data" (bytes), "value" or "sequence" (body holds the
-    # encoded AMQP section so the listener can hand it back unchanged).
-    body_type: str = "data"
-    # Encoded AMQP sections the fields above would lose (typed application properties,
-    # header, annotations, footer, several data sections): opaque to all but the listener.
-    amqp: bytes | None = None
-
-
-@dataclass(slots=True)
-class Message:
-    """A message as the broker holds it, with broker-set properties."""
-
-    sequence_number: int
-    body: bytes
-    enqueued_time: datetime
-    message_id: str | None = None
-    expires_at: datetime | None = None
-    delivery_count: int = 0
-    subject: str | None = None
-    correlation_id: str | None = None
-    content_type: str | None = None
-    session_id: str | None = None
-    reply_to: str | None = None
-    reply_to_session_id: str | None = None
-    to: str | None = None
-    partition_key: str | None = None
-    time_to_live_s: float | None = None
-    application_properties: dict[str, Any] = field(default_factory=dict)
-    dead_letter_source: str | None = None
-    scheduled_enqueue_time: datetime | None = None
-    state: str = "active"  # active | deferred | scheduled
-    lock_token: str | None = None
-    locked_until: datetime | None = None
-    body_type: str = "data"
-    amqp: bytes | None = None  # as OutboundMessage.amqp
-
-    @property
-    def dead_letter_reason(self) -> str | None:
-        value = self.application_properties.get(DEAD_LETTER_REASON)
-        return None if value is None else str(value)
-
-    @property
-    def dead_letter_error_description(self) -> str | None:
-        value = self.application_properties.get(DEAD_LETTER_DESCRIPTION)
-        return None if value is None else str(value)
-
-    def to_json(self) -> dict[str, Any]:
-        """The Message JSON shape of DESIGN §4."""
-        if self.body_type == "data":
-            text, encoding = body_text(self.body)
-        else:
-            # An amqp-value or amqp-sequence body is its AMQP encoding: always base64, never
-            # text that happens to decode.
-            text, encoding = _base64(self.body), "base64"
-        # The system properties, in MESSAGE_FIELDS' order (one C call reads them all: export's hot path).
-        doc = dict(zip(_FIELD_NAMES, _read_fields(self), strict=True))
-        for name in _TIME_FIELDS:
-            doc[name] = iso(doc[name])
-        doc["application_properties"] = {
-            k: v if type(v) in _PLAIN else _jsonable(v) for k, v in self.application_properties.items()
-        }
-        doc["body"] = text
-        doc["body_encoding"] = encoding
-        return doc
-
-
-@dataclass(frozen=True, slots=True)
-class MessageField:
-    """One system property of a message, as every view of it (JSON, detail, console columns) names it."""
-
-    #: its key in the Message JSON shape (DESIGN §4), and the Message attribute that holds it
-    name: str
-    #: a short column title (the console's tables)
-    title: str
-    #: how the JSON shape holds it: "int", "text", "time" (ISO 8601 UTC, Z) or "seconds"
-    kind: str
-    #: a dead-letter mark the broker keeps in the application properties, not a field of its own
-    from_properties: bool = False
-
-    def value(self, m: Message) -> Any:
-        """The value on the message (a datetime for a time)."""
-        return getattr(m, self.name)
-
-
-#: The system properties of a message, in the order of the Message JSON shape: the one list the
-#: JSON shape, the detail view, the console's columns and the record reader read.
-MESSAGE_FIELDS: tuple[MessageField, ...] = (
-    MessageField("sequence_number", "seq", "int"),
-    MessageField("message_id", "message id", "text"),
-    MessageField("enqueued_time", "enqueued", "time"),
-    MessageField("expires_at", "expires", "time"),
-    MessageField("delivery_count", "deliveries", "int"),
-    MessageField("dead_letter_reason", "reason", "text", from_properties=True),
-    MessageField("dead_letter_error_description", "description", "text", from_properties=True),
-    MessageField("dead_letter_source", "source", "text"),
-    MessageField("subject", "subject", "text"),
-    MessageField("correlation_id", "correlation id", "text"),
-    MessageField("content_type", "content type", "text"),
-    MessageField("session_id", "session id", "text"),
-    MessageField("reply_to", "reply to", "text"),
-    MessageField("to", "to", "text"),
-    MessageField("time_to_live_s", "ttl (s)", "seconds"),
-)
-MESSAGE_FIELD = {f.name: f for f in MESSAGE_FIELDS}
-_FIELD_NAMES = tuple(f.name for f in MESSAGE_FIELDS)
-_TIME_FIELDS = tuple(f.name for f in MESSAGE_FIELDS if f.kind == "time")
-_read_fields = attrgetter(*_FIELD_NAMES)
-
-
-_PLAIN = frozenset({str, int, float, bool, type(None)})
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return iso(value)
-    if isinstance(value, bytes):
-        return _base64(value)
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)
-
-
-#: What Backend.move_available asks of its caller, inside the move's transaction: of the
-#: messages read, those to move, each with its copy.
-Choose = Callable[[list[Message]], list[tuple[Message, OutboundMessage]]]
-
-
-@dataclass(frozen=True, slots=True)
-class MovedBatch:
-    """What one unlocked move did (Backend.move_available)."""
-
-    #: available messages read after the cursor
-    read: int
-    #: of those, moved: copy sent, original gone
-    moved: int
-    #: the last sequence number read: the next call's cursor
-    last_sequence: int
+        return base64_text(body), "base64"
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,50 +140,3 @@ class Counts:
 
     def to_json(self) -> dict[str, Any]:
         return {"entity": self.entity, **{name: getattr(self, name) for name in COUNT_NAMES}}
-
-
-@dataclass(slots=True)
-class EntityInfo:
-    """A queue, topic or subscription and the properties operations care about."""
-
-    path: str  # `orders` or `topic/Subscriptions/sub`
-    kind: str  # queue | topic | subscription
-    requires_session: bool = False
-    requires_duplicate_detection: bool = False
-    lock_duration_s: float = 60.0
-    max_delivery_count: int = 10
-    default_ttl_s: float = MAX_TTL_S
-    dead_lettering_on_expiration: bool = False
-    dead_lettering_on_filter_exceptions: bool = True
-    forward_to: str | None = None
-    forward_dead_lettered_to: str | None = None
-    status: str = "Active"
-    subscription_count: int = 0
-    duplicate_window_s: float = 600.0  # DuplicateDetectionHistoryTimeWindow (the service's PT10M)
-    max_message_size_kb: int = 256  # MaxMessageSizeInKilobytes (Standard's 256 KB)
-    created_at: datetime | None = None  # CreatedAt, UpdatedAt, AccessedAt (None: not known)
-    updated_at: datetime | None = None
-    accessed_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionRule:
-    """One rule of a subscription: a SQL or correlation filter and an optional SQL action."""
-
-    name: str
-    sql: str | None = None
-    correlation: dict[str, Any] | None = None
-    action: str | None = None
-    parameters: dict[str, Any] | None = None  # the filter's `@name` values
-    action_parameters: dict[str, Any] | None = None  # the action's `@name` values
-    constant: bool | None = None  # the service's TrueFilter (True) or FalseFilter (False)
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionRules:
-    """A topic's subscription with its status and rules, as the routing check reads them."""
-
-    subscription: str
-    status: str
-    rules: tuple[SubscriptionRule, ...]
-    forward_to: str | None = None  # where the subscription auto-forwards what it takes

@@ -10,11 +10,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sbdlq.errors import BadInput
-from sbdlq.models import Message, attempt_of
+from sbdlq.models import attempt_of
 from sbdlq.timeparse import parse_time
+
+if TYPE_CHECKING:
+    from sbdlq.messages import Message  # annotations only: `count` makes no Message
 
 #: How long --body-regex may take on one body before the run fails: a pattern that needs longer
 #: is backtracking catastrophically (`(a|aa)+$`), and would hold the run for minutes.

@@ -14,20 +14,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from sbdlq.addresses import Address, EntityPath
 from sbdlq.errors import EntityNotFound, ServiceUnavailable
-from sbdlq.models import (
-    Choose,
-    Counts,
-    EntityInfo,
-    Message,
-    MovedBatch,
-    OutboundMessage,
-    SubscriptionRule,
-    SubscriptionRules,
-)
+from sbdlq.models import Counts
 from sbdlq.models import ReceiveMode as ReceiveMode  # re-exported: it moved to sbdlq.models
+
+if TYPE_CHECKING:
+    # Annotations only (here: `count` makes none of these, sbdlq.models loads them on first use).
+    from sbdlq.entity_info import EntityInfo, SubscriptionRule, SubscriptionRules
+    from sbdlq.messages import Message
+    from sbdlq.outbound import Choose, MovedBatch, OutboundMessage
 
 #: How long a not-found error may wait for the namespace's listing that names the nearest entities.
 HINT_TIMEOUT_S = 5.0

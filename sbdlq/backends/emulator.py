@@ -16,20 +16,14 @@ from sbdlq.backends.base import Backend, ReceiveMode
 from sbdlq.emulator.engine import Engine, Rule
 from sbdlq.errors import EntityNotFound, OperationFailed
 from sbdlq.loopless import pause
-from sbdlq.models import (
-    Choose,
-    Counts,
-    EntityInfo,
-    Message,
-    MovedBatch,
-    OutboundMessage,
-    SubscriptionRule,
-    SubscriptionRules,
-)
+from sbdlq.models import Counts
 from sbdlq.timeparse import from_epoch_ms
 
 if TYPE_CHECKING:
     from sbdlq.emulator.admin import EmulatorAdmin
+    from sbdlq.entity_info import EntityInfo, SubscriptionRule, SubscriptionRules
+    from sbdlq.messages import Message
+    from sbdlq.outbound import Choose, MovedBatch, OutboundMessage
 
 
 class EmulatorBackend(Backend):
@@ -78,6 +72,8 @@ class EmulatorBackend(Backend):
         return self.engine.get_entity(entity)
 
     async def subscription_rules(self, topic: EntityPath) -> list[SubscriptionRules]:
+        from sbdlq.entity_info import SubscriptionRule, SubscriptionRules  # here: `count` reads no rule
+
         await self._round_trip()
         engine = self.engine
         if engine.get_entity(topic).kind != "topic":
@@ -104,6 +100,8 @@ class EmulatorBackend(Backend):
         return self.engine.subscription_names(topic)
 
     async def rules_of(self, subscription: EntityPath) -> tuple[SubscriptionRule, ...]:
+        from sbdlq.entity_info import SubscriptionRule  # here: `count` reads no rule
+
         await self._round_trip()
         return tuple(
             SubscriptionRule(r.name, r.sql, r.correlation, r.action, r.parameters, r.action_parameters, r.constant)

@@ -11,13 +11,14 @@ from sbdlq.addresses import Address, EntityPath, SubQueue
 from sbdlq.backends.base import Backend
 from sbdlq.errors import BadInput, EntityNotFound
 from sbdlq.loopless import pause
-from sbdlq.models import Counts, Message
+from sbdlq.models import Counts
 from sbdlq.operations.sizing import BatchSizer
 from sbdlq.selection import Selection
 
 if TYPE_CHECKING:
     # Imported where groups are counted: `count` starts without them.
     from sbdlq.groups import FingerprintGroup, ReasonGroup
+    from sbdlq.messages import Message  # annotations only: `count` makes no Message
 
 G = TypeVar("G", bound="ReasonGroup")
 

@@ -11,8 +11,10 @@ read carefully for a few more batches.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from sbdlq.models import Message
+if TYPE_CHECKING:
+    from sbdlq.messages import Message  # annotations only: `count` makes no Message
 
 #: A body this big or bigger is "large": at most `large` of them are asked for at once.
 LARGE_BODY_BYTES = 1024 * 1024

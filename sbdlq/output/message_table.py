@@ -1,6 +1,6 @@
 """The CLI's message tables (`peek`, `emulator receive`): which message fields each shows, and how.
 
-A column names one of `sbdlq.models.MESSAGE_FIELDS` (the one owner of the message fields: the
+A column names one of `sbdlq.messages.MESSAGE_FIELDS` (the one owner of the message fields: the
 header is the field's title, the value the field's value, a number is right-aligned) or the
 body, which each command previews its own way. The table and `-o tsv` read the same
 declaration: tsv's keys are the columns' Message JSON keys, with full values.

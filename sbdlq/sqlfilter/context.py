@@ -4,13 +4,18 @@ system properties a subscription's rules see on a message arriving at a topic (`
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sbdlq.models import Message, OutboundMessage
+if TYPE_CHECKING:
+    from sbdlq.messages import Message
+    from sbdlq.outbound import OutboundMessage
 
 
 def message_context(msg: Message | OutboundMessage) -> tuple[dict[str, Any], dict[str, Any]]:
     """System properties (canonical names, no `sys.`) and a shallow copy of the application properties."""
+    # Here, not at the top: the engine's vocabulary imports this module, and `count` makes no Message.
+    from sbdlq.messages import Message
+
     ttl = None if msg.time_to_live_s is None else timedelta(seconds=msg.time_to_live_s)
     system: dict[str, Any] = {
         "MessageId": msg.message_id,

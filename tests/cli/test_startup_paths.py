@@ -55,7 +55,9 @@ def test_reads_on_the_local_emulator_import_no_asyncio(seeded: dict[str, str], a
 #: What `count` on the local emulator has no use for (issue 35: its start is held to 1.5× the Typer
 #: + Rich import): the logging module (nothing can log without the SDK or an event loop), groups
 #: (inspect-reason's), the connection-string parser and its redaction patterns, the transport
-#: options, the peek table, the emulator admin commands' library, base64.
+#: options, the peek table, the emulator admin commands' library, base64; the engine's sessions,
+#: subscription rules and router (with its inserts and the SQL filter), and the dataclasses of
+#: messages, of what is sent and of entity descriptions (sbdlq.models loads them on first use).
 NOT_ON_COUNTS_PATH = {
     "logging",
     "sbdlq.groups",
@@ -64,6 +66,14 @@ NOT_ON_COUNTS_PATH = {
     "sbdlq.output.message_table",
     "sbdlq.emulator.admin",
     "base64",
+    "sbdlq.emulator.engine.sessions",
+    "sbdlq.emulator.engine.rules",
+    "sbdlq.emulator.engine.router",
+    "sbdlq.emulator.engine.inserts",
+    "sbdlq.sqlfilter.subscription",
+    "sbdlq.messages",
+    "sbdlq.outbound",
+    "sbdlq.entity_info",
 }
 
 

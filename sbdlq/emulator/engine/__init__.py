@@ -16,8 +16,9 @@ settlement), `upkeep.py` (the broker's timers, run lazily), `rows.py` (named mes
 broker's refusals, named).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .core import Engine
-from .sessions import AcceptedSession
 from .vocabulary import (
     HEADER_DESCRIPTION,
     HEADER_LIMIT,
@@ -57,3 +58,15 @@ __all__ = [
     "Rule",
     "State",
 ]
+
+if TYPE_CHECKING:
+    from .sessions import AcceptedSession
+
+
+def __getattr__(name: str) -> Any:
+    """AcceptedSession, loaded when first asked for (`count` takes no session)."""
+    if name == "AcceptedSession":
+        from .sessions import AcceptedSession
+
+        return AcceptedSession
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

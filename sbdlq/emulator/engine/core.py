@@ -7,18 +7,19 @@ calls them.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sbdlq.addresses import Address, EntityPath, SubQueue, parse_address, validate_name
-from sbdlq.models import Choose, Counts, EntityInfo, Message, MovedBatch, OutboundMessage, ReceiveMode
+from sbdlq.models import Counts, ReceiveMode
 
 from ..store import Store
-from . import entities, locks, sessions
+from . import entities, locks
 from . import quotas as quota_rules
 from .errors import (
     AlreadyDeadLettered,
@@ -36,10 +37,7 @@ from .errors import (
     SessionIdMissing,
     TopicHasNoCounts,
 )
-from .router import Router
 from .rows import chunks, delete_ids, marks, page_rows, stamp, to_message
-from .rules import check_rule, find_rule_id, put_rule, read_rules, store_rules
-from .sessions import AcceptedSession
 from .upkeep import materialize_due, upkeep
 from .vocabulary import (
     GENEROUS,
@@ -55,6 +53,16 @@ from .vocabulary import (
     message_ids,
     message_size,
 )
+
+if TYPE_CHECKING:
+    from sbdlq.entity_info import EntityInfo
+    from sbdlq.messages import Message
+    from sbdlq.outbound import Choose, MovedBatch, OutboundMessage
+
+    # Loaded where a method first needs them (sessions, rules, the router and, through it,
+    # inserts and the SQL filter): `count` needs none of them.
+    from .router import Router
+    from .sessions import AcceptedSession
 
 _UPKEEP_EVERY_MS = 1000
 
@@ -74,8 +82,14 @@ class Engine:
         self.quotas = quotas
         self.store = Store(self.path, busy_timeout_s=busy_timeout_s)
         self.clock = clock or time.time
-        self._router = Router()
         self._upkeep_at: dict[int, int] = {}
+
+    @functools.cached_property
+    def _router(self) -> Router:
+        """The router, made where a call first routes (here: `count` with nothing due never does)."""
+        from .router import Router
+
+        return Router()
 
     def close(self) -> None:
         """Close the store."""
@@ -116,6 +130,8 @@ class Engine:
 
         With exist_ok and no rules, an existing subscription keeps the rules it has.
         """
+        from .rules import check_rule, store_rules  # here: `count` reads no rule
+
         path = str(EntityPath(topic, name))
         parse_address(path)  # validates both names
         checked = [check_rule(r) for r in rules] if rules is not None else None
@@ -182,6 +198,8 @@ class Engine:
 
     def rules(self, entity: EntityPath | str) -> list[Rule]:
         """A subscription's rules."""
+        from .rules import read_rules  # here: `count` reads no rule
+
         with self.store.read() as db:
             return read_rules(db, entities.entity_by_path(db, str(entity)).id)
 
@@ -191,6 +209,8 @@ class Engine:
         """Add a rule to a subscription (RuleExists if its name is taken), or with replace
         change an existing one in place (RuleMissing if there is none). With `expected`, only
         while the held rule equals it (RuleNotAsRead otherwise), checked in the same write."""
+        from .rules import check_rule, find_rule_id, put_rule  # here: `count` reads no rule
+
         checked = check_rule(rule)
         with self.store.write() as db:
             sub = self._subscription(db, subscription)
@@ -207,6 +227,8 @@ class Engine:
     def remove_rule(self, subscription: EntityPath | str, name: str, *, expected: Rule | None = None) -> None:
         """Remove a subscription's rule; RuleMissing if it has none of that name. With
         `expected`, only while the held rule equals it (RuleNotAsRead otherwise)."""
+        from .rules import find_rule_id  # here: `count` reads no rule
+
         with self.store.write() as db:
             sub = self._subscription(db, subscription)
             if expected is not None:
@@ -220,6 +242,8 @@ class Engine:
     def _expect(db: sqlite3.Connection, sub: Entity, name: str, expected: Rule) -> None:
         """RuleNotAsRead unless the subscription's rule of that name is `expected` (inside the write:
         no other writer can change it between this check and the change)."""
+        from .rules import read_rules  # here: `count` reads no rule
+
         held = [r for r in read_rules(db, sub.id) if r.name.casefold() == name.casefold()]
         if held != [expected]:
             raise RuleNotAsRead(name, sub.path)
@@ -243,7 +267,7 @@ class Engine:
             ent = entities.entity_by_path(db, str(entity))
             if ent.kind == EntityKind.TOPIC:
                 raise TopicHasNoCounts(ent.path)
-        upkeep(self.store, self._router, ent, now)
+        upkeep(self.store, lambda: self._router, ent, now)
         with self.store.read() as db:
             c = Counts(entity=ent.path)
             for queue, sched, n in db.execute(
@@ -342,6 +366,8 @@ class Engine:
         Nothing is locked: the transaction is the lock. On any error (a copy `send` refuses, or
         `choose` raising) neither happened, and a kill leaves both or neither.
         """
+        from sbdlq.outbound import MovedBatch  # here: `count` moves nothing
+
         now = self._now()
         with self.store.write() as db:
             ent = entities.queue_entity(db, address)
@@ -397,7 +423,7 @@ class Engine:
         # Paging through a DLQ asks again and again: the broker's timers are settled on the
         # first page and then at most once a second, not on every page.
         if from_sequence <= 0 or now - self._upkeep_at.get(ent.id, -_UPKEEP_EVERY_MS) >= _UPKEEP_EVERY_MS:
-            upkeep(self.store, self._router, ent, now)
+            upkeep(self.store, lambda: self._router, ent, now)
             self._upkeep_at[ent.id] = now
         with self.store.read() as db:
             rows = page_rows(db, ent.id, Queue.of(address.sub_queue), max(from_sequence, 0), max(max_count, 0))
@@ -418,6 +444,8 @@ class Engine:
         expired ones met on the way are dropped or dead-lettered. With a session id and a
         holder, the holder must still hold that session (SessionLockLost otherwise).
         """
+        from . import sessions  # here: `count` takes no session
+
         if max_count <= 0:
             return []
         now = self._now()
@@ -444,16 +472,20 @@ class Engine:
         """Lock a session for holder: the one named, or (None) the oldest one with messages that
         nobody holds. SessionCannotBeLocked when another holder has the named one;
         NoSessionAvailable when none is free."""
+        from . import sessions  # here: `count` takes no session
+
         now = self._now()
         with self.store.write() as db:
             ent = entities.queue_entity(db, address)
             materialize_due(db, self._router, now)
             locks.settle_lapsed(db, self._router, ent, now)
             sid = session_id if session_id is not None else sessions.next_free(db, ent, now)
-            return AcceptedSession(sid, stamp(sessions.lock(db, ent, sid, holder, now)))
+            return sessions.AcceptedSession(sid, stamp(sessions.lock(db, ent, sid, holder, now)))
 
     def renew_session_lock(self, address: Address, session_id: str, holder: str | None = None) -> datetime:
         """Extend a held session lock by the lock duration; SessionLockLost when it is gone."""
+        from . import sessions  # here: `count` takes no session
+
         now = self._now()
         with self.store.write() as db:
             ent = entities.queue_entity(db, address)
@@ -461,11 +493,15 @@ class Engine:
 
     def release_session(self, address: Address, session_id: str, holder: str) -> None:
         """Let a session go (its receiver closed), if holder still has it."""
+        from . import sessions  # here: `count` takes no session
+
         with self.store.write() as db:
             sessions.unlock(db, entities.queue_entity(db, address), session_id, holder)
 
     def session_state(self, address: Address, session_id: str, holder: str | None = None) -> bytes | None:
         """A held session's state (None when never set or cleared)."""
+        from . import sessions  # here: `count` takes no session
+
         with self.store.write() as db:
             ent = entities.queue_entity(db, address)
             return sessions.check_held(db, ent, session_id, holder, self._now()).state
@@ -474,6 +510,8 @@ class Engine:
         self, address: Address, session_id: str, state: bytes | None, holder: str | None = None
     ) -> None:
         """Set (None: clear) a held session's state."""
+        from . import sessions  # here: `count` takes no session
+
         now = self._now()
         with self.store.write() as db:
             ent = entities.queue_entity(db, address)
@@ -485,6 +523,8 @@ class Engine:
     ) -> list[str]:
         """Session ids: with updated_after, those whose state was set after it; otherwise those
         with messages or a stored state."""
+        from . import sessions  # here: `count` takes no session
+
         after = None if updated_after is None else int(updated_after.timestamp() * 1000)
         with self.store.read() as db:
             ent = entities.queue_entity(db, address)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sbdlq.addresses import Address, validate_name
-from sbdlq.models import MAX_TTL_S, EntityInfo
+from sbdlq.models import MAX_TTL_S
 
 from .errors import (
     EntityExists,
@@ -23,6 +23,9 @@ from .errors import (
 )
 from .rows import stamp
 from .vocabulary import ENTITY_COLUMNS, MAX_LOCK_S, MAX_MESSAGE_KB, STATUSES, Entity, EntityKind, Queue
+
+if TYPE_CHECKING:
+    from sbdlq.entity_info import EntityInfo
 
 _KNOWN_PROPS = frozenset(
     {
@@ -206,6 +209,8 @@ def main_queue_size(db: sqlite3.Connection, ent: Entity) -> int:
 
 def info(db: sqlite3.Connection, e: Entity) -> EntityInfo:
     """The public description of an entity."""
+    from sbdlq.entity_info import EntityInfo  # here: `count` describes no entity
+
     subs = 0
     if e.kind == EntityKind.TOPIC:
         subs = db.execute("SELECT COUNT(*) FROM entity WHERE topic_id = ?", (e.id,)).fetchone()[0]

@@ -6,13 +6,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sbdlq.models import Message, ReceiveMode
+from sbdlq.models import ReceiveMode
 
 from ..property_json import dump_props, load_props
 from .errors import DeferredLocked, NotDeferred
-from .router import Router
 from .rows import (
     LOCK_COLUMNS,
     LockRow,
@@ -26,6 +25,11 @@ from .rows import (
     to_message,
 )
 from .vocabulary import EXPIRED, Entity, Queue, State, lock_tokens, max_deliveries
+
+if TYPE_CHECKING:
+    from sbdlq.messages import Message
+
+    from .router import Router  # passed in: `count` reaches lapsed_exists without loading it
 
 _AVAILABLE = (
     f"entity_id = ? AND queue = ? AND state = {State.ACTIVE:d} AND seq > ? "

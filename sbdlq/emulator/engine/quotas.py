@@ -5,9 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
-
-from sbdlq.models import OutboundMessage
+from typing import TYPE_CHECKING, Any
 
 from .errors import (
     EntityCountQuota,
@@ -17,6 +15,9 @@ from .errors import (
     TimeToLiveOverQuota,
 )
 from .vocabulary import Entity, EntityKind, Quotas, message_size
+
+if TYPE_CHECKING:
+    from sbdlq.outbound import OutboundMessage
 
 
 def _iso(seconds: float) -> str:

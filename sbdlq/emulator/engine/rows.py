@@ -10,12 +10,13 @@ import functools
 import sqlite3
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
-
-from sbdlq.models import Message
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..property_json import load_props
 from .vocabulary import CHUNK, MAX_TIME_MS, NEVER_MS, STATE_NAMES, Draft, State
+
+if TYPE_CHECKING:
+    from sbdlq.messages import Message
 
 
 class MessageRow(NamedTuple):
@@ -98,6 +99,19 @@ def lock_rows(cursor: Iterable[tuple[Any, ...]]) -> list[LockRow]:
     return list(map(_as_lock_row, cursor))
 
 
+def _first_message(*fields: Any) -> Message:
+    """Message(*fields), the class imported on the first call and bound to `_new_message` for
+    every later one: `count` makes no Message, and the peek path pays no import per message."""
+    global _new_message
+    from sbdlq.messages import Message
+
+    _new_message = Message
+    return Message(*fields)
+
+
+_new_message: Callable[..., Message] = _first_message
+
+
 def to_message(r: MessageRow, *, delivered: bool = False) -> Message:
     """The Message a row is; `delivered` counts the delivery being made now. No lock shown."""
     # One unpack into named locals: the hot peek and receive paths, where it's the fastest read.
@@ -106,7 +120,7 @@ def to_message(r: MessageRow, *, delivered: bool = False) -> Message:
      body, body_type, amqp) = r  # fmt: skip
     # Positional, in Message's field order (a test holds the two together): 23 keywords per
     # message cost more than the rest of the conversion.
-    return Message(
+    return _new_message(
         seq,
         body if type(body) is bytes else bytes(body),
         stamp(enqueued),

@@ -4,13 +4,17 @@ locks lapsing."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..store import Store
 from .entities import entity_by_id
 from .locks import lapsed_exists, settle_lapsed
-from .router import Router
 from .rows import message_rows, to_draft
 from .vocabulary import Entity, EntityKind, State
+
+if TYPE_CHECKING:
+    from .router import Router
 
 _DUE = f"state = {State.SCHEDULED:d} AND scheduled_ms <= ?"
 
@@ -53,17 +57,18 @@ def materialize_due(db: sqlite3.Connection, router: Router, now: int) -> None:
             router.forward(db, ent, ent.forward_to, drafts, now)
 
 
-def upkeep(store: Store, router: Router, ent: Entity, now: int) -> None:
+def upkeep(store: Store, router: Callable[[], Router], ent: Entity, now: int) -> None:
     """Before a read: settle due scheduled messages and lapsed locks, if there are any.
 
-    Two cheap indexed probes; the write transaction is only taken when there's work.
+    Two cheap indexed probes; the write transaction is only taken when there's work (and
+    the router, `router()`, only made then: a `count` with nothing due never loads it).
     """
     with store.read() as db:
         work = due_exists(db, now) or lapsed_exists(db, ent, now)
     if not work:
         return
     with store.write() as db:
-        materialize_due(db, router, now)
+        materialize_due(db, router(), now)
         fresh = entity_by_id(db, ent.id)
         if fresh is not None:
-            settle_lapsed(db, router, fresh, now)
+            settle_lapsed(db, router(), fresh, now)

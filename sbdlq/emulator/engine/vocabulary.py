@@ -6,14 +6,17 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sbdlq.addresses import SubQueue
-from sbdlq.models import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, MAX_TTL_S, OutboundMessage
+from sbdlq.models import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, MAX_TTL_S
 from sbdlq.sqlfilter.context import system_view
 from sbdlq.timeparse import to_epoch_ms
 
 from .errors import NotPositive
+
+if TYPE_CHECKING:
+    from sbdlq.outbound import OutboundMessage
 
 MAX_HOPS = 4
 #: the longest MessageId and SessionId Service Bus takes
