@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -91,3 +92,22 @@ def median_seconds(argv: list[str], repeat: int, env: dict[str, str] | None = No
     """Median wall time of a command over several runs (after one warm-up)."""
     run_child(argv, env=env)
     return statistics.median(run_child(argv, env=env)[0] for _ in range(repeat))
+
+
+def orders_counts(store: Path) -> tuple[int, int, int]:
+    """(active, dead-lettered, distinct message ids among the active) of `orders`, read in the store."""
+    conn = sqlite3.connect(store)
+    try:
+        rows = dict(
+            conn.execute(
+                "SELECT queue, COUNT(*) FROM message JOIN entity ON entity.id = entity_id "
+                "WHERE entity.path = 'orders' GROUP BY queue"
+            ).fetchall()
+        )
+        distinct = conn.execute(
+            "SELECT COUNT(DISTINCT message_id) FROM message JOIN entity ON entity.id = entity_id "
+            "WHERE entity.path = 'orders' AND queue = 0"
+        ).fetchone()[0]
+    finally:
+        conn.close()
+    return rows.get(0, 0), rows.get(1, 0), distinct

@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, run_child, run_child_usage, seed_dlq
+from benchmarks.common import ROOT, orders_counts, run_child, run_child_usage, seed_dlq
 from benchmarks.proxy import DelayingProxy
 
 RTTS_MS = (0, 70)
@@ -99,41 +98,22 @@ class Served:
         self.process.wait(60)
 
 
-def counts(store: Path) -> tuple[int, int, int]:
-    """(active, dead-lettered, distinct message ids among the active) of `orders`."""
-    conn = sqlite3.connect(store)
-    try:
-        rows = dict(
-            conn.execute(
-                "SELECT queue, COUNT(*) FROM message JOIN entity ON entity.id = entity_id "
-                "WHERE entity.path = 'orders' GROUP BY queue"
-            ).fetchall()
-        )
-        distinct = conn.execute(
-            "SELECT COUNT(DISTINCT message_id) FROM message JOIN entity ON entity.id = entity_id "
-            "WHERE entity.path = 'orders' AND queue = 0"
-        ).fetchone()[0]
-    finally:
-        conn.close()
-    return rows.get(0, 0), rows.get(1, 0), distinct
-
-
 def _task(name: str, n: int, tmp: Path) -> tuple[list[str], Callable[[Path, Path], bool]]:
     """A task's arguments and its check of (the store after, its output)."""
 
     def purged(store: Path, _: Path) -> bool:
-        return counts(store)[:2] == (0, 0)
+        return orders_counts(store)[:2] == (0, 0)
 
     def counted(store: Path, out: Path) -> bool:
         groups = json.loads(out.read_text())
-        return sum(g["count"] for g in groups) == n and counts(store)[:2] == (0, n)
+        return sum(g["count"] for g in groups) == n and orders_counts(store)[:2] == (0, n)
 
     def shown(store: Path, out: Path) -> bool:
         ids = [json.loads(line)["message_id"] for line in out.open()]
-        return len(ids) == n == len(set(ids)) and counts(store)[:2] == (0, n)
+        return len(ids) == n == len(set(ids)) and orders_counts(store)[:2] == (0, n)
 
     def moved(store: Path, _: Path) -> bool:
-        return counts(store) == (n, 0, n)
+        return orders_counts(store) == (n, 0, n)
 
     return {
         "purge": (["purge", "orders", "--yes", "-o", "json"], purged),

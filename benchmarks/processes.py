@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, run_child, seed_dlq
+from benchmarks.common import ROOT, orders_counts, run_child, seed_dlq
 
 OPS = ("resubmit", "peek", "purge")
 GOALS = {"resubmit": 2.0, "peek": 2.0}
@@ -39,21 +38,6 @@ def _raw_argv(op: str, store: Path) -> list[str]:
     return [sys.executable, "-m", "benchmarks.raw_sqlite", op, str(store), "orders"]
 
 
-def _counts(store: Path) -> tuple[int, int]:
-    """(main, dead-letter) messages of `orders`."""
-    conn = sqlite3.connect(store)
-    try:
-        rows = dict(
-            conn.execute(
-                "SELECT queue, COUNT(*) FROM message JOIN entity ON entity.id = entity_id "
-                "WHERE entity.path = 'orders' GROUP BY queue"
-            ).fetchall()
-        )
-    finally:
-        conn.close()
-    return rows.get(0, 0), rows.get(1, 0)
-
-
 def _one(op: str, side: str, template: Path, tmp: Path, n: int) -> float:
     """Seconds of one run on a fresh copy of the seeded store; checks that it did the whole job."""
     store = tmp / f"{side}-{op}.db"
@@ -67,7 +51,7 @@ def _one(op: str, side: str, template: Path, tmp: Path, n: int) -> float:
         seconds, _, rc = run_child(argv, env=env, stdout=out.fileno())
     if rc != 0:
         raise RuntimeError(f"{side} {op} exited {rc}")
-    main, dead = _counts(store)
+    main, dead, _ = orders_counts(store)
     expected = {"resubmit": (n, 0), "peek": (0, n), "purge": (0, 0)}[op]
     if (main, dead) != expected:
         raise RuntimeError(f"{side} {op}: orders holds {main} active, {dead} dead-lettered; expected {expected}")
