@@ -138,14 +138,14 @@ run()
 """
 
 
-def test_a_killed_targeted_run_leaves_a_lease_that_force_takes_over(store: Path, tmp_path: Path, cli: Cli) -> None:
-    """kill -9 during `resubmit --only-this-subscription` (issue 34): its lease stays on the broker, so
-    `disable-targeted` refuses (exit 1) until it expires or `--force` takes it over; nothing is lost."""
+def _targeted_sql_dlq(store: Path, cli: Cli, n: int) -> None:
+    """`n` messages on topic t, dead-lettered in subscription sql only (the others took theirs),
+    and targeted routing enabled on t."""
     _topic(store)
     with Engine(store) as eng:
         eng.send(
             "t",
-            [OutboundMessage(body=b"x", message_id=f"m{i}", application_properties={"region": "eu"}) for i in range(5)],
+            [OutboundMessage(body=b"x", message_id=f"m{i}", application_properties={"region": "eu"}) for i in range(n)],
         )
         for sub in ("corr", "act", "all"):
             address = parse_address(f"t/Subscriptions/{sub}")
@@ -153,6 +153,12 @@ def test_a_killed_targeted_run_leaves_a_lease_that_force_takes_over(store: Path,
         sql = parse_address("t/Subscriptions/sql")
         eng.dead_letter(sql, [m.lock_token or "" for m in eng.receive(sql, 10)], "Bad", "broken")
     assert cli("routing", "enable-targeted", "t", "--yes", "--accept-case-insensitive-names").exit_code == 0
+
+
+def test_a_killed_targeted_run_leaves_a_lease_that_force_takes_over(store: Path, tmp_path: Path, cli: Cli) -> None:
+    """kill -9 during `resubmit --only-this-subscription` (issue 34): its lease stays on the broker, so
+    `disable-targeted` refuses (exit 1) until it expires or `--force` takes it over; nothing is lost."""
+    _targeted_sql_dlq(store, cli, 5)
     killed = subprocess.run(
         [sys.executable, "-c", _KILLED_RESUBMIT, "2"],
         env=sbdlq_env(store, SBDLQ_CONFIG=str(tmp_path / "none.yaml")),
@@ -212,18 +218,7 @@ def test_disable_targeted_from_another_process_during_a_run(store: Path, tmp_pat
     with exit 1, its report naming the subscriptions that may hold a copy; nothing is lost."""
     import time
 
-    _topic(store)
-    with Engine(store) as eng:
-        eng.send(
-            "t",
-            [OutboundMessage(body=b"x", message_id=f"m{i}", application_properties={"region": "eu"}) for i in range(8)],
-        )
-        for sub in ("corr", "act", "all"):
-            address = parse_address(f"t/Subscriptions/{sub}")
-            eng.complete(address, [m.lock_token or "" for m in eng.receive(address, 10)])
-        sql = parse_address("t/Subscriptions/sql")
-        eng.dead_letter(sql, [m.lock_token or "" for m in eng.receive(sql, 10)], "Bad", "broken")
-    assert cli("routing", "enable-targeted", "t", "--yes", "--accept-case-insensitive-names").exit_code == 0
+    _targeted_sql_dlq(store, cli, 8)
     gate = tmp_path / "gate"
     gate.mkdir()
     run = subprocess.Popen(
